@@ -1,0 +1,301 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// Location is what the cache keeps per object: enough to route a call and to
+// judge a reply's fence. It is compact (owner ids, addresses and routing ids
+// are interned) so a node can cache millions of objects.
+type Location struct {
+	Owner            OwnerRef
+	Node             NodeRef
+	ObjectGeneration int64
+	OwnerGeneration  int64
+	StoreVersion     int64
+	Relocating       bool
+}
+
+// Fence of the location.
+func (l Location) Fence() Fence {
+	return Fence{Owner: l.Owner, ObjectGeneration: l.ObjectGeneration, OwnerGeneration: l.OwnerGeneration}
+}
+
+// LocationOf a snapshot.
+func LocationOf(s Snapshot) Location {
+	return Location{
+		Owner: s.Record.Owner, Node: s.Record.Node,
+		ObjectGeneration: s.Record.ObjectGeneration, OwnerGeneration: s.Record.OwnerGeneration,
+		StoreVersion: s.StoreVersion, Relocating: s.Record.State == StateRelocating,
+	}
+}
+
+type cacheEntry struct {
+	loc     Location
+	deleted bool  // a tombstone: the key was deleted at loc.StoreVersion
+	version int64 // revision of the newest information (mod revision or delete revision)
+}
+
+// Cache is a location cache fed by an etcd watch on authority/. It only moves
+// forward: an entry is replaced only by information of a larger revision,
+// whether it comes from the watch, a re-list after compaction, or Observe
+// (results of our own transactions, hints in replies).
+type Cache struct {
+	c    *clientv3.Client
+	keys keyspace.Keys
+	now  func() time.Time
+
+	mu       sync.RWMutex
+	entries  map[string]cacheEntry
+	intern   map[string]string
+	rev      int64     // highest revision the cache is complete up to
+	freshAt  time.Time // when the cache was last known current (load, event or progress)
+	ready    chan struct{}
+	readyOne sync.Once
+	changed  chan struct{} // closed and replaced whenever rev moves
+}
+
+// NewCache returns a cache; Run feeds it.
+func NewCache(c *clientv3.Client, keys keyspace.Keys) *Cache {
+	return &Cache{
+		c: c, keys: keys, now: time.Now,
+		entries: map[string]cacheEntry{}, intern: map[string]string{},
+		ready: make(chan struct{}), changed: make(chan struct{}),
+	}
+}
+
+// Ready is closed once the first full load is in.
+func (c *Cache) Ready() <-chan struct{} { return c.ready }
+
+// Revision the cache is complete up to.
+func (c *Cache) Revision() int64 {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.rev
+}
+
+// FreshAt is when the cache was last known current: the end of a load, a
+// watch event or a progress notification (DESIGN.md §5: a gateway accepts
+// replies only while this is within the lease TTL).
+func (c *Cache) FreshAt() time.Time {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.freshAt
+}
+
+// Len is the number of objects cached (tombstones excluded).
+func (c *Cache) Len() int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	n := 0
+	for _, e := range c.entries {
+		if !e.deleted {
+			n++
+		}
+	}
+	return n
+}
+
+// Lookup returns the cached location of obj.
+func (c *Cache) Lookup(obj keyspace.Object) (Location, bool) {
+	return c.LookupName(obj.String())
+}
+
+// LookupName is Lookup by canonical object name.
+func (c *Cache) LookupName(name string) (Location, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[name]
+	c.mu.RUnlock()
+	if !ok || e.deleted {
+		return Location{}, false
+	}
+	return e.loc, true
+}
+
+func (c *Cache) internStr(s string) string {
+	if v, ok := c.intern[s]; ok {
+		return v
+	}
+	c.intern[s] = s
+	return s
+}
+
+// applyLocked applies information of revision version; it reports whether the
+// entry changed. Older or equal information is ignored (forward only).
+func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int64) bool {
+	if e, ok := c.entries[name]; ok && e.version >= version {
+		return false
+	}
+	loc.Owner.ID = c.internStr(loc.Owner.ID)
+	loc.Node.Address = c.internStr(loc.Node.Address)
+	loc.Node.RoutingID = c.internStr(loc.Node.RoutingID)
+	c.entries[name] = cacheEntry{loc: loc, deleted: deleted, version: version}
+	return true
+}
+
+// Observe feeds a snapshot learnt elsewhere (a transaction's result). It is
+// applied only if newer than what the cache holds; it reports whether it was.
+func (c *Cache) Observe(s Snapshot) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applyLocked(s.Object.String(), LocationOf(s), false, s.StoreVersion)
+}
+
+func (c *Cache) advanceLocked(rev int64, fresh bool) {
+	if fresh {
+		c.freshAt = c.now()
+	}
+	if rev > c.rev {
+		c.rev = rev
+		close(c.changed)
+		c.changed = make(chan struct{})
+	}
+}
+
+// WaitRevision blocks until the cache is complete up to rev, or ctx ends.
+func (c *Cache) WaitRevision(ctx context.Context, rev int64) error {
+	for {
+		c.mu.RLock()
+		cur, ch := c.rev, c.changed
+		c.mu.RUnlock()
+		if cur >= rev {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// Run loads the cache and follows the watch until ctx ends. A compacted
+// watch re-lists at the current revision and resumes; the cache never goes
+// backwards.
+func (c *Cache) Run(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		rev, err := c.load(ctx)
+		if err == nil {
+			err = c.follow(ctx, rev)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			backoff = 50 * time.Millisecond
+			continue
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+	return nil
+}
+
+func (c *Cache) decode(kv *mvccpb.KeyValue) (string, Location, bool) {
+	obj, err := c.keys.ParseAuthority(string(kv.Key))
+	if err != nil {
+		return "", Location{}, false
+	}
+	r, err := DecodeRecord(kv.Value)
+	if err != nil {
+		return "", Location{}, false
+	}
+	return obj.String(), LocationOf(Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision}), true
+}
+
+// load lists every record at one revision (paged) and applies it.
+func (c *Cache) load(ctx context.Context) (int64, error) {
+	prefix := c.keys.AuthorityPrefix()
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	key := prefix
+	var rev int64
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := c.c.Get(ctx, key, opts...)
+		if err != nil {
+			return 0, fmt.Errorf("authority: cache load: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		c.mu.Lock()
+		for _, kv := range resp.Kvs {
+			if name, loc, ok := c.decode(kv); ok {
+				c.applyLocked(name, loc, false, kv.ModRevision)
+			}
+		}
+		c.mu.Unlock()
+		if !resp.More || len(resp.Kvs) == 0 {
+			break
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+	// A key deleted while we were not watching is not in the list: a known
+	// entry older than rev that is absent from etcd now stays until an event
+	// or Observe replaces it. Authority records are durable and never deleted
+	// by meshloc, so this only matters for operator deletions.
+	c.mu.Lock()
+	c.advanceLocked(rev, true)
+	c.mu.Unlock()
+	c.readyOne.Do(func() { close(c.ready) })
+	return rev, nil
+}
+
+// follow watches from rev+1 until an error; ErrCompacted means re-list.
+func (c *Cache) follow(ctx context.Context, rev int64) error {
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	wch := c.c.Watch(wctx, c.keys.AuthorityPrefix(), clientv3.WithPrefix(),
+		clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
+	for resp := range wch {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		c.mu.Lock()
+		// A batch of events may be followed by more of a later revision
+		// (a catching-up watcher), so only a progress notification vouches
+		// for the header revision; an event batch for its last event.
+		upTo := resp.Header.Revision
+		if !resp.IsProgressNotify() && len(resp.Events) > 0 {
+			upTo = resp.Events[len(resp.Events)-1].Kv.ModRevision
+		}
+		for _, ev := range resp.Events {
+			switch ev.Type {
+			case clientv3.EventTypePut:
+				if name, loc, ok := c.decode(ev.Kv); ok {
+					c.applyLocked(name, loc, false, ev.Kv.ModRevision)
+				}
+			case clientv3.EventTypeDelete:
+				if obj, err := c.keys.ParseAuthority(string(ev.Kv.Key)); err == nil {
+					c.applyLocked(obj.String(), Location{}, true, ev.Kv.ModRevision)
+				}
+			}
+		}
+		c.advanceLocked(upTo, true)
+		c.mu.Unlock()
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return errors.New("authority: cache watch closed")
+}

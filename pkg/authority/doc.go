@@ -1,0 +1,35 @@
+// Package authority reads and writes meshloc's authority records in etcd: who
+// owns each object (DESIGN.md §2–§3). It is the only writer of
+// authority/, catalog/ and relocations/ keys.
+//
+// Every write is one etcd transaction:
+//
+//	Activate  If CreateRevision(auth)=0 ∧ owner alive ∧ catalog unchanged      Then put record, bump catalog
+//	Intend    If ModRevision(auth)=seen ∧ source alive                           Then record relocating + intent
+//	Commit    If ModRevision(auth_i)=expected_i ∀i ∧ CreateRevision(owners/T)=gen Then every participant → T, ownerGeneration+1
+//	Preserve  If ModRevision(auth)=seen ∧ source alive                           Then record without intent (store version bumps)
+//	Recover   If ModRevision(auth)=seen ∧ old owner gone ∧ new owner alive       Then objectGeneration+1 on the new owner
+//
+// "Alive" is always CreateRevision(owners/<id>) = the owner generation, never a
+// timestamp. A failed compare is not an error: the result carries the current
+// records (read in the Else branch of the same transaction), so the caller
+// decides without another round trip.
+//
+// Invariants:
+//   - exactly one of Commit and Preserve from the same store version wins;
+//   - a group commits all participants or none (one transaction);
+//   - object and owner generations never decrease;
+//   - an RPC error is "uncertain", never "failed": Commit, Activate, Intend,
+//     Preserve and Recover read back and compare exactly the planned bytes. Each
+//     planned record names its relocation (LastRelocation), so no other write
+//     can produce the same bytes. If the read-back fails too, the error wraps
+//     ErrUncertain and the caller must resolve again (ResolveCommit).
+//
+// Cache is a location cache fed by a watch on authority/; it only moves
+// forward in revision, re-lists after compaction, and records when it was last
+// known fresh (DESIGN.md §5).
+//
+// Not here: deciding whether to relocate (pkg/relocation), lease keeping
+// (pkg/lease). This package does not fence by itself against an owner that
+// thinks it is alive: the owner-key compare inside each transaction does.
+package authority

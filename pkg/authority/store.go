@@ -1,0 +1,179 @@
+package authority
+
+import (
+	"context"
+	"fmt"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// Store reads and writes authority records. Every write is one etcd Txn guarded
+// by a ModRevision compare and an owner key's CreateRevision (DESIGN.md §3).
+type Store struct {
+	c    *clientv3.Client
+	keys keyspace.Keys
+}
+
+// New returns a Store over an etcd client.
+func New(c *clientv3.Client, keys keyspace.Keys) *Store { return &Store{c: c, keys: keys} }
+
+// Keys is the key codec of the store.
+func (s *Store) Keys() keyspace.Keys { return s.keys }
+
+// Client is the etcd client of the store.
+func (s *Store) Client() *clientv3.Client { return s.c }
+
+func (s *Store) snapshot(kv *mvccpb.KeyValue, rev int64) (Snapshot, error) {
+	obj, err := s.keys.ParseAuthority(string(kv.Key))
+	if err != nil {
+		return Snapshot{}, err
+	}
+	r, err := DecodeRecord(kv.Value)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("%s: %w", kv.Key, err)
+	}
+	return Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision, Revision: rev}, nil
+}
+
+// Read returns the object's record, or ErrNotFound.
+func (s *Store) Read(ctx context.Context, obj keyspace.Object) (Snapshot, error) {
+	if err := obj.Validate(); err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	resp, err := s.c.Get(ctx, s.keys.Authority(obj))
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("authority: read %s: %w", obj, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return Snapshot{}, fmt.Errorf("%w: %s", ErrNotFound, obj)
+	}
+	return s.snapshot(resp.Kvs[0], resp.Header.Revision)
+}
+
+// OwnerKey is an owner key as seen in a multi-key read.
+type OwnerKey struct {
+	// Generation is the CreateRevision of owners/<id>; 0 when the key is absent.
+	Generation int64
+	// Value is the raw descriptor.
+	Value []byte
+}
+
+// View is a set of records and owner keys read at one revision.
+type View struct {
+	Revision int64
+	// Objects holds the records found, by object name; a missing object is absent.
+	Objects map[string]Snapshot
+	// Owners holds the requested owner keys, by owner id (Generation 0: absent).
+	Owners map[string]OwnerKey
+}
+
+// Alive reports whether owner o has a live key of exactly its generation.
+func (v View) Alive(o OwnerRef) bool {
+	k, ok := v.Owners[o.ID]
+	return ok && k.Generation != 0 && k.Generation == o.Generation
+}
+
+// ReadMany reads the objects and owner keys in one transaction, so at one
+// revision (the settle read of DESIGN.md §3).
+func (s *Store) ReadMany(ctx context.Context, objs []keyspace.Object, owners []string) (View, error) {
+	ops := make([]clientv3.Op, 0, len(objs)+len(owners))
+	for _, o := range objs {
+		if err := o.Validate(); err != nil {
+			return View{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		ops = append(ops, clientv3.OpGet(s.keys.Authority(o)))
+	}
+	for _, id := range owners {
+		if err := keyspace.ValidateOwnerID(id); err != nil {
+			return View{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+		}
+		ops = append(ops, clientv3.OpGet(s.keys.Owner(id)))
+	}
+	resp, err := s.c.Txn(ctx).Then(ops...).Commit()
+	if err != nil {
+		return View{}, fmt.Errorf("authority: read many: %w", err)
+	}
+	return s.view(resp, objs, owners, 0)
+}
+
+// view decodes a Txn response whose ops from index start are gets of objs
+// then of owners.
+func (s *Store) view(resp *clientv3.TxnResponse, objs []keyspace.Object, owners []string, start int) (View, error) {
+	v := View{Revision: resp.Header.Revision, Objects: map[string]Snapshot{}, Owners: map[string]OwnerKey{}}
+	i := start
+	for range objs {
+		r := resp.Responses[i].GetResponseRange()
+		i++
+		if r == nil || len(r.Kvs) == 0 {
+			continue
+		}
+		snap, err := s.snapshot(r.Kvs[0], v.Revision)
+		if err != nil {
+			return View{}, err
+		}
+		v.Objects[snap.Object.String()] = snap
+	}
+	for _, id := range owners {
+		r := resp.Responses[i].GetResponseRange()
+		i++
+		k := OwnerKey{}
+		if r != nil && len(r.Kvs) > 0 {
+			k = OwnerKey{Generation: r.Kvs[0].CreateRevision, Value: r.Kvs[0].Value}
+		}
+		v.Owners[id] = k
+	}
+	return v, nil
+}
+
+// ListOptions filters List.
+type ListOptions struct {
+	// Kind keeps only objects of this kind ("actor" or "group"); empty: all.
+	Kind string
+	// Owner keeps only objects owned by this owner id; empty: all.
+	Owner string
+}
+
+// List reads every record at one revision (paged by 1,000 keys at that revision).
+func (s *Store) List(ctx context.Context, opt ListOptions) ([]Snapshot, int64, error) {
+	prefix := s.keys.AuthorityPrefix()
+	if opt.Kind != "" {
+		if opt.Kind != keyspace.KindActor && opt.Kind != keyspace.KindGroup {
+			return nil, 0, fmt.Errorf("%w: kind %q (want actor or group)", ErrInvalidRequest, opt.Kind)
+		}
+		prefix += opt.Kind + "/"
+	}
+	end := clientv3.GetPrefixRangeEnd(prefix)
+	var out []Snapshot
+	var rev int64
+	key := prefix
+	for {
+		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(1000)}
+		if rev != 0 {
+			opts = append(opts, clientv3.WithRev(rev))
+		}
+		resp, err := s.c.Get(ctx, key, opts...)
+		if err != nil {
+			return nil, 0, fmt.Errorf("authority: list: %w", err)
+		}
+		if rev == 0 {
+			rev = resp.Header.Revision
+		}
+		for _, kv := range resp.Kvs {
+			snap, err := s.snapshot(kv, rev)
+			if err != nil {
+				continue // not ours to judge here; Read reports it
+			}
+			if opt.Owner != "" && snap.Record.Owner.ID != opt.Owner {
+				continue
+			}
+			out = append(out, snap)
+		}
+		if !resp.More || len(resp.Kvs) == 0 {
+			return out, rev, nil
+		}
+		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+	}
+}

@@ -1,0 +1,479 @@
+package authority
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// ---------------------------------------------------------------- activate
+
+// ActivateRequest places an object that has no record on a live owner.
+type ActivateRequest struct {
+	Object keyspace.Object
+	Owner  OwnerRef
+	Node   NodeRef
+	// Group, for an actor created as a member of a group.
+	Group  string
+	Pinned bool
+}
+
+// ActivateResult says who owns the object after Activate.
+type ActivateResult struct {
+	// Won is true when this call created the record.
+	Won bool
+	// Snapshot is the record now in etcd: ours when Won, the winner's otherwise.
+	Snapshot Snapshot
+}
+
+// catalogEntry is the value of catalog/<object>.
+type catalogEntry struct {
+	LastObjectGeneration int64 `json:"lastObjectGeneration"`
+}
+
+func decodeCatalog(b []byte) int64 {
+	var c catalogEntry
+	if len(b) == 0 || json.Unmarshal(b, &c) != nil {
+		return 0
+	}
+	return c.LastObjectGeneration
+}
+
+func (r ActivateRequest) validate() error {
+	if err := r.Object.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if err := keyspace.ValidateOwnerID(r.Owner.ID); err != nil || r.Owner.Generation <= 0 {
+		return fmt.Errorf("%w: owner %v", ErrInvalidRequest, r.Owner)
+	}
+	return nil
+}
+
+// maxTxnRetries bounds the retries of a transaction whose compare failed only
+// because an unrelated key (the catalog) moved.
+const maxTxnRetries = 16
+
+// Activate creates the object's record owned by req.Owner:
+//
+//	If CreateRevision(auth)=0 ∧ CreateRevision(owners/owner)=owner.Generation ∧ catalog unchanged
+//	Then put the record (objectGeneration = catalog+1, ownerGeneration 1), bump the catalog
+//	Else get auth, owner, catalog
+//
+// A lost race returns the winner's record (Won=false). An owner that is not
+// alive gets ErrOwnerNotAlive. An RPC error is resolved by reading back.
+func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResult, error) {
+	if err := req.validate(); err != nil {
+		return ActivateResult{}, err
+	}
+	authKey := s.keys.Authority(req.Object)
+	ownerKey := s.keys.Owner(req.Owner.ID)
+	catKey := s.keys.Catalog(req.Object)
+	var catRev, lastGen int64
+	for range maxTxnRetries {
+		rec := Record{
+			Kind: req.Object.Kind, Type: req.Object.Type,
+			ObjectGeneration: lastGen + 1, OwnerGeneration: 1,
+			Owner: req.Owner, Node: req.Node, State: StateActive,
+			Group: req.Group, Pinned: req.Pinned,
+		}
+		planned := rec.Encode()
+		cat, _ := json.Marshal(catalogEntry{LastObjectGeneration: rec.ObjectGeneration})
+		resp, err := s.c.Txn(ctx).If(
+			clientv3.Compare(clientv3.CreateRevision(authKey), "=", 0),
+			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Owner.Generation),
+			clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
+		).Then(
+			clientv3.OpPut(authKey, string(planned)),
+			clientv3.OpPut(catKey, string(cat)),
+		).Else(
+			clientv3.OpGet(authKey),
+			clientv3.OpGet(ownerKey),
+			clientv3.OpGet(catKey),
+		).Commit()
+		if err != nil {
+			// Uncertain: read back. Ours iff the record is exactly the planned bytes.
+			snap, rerr := s.Read(ctx, req.Object)
+			switch {
+			case rerr == nil && bytes.Equal(snap.Record.Encode(), planned):
+				return ActivateResult{Won: true, Snapshot: snap}, nil
+			case rerr == nil:
+				return ActivateResult{Won: false, Snapshot: snap}, nil
+			case errors.Is(rerr, ErrNotFound):
+				continue // not written: try again
+			default:
+				return ActivateResult{}, fmt.Errorf("%w: activate %s: %w (read-back: %v)", ErrUncertain, req.Object, err, rerr)
+			}
+		}
+		if resp.Succeeded {
+			return ActivateResult{Won: true, Snapshot: Snapshot{
+				Object: req.Object, Record: rec, StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
+			}}, nil
+		}
+		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
+			snap, err := s.snapshot(kvs[0], resp.Header.Revision)
+			if err != nil {
+				return ActivateResult{}, err
+			}
+			return ActivateResult{Won: false, Snapshot: snap}, nil
+		}
+		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != req.Owner.Generation {
+			return ActivateResult{}, fmt.Errorf("%w: %v activating %s", ErrOwnerNotAlive, req.Owner, req.Object)
+		}
+		catRev, lastGen = 0, 0
+		if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
+			catRev, lastGen = kvs[0].ModRevision, decodeCatalog(kvs[0].Value)
+		}
+	}
+	return ActivateResult{}, fmt.Errorf("authority: activate %s: catalog kept moving", req.Object)
+}
+
+// ---------------------------------------------------------------- commit
+
+// Participant is one object of a commit: the snapshot the source captured.
+type Participant struct {
+	Expected Snapshot
+}
+
+// CommitRequest moves every participant to Target in one transaction.
+type CommitRequest struct {
+	RelocationID string
+	Participants []Participant
+	Target       OwnerRef
+	TargetNode   NodeRef
+}
+
+// CommitResult is the outcome of Commit.
+type CommitResult struct {
+	// Committed is true when every participant is now owned by the target.
+	Committed bool
+	// Revision of the commit, or of the read that decided it failed.
+	Revision int64
+	// Records after the commit (Committed), or the current ones (not
+	// Committed; a missing participant is absent from the map).
+	Records map[string]Snapshot
+	// TargetAlive reports whether the target's owner key had its generation.
+	TargetAlive bool
+	// Resolved is true when the outcome was decided by a read-back after an
+	// RPC error (the reply was lost).
+	Resolved bool
+}
+
+// Planned returns the record a participant gets when committed to target.
+func Planned(p Participant, target OwnerRef, node NodeRef, relocationID string) Record {
+	r := p.Expected.Record
+	r.Members = append([]string(nil), r.Members...)
+	r.OwnerGeneration++
+	r.Owner = target
+	r.Node = node
+	r.State = StateActive
+	r.Intent = nil
+	r.LastRelocation = relocationID
+	return r
+}
+
+func (req CommitRequest) validate() error {
+	if len(req.Participants) == 0 {
+		return fmt.Errorf("%w: commit without participants", ErrInvalidRequest)
+	}
+	if req.RelocationID == "" {
+		return fmt.Errorf("%w: commit without relocation id", ErrInvalidRequest)
+	}
+	if err := keyspace.ValidateOwnerID(req.Target.ID); err != nil || req.Target.Generation <= 0 {
+		return fmt.Errorf("%w: target %v", ErrInvalidRequest, req.Target)
+	}
+	seen := map[string]bool{}
+	for _, p := range req.Participants {
+		name := p.Expected.Object.String()
+		if err := p.Expected.Object.Validate(); err != nil || p.Expected.StoreVersion <= 0 {
+			return fmt.Errorf("%w: participant %q", ErrInvalidRequest, name)
+		}
+		if seen[name] {
+			return fmt.Errorf("%w: participant %q twice", ErrInvalidRequest, name)
+		}
+		seen[name] = true
+	}
+	return nil
+}
+
+// Commit is the target's cutover transaction (DESIGN.md §3):
+//
+//	If ModRevision(auth_i)=expected_i ∀i ∧ CreateRevision(owners/target)=target.Generation
+//	Then put every participant owned by the target, ownerGeneration+1, intent cleared
+//	Else get every participant and the target's owner key
+//
+// A failed compare is not an error: Committed=false with the current records.
+// An RPC error is resolved by reading back exactly the planned records; if that
+// read fails too, the error wraps ErrUncertain and the caller must resolve
+// again (ResolveCommit).
+func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, error) {
+	if err := req.validate(); err != nil {
+		return CommitResult{}, err
+	}
+	n := len(req.Participants)
+	cmps := make([]clientv3.Cmp, 0, n+1)
+	puts := make([]clientv3.Op, 0, n)
+	gets := make([]clientv3.Op, 0, n+1)
+	for _, p := range req.Participants {
+		k := s.keys.Authority(p.Expected.Object)
+		rec := Planned(p, req.Target, req.TargetNode, req.RelocationID)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
+		puts = append(puts, clientv3.OpPut(k, string(rec.Encode())))
+		gets = append(gets, clientv3.OpGet(k))
+	}
+	ownerKey := s.keys.Owner(req.Target.ID)
+	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Target.Generation))
+	gets = append(gets, clientv3.OpGet(ownerKey))
+	resp, err := s.c.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+	if err != nil {
+		res, rerr := s.ResolveCommit(ctx, req)
+		if rerr != nil {
+			return CommitResult{}, fmt.Errorf("%w: commit %s: %w (read-back: %w)", ErrUncertain, req.RelocationID, err, rerr)
+		}
+		return res, nil
+	}
+	objs := participantObjects(req.Participants)
+	if resp.Succeeded {
+		res := CommitResult{Committed: true, Revision: resp.Header.Revision, Records: map[string]Snapshot{}, TargetAlive: true}
+		for _, p := range req.Participants {
+			res.Records[p.Expected.Object.String()] = Snapshot{
+				Object: p.Expected.Object, Record: Planned(p, req.Target, req.TargetNode, req.RelocationID),
+				StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
+			}
+		}
+		return res, nil
+	}
+	v, err := s.view(resp, objs, []string{req.Target.ID}, 0)
+	if err != nil {
+		return CommitResult{}, err
+	}
+	return CommitResult{Revision: v.Revision, Records: v.Objects, TargetAlive: v.Alive(req.Target)}, nil
+}
+
+func participantObjects(ps []Participant) []keyspace.Object {
+	out := make([]keyspace.Object, len(ps))
+	for i, p := range ps {
+		out[i] = p.Expected.Object
+	}
+	return out
+}
+
+// ResolveCommit decides an uncertain commit by one read at one revision: it
+// committed iff every participant holds exactly its planned bytes at a store
+// version newer than expected. Anything else means it did not commit (the
+// compare of a later commit cannot match the planned bytes, because each
+// planned record names its relocation).
+func (s *Store) ResolveCommit(ctx context.Context, req CommitRequest) (CommitResult, error) {
+	if err := req.validate(); err != nil {
+		return CommitResult{}, err
+	}
+	v, err := s.ReadMany(ctx, participantObjects(req.Participants), []string{req.Target.ID})
+	if err != nil {
+		return CommitResult{}, err
+	}
+	res := CommitResult{Revision: v.Revision, Records: v.Objects, TargetAlive: v.Alive(req.Target), Resolved: true}
+	for _, p := range req.Participants {
+		cur, ok := v.Objects[p.Expected.Object.String()]
+		planned := Planned(p, req.Target, req.TargetNode, req.RelocationID)
+		if !ok || cur.StoreVersion <= p.Expected.StoreVersion || !bytes.Equal(cur.Record.Encode(), planned.Encode()) {
+			return res, nil
+		}
+	}
+	res.Committed = true
+	return res, nil
+}
+
+// ---------------------------------------------------------------- intent / preserve
+
+// IntentRequest marks an object as relocating (the source, at plan time).
+type IntentRequest struct {
+	Seen   Snapshot // the source's current record; it must own it
+	Source OwnerRef
+	Intent Intent
+	// LeaseID binds relocations/<id> to the source's lease.
+	LeaseID clientv3.LeaseID
+}
+
+// WriteResult is the outcome of a single-record write (Intend, Preserve).
+type WriteResult struct {
+	// Written is true when the record now holds the planned value.
+	Written bool
+	// Snapshot is the record after the write (Written) or the current one
+	// (absent: Found=false).
+	Snapshot Snapshot
+	Found    bool
+	// OwnerAlive reports whether the writer's owner key had its generation.
+	OwnerAlive bool
+	// Resolved is true when decided by a read-back after an RPC error.
+	Resolved bool
+}
+
+// relocationIntent is the value of relocations/<id>.
+type relocationIntent struct {
+	Object string `json:"object"`
+	Source OwnerRef
+	Intent
+	Phase string `json:"phase"`
+}
+
+// Intend writes the relocation intent:
+//
+//	If ModRevision(auth)=seen ∧ CreateRevision(owners/source)=source.Generation
+//	Then put the record with state relocating and the intent; put relocations/<id> bound to the source's lease
+func (s *Store) Intend(ctx context.Context, req IntentRequest) (WriteResult, error) {
+	if req.Intent.RelocationID == "" || req.Seen.Record.Owner != req.Source {
+		return WriteResult{}, fmt.Errorf("%w: intent by %v on a record owned by %v", ErrInvalidRequest, req.Source, req.Seen.Record.Owner)
+	}
+	rec := req.Seen.Record
+	in := req.Intent
+	rec.State, rec.Intent = StateRelocating, &in
+	val, _ := json.Marshal(relocationIntent{Object: req.Seen.Object.String(), Source: req.Source, Intent: in, Phase: "prepared"})
+	extra := []clientv3.Op{clientv3.OpPut(s.keys.Relocation(in.RelocationID), string(val), clientv3.WithLease(req.LeaseID))}
+	return s.writeOne(ctx, req.Seen, req.Source, rec, extra)
+}
+
+// PreserveRequest: the source, still the owner after the deadline, keeps the
+// object and cancels the relocation.
+type PreserveRequest struct {
+	Seen         Snapshot
+	Source       OwnerRef
+	RelocationID string
+}
+
+// Preserve rewrites the record without the intent:
+//
+//	If ModRevision(auth)=seen ∧ CreateRevision(owners/source)=source.Generation
+//	Then put the record (same generations, state active, no intent)
+//
+// It bumps the store version, so a late Commit from the same expected version
+// fails: exactly one of Commit and Preserve wins.
+func (s *Store) Preserve(ctx context.Context, req PreserveRequest) (WriteResult, error) {
+	if req.RelocationID == "" || req.Seen.Record.Owner != req.Source {
+		return WriteResult{}, fmt.Errorf("%w: preserve by %v on a record owned by %v", ErrInvalidRequest, req.Source, req.Seen.Record.Owner)
+	}
+	rec := req.Seen.Record
+	rec.State, rec.Intent, rec.LastRelocation = StateActive, nil, req.RelocationID
+	extra := []clientv3.Op{clientv3.OpDelete(s.keys.Relocation(req.RelocationID))}
+	return s.writeOne(ctx, req.Seen, req.Source, rec, extra)
+}
+
+// writeOne is the guarded single-record write shared by Intend and Preserve.
+func (s *Store) writeOne(ctx context.Context, seen Snapshot, owner OwnerRef, rec Record, extra []clientv3.Op) (WriteResult, error) {
+	if err := seen.Object.Validate(); err != nil || seen.StoreVersion <= 0 {
+		return WriteResult{}, fmt.Errorf("%w: snapshot of %q", ErrInvalidRequest, seen.Object)
+	}
+	if err := rec.Validate(); err != nil {
+		return WriteResult{}, err
+	}
+	k := s.keys.Authority(seen.Object)
+	ok := s.keys.Owner(owner.ID)
+	planned := rec.Encode()
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(k), "=", seen.StoreVersion),
+		clientv3.Compare(clientv3.CreateRevision(ok), "=", owner.Generation),
+	).Then(append([]clientv3.Op{clientv3.OpPut(k, string(planned))}, extra...)...).Else(
+		clientv3.OpGet(k), clientv3.OpGet(ok),
+	).Commit()
+	if err != nil {
+		v, rerr := s.ReadMany(ctx, []keyspace.Object{seen.Object}, []string{owner.ID})
+		if rerr != nil {
+			return WriteResult{}, fmt.Errorf("%w: write %s: %w (read-back: %w)", ErrUncertain, seen.Object, err, rerr)
+		}
+		cur, found := v.Objects[seen.Object.String()]
+		written := found && cur.StoreVersion > seen.StoreVersion && bytes.Equal(cur.Record.Encode(), planned)
+		return WriteResult{Written: written, Snapshot: cur, Found: found, OwnerAlive: v.Alive(owner), Resolved: true}, nil
+	}
+	if resp.Succeeded {
+		return WriteResult{Written: true, Found: true, OwnerAlive: true, Snapshot: Snapshot{
+			Object: seen.Object, Record: rec, StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
+		}}, nil
+	}
+	v, err := s.view(resp, []keyspace.Object{seen.Object}, []string{owner.ID}, 0)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	cur, found := v.Objects[seen.Object.String()]
+	return WriteResult{Snapshot: cur, Found: found, OwnerAlive: v.Alive(owner)}, nil
+}
+
+// ---------------------------------------------------------------- recover
+
+// RecoverRequest re-creates an object whose owner died with it.
+type RecoverRequest struct {
+	Seen     Snapshot
+	NewOwner OwnerRef
+	Node     NodeRef
+}
+
+// Recover re-activates an orphaned object on a live owner:
+//
+//	If ModRevision(auth)=seen ∧ CreateRevision(owners/old)≠old.Generation ∧
+//	   CreateRevision(owners/new)=new.Generation ∧ catalog unchanged
+//	Then put the record with objectGeneration = max(catalog, seen)+1, ownerGeneration+1
+//
+// Written=false with OwnerAlive=true means the old owner is alive: not orphaned.
+func (s *Store) Recover(ctx context.Context, req RecoverRequest) (WriteResult, error) {
+	if err := req.Seen.Object.Validate(); err != nil || req.Seen.StoreVersion <= 0 {
+		return WriteResult{}, fmt.Errorf("%w: snapshot of %q", ErrInvalidRequest, req.Seen.Object)
+	}
+	if err := keyspace.ValidateOwnerID(req.NewOwner.ID); err != nil || req.NewOwner.Generation <= 0 {
+		return WriteResult{}, fmt.Errorf("%w: new owner %v", ErrInvalidRequest, req.NewOwner)
+	}
+	obj := req.Seen.Object
+	k, catKey := s.keys.Authority(obj), s.keys.Catalog(obj)
+	old := req.Seen.Record.Owner
+	oldKey, newKey := s.keys.Owner(old.ID), s.keys.Owner(req.NewOwner.ID)
+	cat, err := s.c.Get(ctx, catKey)
+	if err != nil {
+		return WriteResult{}, fmt.Errorf("authority: recover %s: %w", obj, err)
+	}
+	var catRev, last int64
+	if len(cat.Kvs) > 0 {
+		catRev, last = cat.Kvs[0].ModRevision, decodeCatalog(cat.Kvs[0].Value)
+	}
+	rec := req.Seen.Record
+	rec.ObjectGeneration = max(last, rec.ObjectGeneration) + 1
+	rec.OwnerGeneration++
+	rec.Owner, rec.Node, rec.State, rec.Intent = req.NewOwner, req.Node, StateActive, nil
+	planned := rec.Encode()
+	catVal, _ := json.Marshal(catalogEntry{LastObjectGeneration: rec.ObjectGeneration})
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(k), "=", req.Seen.StoreVersion),
+		clientv3.Compare(clientv3.CreateRevision(oldKey), "!=", old.Generation),
+		clientv3.Compare(clientv3.CreateRevision(newKey), "=", req.NewOwner.Generation),
+		clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
+	).Then(
+		clientv3.OpPut(k, string(planned)), clientv3.OpPut(catKey, string(catVal)),
+	).Else(
+		clientv3.OpGet(k), clientv3.OpGet(oldKey),
+	).Commit()
+	if err != nil {
+		v, rerr := s.ReadMany(ctx, []keyspace.Object{obj}, []string{old.ID})
+		if rerr != nil {
+			return WriteResult{}, fmt.Errorf("%w: recover %s: %w (read-back: %w)", ErrUncertain, obj, err, rerr)
+		}
+		cur, found := v.Objects[obj.String()]
+		written := found && bytes.Equal(cur.Record.Encode(), planned)
+		return WriteResult{Written: written, Snapshot: cur, Found: found, OwnerAlive: v.Alive(old), Resolved: true}, nil
+	}
+	if resp.Succeeded {
+		return WriteResult{Written: true, Found: true, Snapshot: Snapshot{
+			Object: obj, Record: rec, StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
+		}}, nil
+	}
+	v, err := s.view(resp, []keyspace.Object{obj}, []string{old.ID}, 0)
+	if err != nil {
+		return WriteResult{}, err
+	}
+	cur, found := v.Objects[obj.String()]
+	return WriteResult{Snapshot: cur, Found: found, OwnerAlive: v.Alive(old)}, nil
+}
+
+// Orphaned reports whether a record's owner is gone in view v (the owner key
+// is absent or has another CreateRevision).
+func Orphaned(rec Record, v View) bool { return !v.Alive(rec.Owner) }
