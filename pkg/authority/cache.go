@@ -58,8 +58,9 @@ type Cache struct {
 	mu       sync.RWMutex
 	entries  map[string]cacheEntry
 	intern   map[string]string
-	rev      int64     // highest revision the cache is complete up to
-	freshAt  time.Time // when the cache was last known current (load, event or progress)
+	counts   map[string]int // objects per owner id
+	rev      int64          // highest revision the cache is complete up to
+	freshAt  time.Time      // when the cache was last known current (load, event or progress)
 	ready    chan struct{}
 	readyOne sync.Once
 	changed  chan struct{} // closed and replaced whenever rev moves
@@ -69,7 +70,7 @@ type Cache struct {
 func NewCache(c *clientv3.Client, keys keyspace.Keys) *Cache {
 	return &Cache{
 		c: c, keys: keys, now: time.Now,
-		entries: map[string]cacheEntry{}, intern: map[string]string{},
+		entries: map[string]cacheEntry{}, intern: map[string]string{}, counts: map[string]int{},
 		ready: make(chan struct{}), changed: make(chan struct{}),
 	}
 }
@@ -98,12 +99,18 @@ func (c *Cache) Len() int {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	n := 0
-	for _, e := range c.entries {
-		if !e.deleted {
-			n++
-		}
+	for _, k := range c.counts {
+		n += k
 	}
 	return n
+}
+
+// Count is the number of cached objects whose record names owner id (any
+// generation): the load figure placement uses.
+func (c *Cache) Count(ownerID string) int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.counts[ownerID]
 }
 
 // Lookup returns the cached location of obj.
@@ -133,8 +140,18 @@ func (c *Cache) internStr(s string) string {
 // applyLocked applies information of revision version; it reports whether the
 // entry changed. Older or equal information is ignored (forward only).
 func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int64) bool {
-	if e, ok := c.entries[name]; ok && e.version >= version {
+	e, ok := c.entries[name]
+	if ok && e.version >= version {
 		return false
+	}
+	if ok && !e.deleted {
+		c.counts[e.loc.Owner.ID]--
+		if c.counts[e.loc.Owner.ID] <= 0 {
+			delete(c.counts, e.loc.Owner.ID)
+		}
+	}
+	if !deleted {
+		c.counts[c.internStr(loc.Owner.ID)]++
 	}
 	loc.Owner.ID = c.internStr(loc.Owner.ID)
 	loc.Node.Address = c.internStr(loc.Node.Address)
@@ -299,3 +316,6 @@ func (c *Cache) follow(ctx context.Context, rev int64) error {
 	}
 	return errors.New("authority: cache watch closed")
 }
+
+// Keys is the key codec the cache watches under.
+func (c *Cache) Keys() keyspace.Keys { return c.keys }

@@ -1,0 +1,129 @@
+// Command locationd serves meshloc's location API over an embedded etcd (the
+// default) or an existing etcd cluster. See DESIGN.md §8 and §10, and
+// internal/locationd for what it serves.
+//
+// Flags, environment (LOCATIOND_<FLAG>, e.g. LOCATIOND_DATA_DIR) and signals
+// only: SIGINT or SIGTERM shuts it down cleanly, exit status 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
+
+	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/locationd"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError marks a command line (or environment) that cannot be run.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// errNotImplemented is a subcommand reserved for a later release.
+var errNotImplemented = errors.New("not yet implemented")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	os.Exit(code)
+}
+
+// run is main without the process: it returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	cmd := newRoot(stdout, stderr, lookup)
+	cmd.SetArgs(args)
+	err := cmd.ExecuteContext(ctx)
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errNotImplemented):
+		fmt.Fprintf(stderr, "locationd: %v\n", err)
+		return exitUsage
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "locationd: usage: %v (see locationd --help)\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "locationd: %v\n", err)
+		return exitError
+	}
+}
+
+func newRoot(stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
+	cfg := locationd.DefaultConfig()
+	gofs := flag.NewFlagSet("locationd", flag.ContinueOnError)
+	cfg.AddFlags(gofs)
+
+	root := &cobra.Command{
+		Use:   "locationd",
+		Short: "meshloc's location service: who owns which object, over etcd",
+		Long: `locationd serves meshloc's location API (GET /v1/owners, /v1/objects,
+/v1/objects/{object}, /healthz, /readyz, /metrics) on --http. With no
+--etcd-endpoints it runs an embedded etcd in --data-dir.
+
+Every flag can also be set by the environment: LOCATIOND_<FLAG>, e.g.
+LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
+		Args:          noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cliutil.ApplyEnv(cmd.Flags(), locationd.EnvPrefix, lookup); err != nil {
+				return usageError{err}
+			}
+			lvl, err := cfg.Level()
+			if err != nil {
+				return usageError{fmt.Errorf("--log-level %q: %w", cfg.LogLevel, err)}
+			}
+			log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", "locationd").Logger()
+			srv, err := locationd.New(cfg, log)
+			if err != nil {
+				return usageError{err}
+			}
+			if err := srv.Run(cmd.Context()); err != nil {
+				log.Error().Err(err).Msg("locationd stopped")
+				return err
+			}
+			log.Info().Msg("locationd stopped")
+			return nil
+		},
+	}
+	root.Flags().AddGoFlagSet(gofs)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddCommand(&cobra.Command{
+		Use:   "demo",
+		Short: "embedded etcd + 3 in-process nodes + a live workload that keeps moving objects (not yet implemented)",
+		Args:  noArgs,
+		RunE: func(*cobra.Command, []string) error {
+			return fmt.Errorf("demo: %w (run locationd without a subcommand to serve the location API)", errNotImplemented)
+		},
+	})
+	return root
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
+	}
+	return nil
+}

@@ -1,0 +1,41 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args   []string
+		env    map[string]string
+		code   int
+		stderr string
+	}{
+		{[]string{"demo"}, nil, exitUsage, "locationd: demo: not yet implemented"},
+		{[]string{"--bogus"}, nil, exitUsage, "locationd: usage: unknown flag: --bogus"},
+		{[]string{"serve"}, nil, exitUsage, `locationd: usage: locationd takes no arguments, got ["serve"]`},
+		{[]string{"--http", "7070"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --http "7070" is not host:port`},
+		{nil, map[string]string{"LOCATIOND_PREFIX": "nope"}, exitUsage, "locationd: usage: locationd: invalid config: --prefix/--cluster"},
+		{nil, map[string]string{"LOCATIOND_REQUEST_TIMEOUT": "soon"}, exitUsage, `locationd: usage: environment LOCATIOND_REQUEST_TIMEOUT="soon"`},
+		{[]string{"--log-level", "loud"}, nil, exitUsage, `locationd: usage: --log-level "loud"`},
+	} {
+		var out, errb bytes.Buffer
+		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
+		code := run(context.Background(), tc.args, &out, &errb, lookup)
+		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
+		if code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], tc.stderr) {
+			t.Errorf("locationd %v %v: exit %d, stderr %q; want exit %d, stderr %q…", tc.args, tc.env, code, errb.String(), tc.code, tc.stderr)
+		}
+	}
+}
+
+func TestHelp(t *testing.T) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), []string{"--help"}, &out, &errb, func(string) (string, bool) { return "", false })
+	if code != exitOK || !strings.Contains(out.String(), "--etcd-endpoints") || !strings.Contains(out.String(), "LOCATIOND_") {
+		t.Errorf("--help: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}

@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/locationd/api"
+)
+
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// envPrefix mirrors every global flag: --locationd is MESHCTL_LOCATIOND.
+const envPrefix = "MESHCTL_"
+
+// usageError marks a command line that cannot be run (exit status 2).
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// globals are the flags every subcommand shares.
+type globals struct {
+	locationd string
+	node      string
+	output    string
+	timeout   time.Duration
+	lookup    func(string) (string, bool)
+}
+
+// run is main without the process: it executes args and returns the exit
+// status, having written at most one error line to stderr.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	root := newRoot(stdout, lookup)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, errorLine(err))
+	if errors.As(err, new(usageError)) {
+		return exitUsage
+	}
+	return exitError
+}
+
+// errorLine is the one line meshctl prints for err: "meshctl: <code>: <message>".
+func errorLine(err error) string {
+	var msg string
+	if errors.As(err, new(usageError)) {
+		msg = "usage: " + err.Error() + " (see meshctl --help)"
+	} else if e, ok := api.AsError(err); ok {
+		msg = e.Code + ": " + e.Message
+	} else {
+		msg = api.CodeInternal + ": " + err.Error()
+	}
+	return "meshctl: " + strings.Join(strings.Fields(msg), " ")
+}
+
+func newRoot(stdout io.Writer, lookup func(string) (string, bool)) *cobra.Command {
+	g := &globals{lookup: lookup}
+	root := &cobra.Command{
+		Use:   "meshctl",
+		Short: "inspect a meshloc cluster through locationd",
+		Long: `meshctl inspects a meshloc cluster through locationd's API.
+
+Global flags can also be set by the environment: MESHCTL_<FLAG>, e.g.
+MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins.
+
+Exit status: 0 on success, 1 on an error, 2 on a usage error. Errors are one
+line on stderr: "meshctl: <code>: <message>".`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("unknown command %q", args[0])}
+			}
+			return nil
+		},
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cliutil.ApplyEnv(cmd.Root().PersistentFlags(), envPrefix, g.lookup); err != nil {
+				return usageError{err}
+			}
+			if g.output != "table" && g.output != "json" {
+				return usageError{fmt.Errorf("-o %q (want table or json)", g.output)}
+			}
+			if g.timeout <= 0 {
+				return usageError{fmt.Errorf("--timeout %s must be positive", g.timeout)}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return usageError{errors.New("a subcommand is required")}
+		},
+	}
+	pf := root.PersistentFlags()
+	pf.StringVar(&g.locationd, "locationd", "http://127.0.0.1:7070", "URL of locationd's API")
+	pf.StringVar(&g.node, "node", "127.0.0.1:7100", "gRPC address of a meshnode gateway (for call, relocate: not used yet)")
+	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (the API's JSON)")
+	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "bound on each request")
+	root.SetOut(stdout)
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+
+	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout))
+	for _, c := range root.Commands() {
+		c.SilenceErrors, c.SilenceUsage = true, true
+	}
+	return root
+}
+
+// exactArgs is cobra.ExactArgs as a usage error.
+func exactArgs(n int) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
+			return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+		}
+		return nil
+	}
+}
+
+func (g *globals) client() (*api.Client, error) {
+	c, err := api.NewClient(g.locationd, nil)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("--locationd %q is not a URL like http://127.0.0.1:7070", g.locationd)}
+	}
+	return c, nil
+}
+
+// printJSON writes the API's JSON, indented.
+func printJSON(w io.Writer, raw []byte) error {
+	var b bytes.Buffer
+	if err := json.Indent(&b, bytes.TrimSpace(raw), "", "  "); err != nil {
+		return err
+	}
+	b.WriteByte('\n')
+	_, err := w.Write(b.Bytes())
+	return err
+}
+
+// table writes rows aligned in columns; the first row is the header.
+func table(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, r := range rows {
+		fmt.Fprintln(tw, strings.Join(r, "\t"))
+	}
+	return tw.Flush()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func yesNo(b bool) string {
+	if b {
+		return "yes"
+	}
+	return "no"
+}
+
+func ownersCmd(g *globals, out io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "owners",
+		Short: "list the live owners (meshnodes)",
+		Args:  exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			r, raw, err := c.Owners(ctx)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return printJSON(out, raw)
+			}
+			rows := [][]string{{"ID", "GENERATION", "STATE", "ADDRESS", "WEIGHT", "VERSION", "TYPES", "STARTED", "LEASE", "ROUTING-ID"}}
+			for _, o := range r.Owners {
+				rows = append(rows, []string{
+					o.ID, fmt.Sprint(o.Generation), dash(o.State), dash(o.Address), fmt.Sprint(o.Weight),
+					dash(o.ApplicationVersion), dash(strings.Join(o.Types, ",")), dash(o.Started), dash(o.LeaseID), dash(o.RoutingID),
+				})
+			}
+			return table(out, rows)
+		},
+	}
+}
+
+func objectsCmd(g *globals, out io.Writer) *cobra.Command {
+	var q api.ObjectsQuery
+	var orphaned bool
+	cmd := &cobra.Command{
+		Use:   "objects",
+		Short: "list objects and their owners",
+		Long: `List authority records. --orphaned keeps the objects whose owner is gone
+(owner key absent, or of another generation); --orphaned=false keeps the others.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if cmd.Flags().Changed("orphaned") {
+				q.Orphaned = &orphaned
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			r, raw, err := c.Objects(ctx, q)
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return printJSON(out, raw)
+			}
+			rows := [][]string{{"OBJECT", "OWNER", "ALIVE", "STATE", "OBJECT-GEN", "OWNER-GEN", "STORE-VERSION", "ADDRESS"}}
+			for _, o := range r.Objects {
+				rows = append(rows, []string{
+					o.Object, o.Record.Owner.String(), yesNo(o.OwnerAlive), string(o.Record.State),
+					fmt.Sprint(o.Record.ObjectGeneration), fmt.Sprint(o.Record.OwnerGeneration),
+					fmt.Sprint(o.StoreVersion), dash(o.Record.Node.Address),
+				})
+			}
+			return table(out, rows)
+		},
+	}
+	cmd.Flags().StringVar(&q.Kind, "kind", "", "only objects of this kind: actor or group")
+	cmd.Flags().StringVar(&q.Owner, "owner", "", "only objects owned by this owner id")
+	cmd.Flags().BoolVar(&orphaned, "orphaned", false, "only objects whose owner is gone (--orphaned=false: only the others)")
+	return cmd
+}
+
+func getCmd(g *globals, out io.Writer) *cobra.Command {
+	return &cobra.Command{
+		Use:   "get OBJECT",
+		Short: "show one object's authority record, e.g. get actor/counter/c1",
+		Args:  exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			r, raw, err := c.Object(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			if g.output == "json" {
+				return printJSON(out, raw)
+			}
+			rec := r.Record
+			rows := [][]string{
+				{"OBJECT", r.Object.Object},
+				{"OWNER", rec.Owner.String()},
+				{"OWNER-ALIVE", yesNo(r.OwnerAlive)},
+				{"STATE", string(rec.State)},
+				{"OBJECT-GEN", fmt.Sprint(rec.ObjectGeneration)},
+				{"OWNER-GEN", fmt.Sprint(rec.OwnerGeneration)},
+				{"STORE-VERSION", fmt.Sprint(r.StoreVersion)},
+				{"REVISION", fmt.Sprint(r.Revision)},
+				{"ADDRESS", dash(rec.Node.Address)},
+				{"ROUTING-ID", dash(rec.Node.RoutingID)},
+			}
+			if rec.Intent != nil {
+				rows = append(rows,
+					[]string{"RELOCATION", rec.Intent.RelocationID},
+					[]string{"RELOCATION-TARGET", rec.Intent.Target.String()},
+					[]string{"RELOCATION-DEADLINE", time.UnixMilli(rec.Intent.DeadlineMs).UTC().Format(time.RFC3339)},
+				)
+			}
+			if rec.Group != "" {
+				rows = append(rows, []string{"GROUP", rec.Group})
+			}
+			if len(rec.Members) > 0 {
+				rows = append(rows, []string{"MEMBERS", strings.Join(rec.Members, ",")})
+			}
+			if rec.Pinned {
+				rows = append(rows, []string{"PINNED", "yes"})
+			}
+			if rec.LastRelocation != "" {
+				rows = append(rows, []string{"LAST-RELOCATION", rec.LastRelocation})
+			}
+			return table(out, rows)
+		},
+	}
+}

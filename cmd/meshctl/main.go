@@ -1,0 +1,22 @@
+// Command meshctl inspects and (later) operates a meshloc cluster through
+// locationd's API, in the manner of etcdctl: `meshctl owners`, `meshctl
+// objects --orphaned`, `meshctl get actor/counter/c1`, with -o table|json.
+//
+// Exit status: 0 on success, 1 on an error, 2 on a usage error. An error is
+// one line on stderr: "meshctl: <code>: <message>", where <code> is the API's
+// (not_found, invalid_argument, unavailable, internal) or "usage".
+package main
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
+	stop()
+	os.Exit(code)
+}

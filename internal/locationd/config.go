@@ -1,0 +1,186 @@
+package locationd
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// EnvPrefix is the prefix of the environment mirror of every flag:
+// --data-dir is LOCATIOND_DATA_DIR (see cliutil.ApplyEnv). A flag given on the
+// command line wins over its variable.
+const EnvPrefix = "LOCATIOND_"
+
+// ErrInvalidConfig is returned by Validate for a field, or a relation between
+// fields, that cannot work.
+var ErrInvalidConfig = errors.New("locationd: invalid config")
+
+// Config of one locationd process (DESIGN.md §8, flags of §10).
+type Config struct {
+	// DataDir (--data-dir, default ./data/locationd) holds the embedded etcd's
+	// data in DataDir/etcd, so that the directory can later hold other files of
+	// locationd. Unused with EtcdEndpoints. Keep it on a local disk: etcd fsyncs
+	// every write.
+	DataDir string
+	// ListenClient (--listen-client, default http://127.0.0.1:2379) is the
+	// client URL of the embedded etcd: where meshnodes, etcdctl and
+	// this process reach the store. The default is etcd's own, so
+	// `etcdctl get --prefix /meshloc/` works without --endpoints. Unused with
+	// EtcdEndpoints.
+	ListenClient string
+	// ListenPeer (--listen-peer, default http://127.0.0.1:2380) is the peer URL
+	// of the embedded etcd (raft between members; one member here). Unused with
+	// EtcdEndpoints.
+	ListenPeer string
+	// EtcdEndpoints (--etcd-endpoints, comma list, default empty) are the
+	// client URLs of an existing etcd cluster. Set: no embedded etcd is started
+	// and DataDir, ListenClient and ListenPeer are ignored. Empty: the embedded
+	// etcd, the default that serves one machine.
+	EtcdEndpoints []string
+	// HTTP (--http, default 127.0.0.1:7070) is the host:port of the location
+	// API, /metrics, /healthz and /readyz. Loopback by default: the API has no
+	// authentication yet. Port 0 picks a free port (tests); Server.HTTPAddr
+	// tells which.
+	HTTP string
+	// Prefix (--prefix, default /meshloc) and Cluster (--cluster, default
+	// "default") select the keys /<prefix>/<cluster>/... (DESIGN.md §2), so
+	// several meshloc clusters can share one etcd.
+	Prefix  string
+	Cluster string
+	// LogLevel (--log-level, default info) is the least zerolog level written:
+	// trace, debug, info, warn, error, fatal, panic, or disabled. It does not
+	// set the embedded etcd's logger: see EtcdLogLevel.
+	LogLevel string
+	// EtcdLogLevel (--etcd-log-level, default error) is the level of the
+	// embedded etcd's own logger (zap, JSON on stderr): debug, info, warn,
+	// error, panic or fatal. Above error it hides etcd's real failures; note
+	// that etcd also logs a few "serving ... failed" errors while it closes.
+	EtcdLogLevel string
+	// RequestTimeout (--request-timeout, default 5s) bounds the etcd reads of
+	// one API request, so a lost etcd gives 503 unavailable instead of a hung
+	// caller. Keep it above etcd's election time (≈1s by default).
+	RequestTimeout time.Duration
+	// ShutdownTimeout (--shutdown-timeout, default 10s) bounds how long Run
+	// waits, after its context is done, for API requests in flight to finish
+	// before it closes their connections.
+	ShutdownTimeout time.Duration
+	// EtcdStartTimeout (--etcd-start-timeout, default 30s) bounds the start of
+	// the embedded etcd (it replays its WAL at start: a large data dir is slow).
+	EtcdStartTimeout time.Duration
+}
+
+// ReadyTimeout bounds the etcd read of /readyz: a store that cannot answer a
+// linearizable read in 1s is reported not ready.
+const ReadyTimeout = time.Second
+
+// DefaultConfig is the configuration of DESIGN.md §10.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:          "./data/locationd",
+		ListenClient:     "http://127.0.0.1:2379",
+		ListenPeer:       "http://127.0.0.1:2380",
+		HTTP:             "127.0.0.1:7070",
+		Prefix:           keyspace.DefaultPrefix,
+		Cluster:          keyspace.DefaultCluster,
+		LogLevel:         "info",
+		EtcdLogLevel:     "error",
+		RequestTimeout:   5 * time.Second,
+		ShutdownTimeout:  10 * time.Second,
+		EtcdStartTimeout: 30 * time.Second,
+	}
+}
+
+// AddFlags registers the flags of c on fs, with c's current values as their
+// defaults (call it on DefaultConfig()).
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.DataDir, "data-dir", c.DataDir, "directory of the embedded etcd's data (in <data-dir>/etcd); unused with --etcd-endpoints")
+	fs.StringVar(&c.ListenClient, "listen-client", c.ListenClient, "client URL of the embedded etcd")
+	fs.StringVar(&c.ListenPeer, "listen-peer", c.ListenPeer, "peer URL of the embedded etcd")
+	fs.Var(cliutil.NewList(&c.EtcdEndpoints), "etcd-endpoints", "comma list of an existing etcd cluster's client URLs; set: no embedded etcd")
+	fs.StringVar(&c.HTTP, "http", c.HTTP, "host:port of the location API, /metrics, /healthz and /readyz")
+	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
+	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error, fatal, panic, disabled")
+	fs.StringVar(&c.EtcdLogLevel, "etcd-log-level", c.EtcdLogLevel, "level of the embedded etcd's own log: debug, info, warn, error, panic, fatal")
+	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "bound on the etcd reads of one API request")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on the wait for API requests in flight at shutdown")
+	fs.DurationVar(&c.EtcdStartTimeout, "etcd-start-timeout", c.EtcdStartTimeout, "bound on the start of the embedded etcd")
+}
+
+// Embedded reports whether c runs an embedded etcd (no endpoints given).
+func (c *Config) Embedded() bool { return len(c.EtcdEndpoints) == 0 }
+
+// Keys is the key codec of c's prefix and cluster.
+func (c *Config) Keys() (keyspace.Keys, error) { return keyspace.New(c.Prefix, c.Cluster) }
+
+// Level is the parsed LogLevel.
+func (c *Config) Level() (zerolog.Level, error) {
+	if c.LogLevel == "" {
+		return zerolog.InfoLevel, nil
+	}
+	return zerolog.ParseLevel(c.LogLevel)
+}
+
+func checkURL(field, s string) (*url.URL, error) {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("%w: %s %q is not a URL like http://127.0.0.1:2379", ErrInvalidConfig, field, s)
+	}
+	return u, nil
+}
+
+// Validate checks every field and the relations between them. It changes
+// nothing.
+func (c *Config) Validate() error {
+	if _, err := c.Keys(); err != nil {
+		return fmt.Errorf("%w: --prefix/--cluster: %w", ErrInvalidConfig, err)
+	}
+	if _, err := c.Level(); err != nil {
+		return fmt.Errorf("%w: --log-level %q: %w", ErrInvalidConfig, c.LogLevel, err)
+	}
+	if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
+		return fmt.Errorf("%w: --http %q is not host:port: %w", ErrInvalidConfig, c.HTTP, err)
+	}
+	if c.RequestTimeout <= 0 || c.ShutdownTimeout <= 0 || c.EtcdStartTimeout <= 0 {
+		return fmt.Errorf("%w: --request-timeout, --shutdown-timeout and --etcd-start-timeout must be positive", ErrInvalidConfig)
+	}
+	if !c.Embedded() {
+		for _, e := range c.EtcdEndpoints {
+			if _, err := checkURL("--etcd-endpoints element", e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	switch c.EtcdLogLevel {
+	case "debug", "info", "warn", "error", "panic", "fatal":
+	default:
+		return fmt.Errorf("%w: --etcd-log-level %q (want debug, info, warn, error, panic or fatal)", ErrInvalidConfig, c.EtcdLogLevel)
+	}
+	if c.DataDir == "" {
+		return fmt.Errorf("%w: --data-dir is required for the embedded etcd", ErrInvalidConfig)
+	}
+	cu, err := checkURL("--listen-client", c.ListenClient)
+	if err != nil {
+		return err
+	}
+	pu, err := checkURL("--listen-peer", c.ListenPeer)
+	if err != nil {
+		return err
+	}
+	if cu.Host == pu.Host {
+		return fmt.Errorf("%w: --listen-client and --listen-peer both use %s", ErrInvalidConfig, cu.Host)
+	}
+	if c.HTTP == cu.Host || c.HTTP == pu.Host {
+		return fmt.Errorf("%w: --http %s is also an etcd URL's address", ErrInvalidConfig, c.HTTP)
+	}
+	return nil
+}

@@ -1,0 +1,86 @@
+package locationd
+
+import (
+	"errors"
+	"flag"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/meshloc/meshloc/internal/cliutil"
+)
+
+func TestDefaultConfigValid(t *testing.T) {
+	c := DefaultConfig()
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !c.Embedded() || c.HTTP != "127.0.0.1:7070" || c.ListenClient != "http://127.0.0.1:2379" ||
+		c.ListenPeer != "http://127.0.0.1:2380" || c.DataDir != "./data/locationd" || c.Prefix != "/meshloc" || c.Cluster != "default" {
+		t.Fatalf("defaults differ from DESIGN.md §10: %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for name, mutate := range map[string]func(*Config){
+		"prefix without slash": func(c *Config) { c.Prefix = "meshloc" },
+		"cluster with slash":   func(c *Config) { c.Cluster = "a/b" },
+		"log level":            func(c *Config) { c.LogLevel = "loud" },
+		"etcd log level":       func(c *Config) { c.EtcdLogLevel = "trace" },
+		"http not host:port":   func(c *Config) { c.HTTP = "7070" },
+		"zero request timeout": func(c *Config) { c.RequestTimeout = 0 },
+		"negative shutdown":    func(c *Config) { c.ShutdownTimeout = -time.Second },
+		"client not a URL":     func(c *Config) { c.ListenClient = "127.0.0.1:2379" },
+		"peer not a URL":       func(c *Config) { c.ListenPeer = "" },
+		"client = peer":        func(c *Config) { c.ListenPeer = c.ListenClient },
+		"http = client":        func(c *Config) { c.HTTP = "127.0.0.1:2379" },
+		"no data dir":          func(c *Config) { c.DataDir = "" },
+		"endpoint not a URL":   func(c *Config) { c.EtcdEndpoints = []string{"10.0.0.1:2379"} },
+	} {
+		c := DefaultConfig()
+		mutate(&c)
+		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
+			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	// With endpoints, the embedded etcd's fields are not used, so not checked.
+	c := DefaultConfig()
+	c.EtcdEndpoints = []string{"http://10.0.0.1:2379", "https://10.0.0.2:2379"}
+	c.DataDir, c.ListenPeer = "", ""
+	if err := c.Validate(); err != nil || c.Embedded() {
+		t.Errorf("endpoints: %v", err)
+	}
+}
+
+// Precedence: flag, then LOCATIOND_<FLAG>, then default.
+func TestFlagsAndEnv(t *testing.T) {
+	c := DefaultConfig()
+	gofs := flag.NewFlagSet("locationd", flag.ContinueOnError)
+	c.AddFlags(gofs)
+	fs := pflag.NewFlagSet("locationd", pflag.ContinueOnError)
+	fs.AddGoFlagSet(gofs)
+	if err := fs.Parse([]string{"--http", "127.0.0.1:9999", "--cluster=blue"}); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{
+		"LOCATIOND_DATA_DIR":        "/var/lib/locationd",
+		"LOCATIOND_HTTP":            "127.0.0.1:1", // the flag wins
+		"LOCATIOND_ETCD_ENDPOINTS":  "http://a:2379, http://b:2379",
+		"LOCATIOND_REQUEST_TIMEOUT": "2s",
+	}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := cliutil.ApplyEnv(fs, EnvPrefix, lookup); err != nil {
+		t.Fatal(err)
+	}
+	if c.HTTP != "127.0.0.1:9999" || c.Cluster != "blue" || c.DataDir != "/var/lib/locationd" ||
+		!slices.Equal(c.EtcdEndpoints, []string{"http://a:2379", "http://b:2379"}) || c.RequestTimeout != 2*time.Second ||
+		c.Prefix != "/meshloc" {
+		t.Fatalf("config = %+v", c)
+	}
+	env["LOCATIOND_SHUTDOWN_TIMEOUT"] = "soon"
+	if err := cliutil.ApplyEnv(fs, EnvPrefix, lookup); err == nil {
+		t.Fatal("a bad environment value was accepted")
+	}
+}

@@ -1,0 +1,364 @@
+package locationd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+)
+
+// Errors of the API layer itself (the store's come from pkg/authority).
+var (
+	// errInvalidArgument: a query parameter or path is malformed; nothing was read.
+	errInvalidArgument = errors.New("locationd: invalid argument")
+	// errRouteNotFound: no route has this path.
+	errRouteNotFound = errors.New("locationd: no such route")
+	// errMethodNotAllowed: the route exists, for GET only.
+	errMethodNotAllowed = errors.New("locationd: method not allowed")
+	// errUnavailable: etcd did not answer, or the answer kept changing under us.
+	errUnavailable = errors.New("locationd: store unavailable")
+)
+
+// errorTable maps errors to API codes: the first entry that errors.Is matches
+// wins. An error that matches none is classified by storeUnavailable, and is
+// internal otherwise. This is the only place that decides a status code.
+var errorTable = []struct {
+	err  error
+	code string
+}{
+	{errInvalidArgument, api.CodeInvalidArgument},
+	{keyspace.ErrInvalidName, api.CodeInvalidArgument},
+	{authority.ErrInvalidRequest, api.CodeInvalidArgument},
+	{authority.ErrNotFound, api.CodeNotFound},
+	{errRouteNotFound, api.CodeNotFound},
+	{errMethodNotAllowed, api.CodeMethodNotAllowed},
+	{authority.ErrInvalidRecord, api.CodeInternal}, // a corrupt record is our bug, not the caller's
+	{authority.ErrUncertain, api.CodeUnavailable},
+	{errUnavailable, api.CodeUnavailable},
+	{context.DeadlineExceeded, api.CodeUnavailable},
+	{context.Canceled, api.CodeUnavailable},
+	{rpctypes.ErrCompacted, api.CodeUnavailable},
+}
+
+// storeUnavailable reports whether err is etcd (or the way to it) failing to
+// answer: worth a retry, so 503 rather than 500.
+func storeUnavailable(err error) bool {
+	var ee rpctypes.EtcdError
+	code := codes.OK
+	if errors.As(err, &ee) {
+		code = ee.Code()
+	} else if st, ok := status.FromError(err); ok {
+		code = st.Code()
+	}
+	switch code {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
+		return true
+	}
+	return false
+}
+
+// toAPIError classifies err (see errorTable).
+func toAPIError(err error) *api.Error {
+	code := api.CodeInternal
+	found := false
+	for _, e := range errorTable {
+		if errors.Is(err, e.err) {
+			code, found = e.code, true
+			break
+		}
+	}
+	if !found && storeUnavailable(err) {
+		code = api.CodeUnavailable
+	}
+	return &api.Error{Code: code, Message: err.Error(), Status: api.StatusOf(code)}
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// apiHandler is a route's logic: it returns the answer, or an error that
+// errorTable turns into a typed JSON error.
+type apiHandler func(ctx context.Context, r *http.Request) (any, error)
+
+type handlers struct {
+	s   *Server
+	st  *authority.Store
+	cli *clientv3.Client
+}
+
+// routes is the API's mux. Every route is GET (HEAD too); anything else gets
+// a typed 405, and an unknown path a typed 404.
+func (s *Server) routes(st *authority.Store, cli *clientv3.Client) http.Handler {
+	h := &handlers{s: s, st: st, cli: cli}
+	mux := http.NewServeMux()
+	handle := func(pattern string, f apiHandler) {
+		mux.Handle(pattern, s.m.instrument(pattern, s.getOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
+			defer cancel()
+			v, err := f(ctx, r)
+			if err != nil {
+				s.writeError(w, r, pattern, err)
+				return
+			}
+			writeJSON(w, http.StatusOK, v)
+		}))))
+	}
+	handle("/v1/owners", h.owners)
+	handle("/v1/objects", h.objects)
+	handle("/v1/objects/{object...}", h.object)
+	handle("/healthz", h.healthz)
+	handle("/readyz", h.readyz)
+	handle("/", func(_ context.Context, r *http.Request) (any, error) {
+		return nil, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path)
+	})
+	mux.Handle("/metrics", s.m.instrument("/metrics", s.getOnly(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))))
+	return mux
+}
+
+// getOnly refuses every method but GET and HEAD with a typed 405.
+func (s *Server) getOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			w.Header().Set("Allow", "GET, HEAD")
+			s.writeError(w, r, "", fmt.Errorf("%w: %s %s (GET only)", errMethodNotAllowed, r.Method, r.URL.Path))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, route string, err error) {
+	e := toAPIError(err)
+	ev := s.log.Debug()
+	if e.Status >= 500 {
+		ev = s.log.Warn()
+	}
+	ev.Str("route", route).Str("path", r.URL.Path).Str("code", e.Code).Err(err).Msg("request failed")
+	writeJSON(w, e.Status, api.ErrorBody{Error: e})
+}
+
+// query returns the query parameters of r, refusing unknown and repeated
+// ones: a typo (?ownr=x) must fail loudly, not silently list everything.
+func query(r *http.Request, allowed ...string) (map[string]string, error) {
+	vals, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("%w: query: %w", errInvalidArgument, err)
+	}
+	out := make(map[string]string, len(vals))
+	for k, vs := range vals {
+		known := false
+		for _, a := range allowed {
+			known = known || a == k
+		}
+		if !known {
+			if len(allowed) == 0 {
+				return nil, fmt.Errorf("%w: unknown query parameter %q (this route takes none)", errInvalidArgument, k)
+			}
+			return nil, fmt.Errorf("%w: unknown query parameter %q (known: %s)", errInvalidArgument, k, strings.Join(allowed, ", "))
+		}
+		if len(vs) != 1 {
+			return nil, fmt.Errorf("%w: query parameter %q given %d times", errInvalidArgument, k, len(vs))
+		}
+		out[k] = vs[0]
+	}
+	return out, nil
+}
+
+func (h *handlers) healthz(context.Context, *http.Request) (any, error) {
+	return api.Status{Status: "ok"}, nil
+}
+
+// readyz answers ok when etcd serves a linearizable read within ReadyTimeout
+// (so it has a leader and a quorum).
+func (h *handlers) readyz(ctx context.Context, _ *http.Request) (any, error) {
+	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	defer cancel()
+	if _, err := h.cli.Get(ctx, h.s.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+		return nil, fmt.Errorf("%w: etcd %v did not answer a read in %s: %w", errUnavailable, h.cli.Endpoints(), ReadyTimeout, err)
+	}
+	return api.Status{Status: "ok"}, nil
+}
+
+func ownerJSON(o lease.Owner) api.Owner {
+	d := o.Descriptor
+	out := api.Owner{
+		ID:                 d.OwnerID,
+		Generation:         o.Generation,
+		RoutingID:          d.RoutingID,
+		Address:            d.Address,
+		State:              string(d.State),
+		Weight:             d.Weight,
+		ApplicationVersion: d.ApplicationVersion,
+		Types:              d.Types,
+		StartedUnixMs:      d.StartedUnixMs,
+		HTTP:               d.HTTP,
+		ModRevision:        o.ModRevision,
+	}
+	if out.Types == nil {
+		out.Types = []string{}
+	}
+	if d.StartedUnixMs > 0 {
+		out.Started = time.UnixMilli(d.StartedUnixMs).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	}
+	if o.LeaseID != 0 {
+		out.LeaseID = fmt.Sprintf("%016x", o.LeaseID)
+	}
+	return out
+}
+
+func (h *handlers) owners(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	owners, rev, err := lease.ListOwners(ctx, h.cli, h.s.keys)
+	if err != nil {
+		return nil, err
+	}
+	out := api.OwnersResponse{Revision: rev, Owners: make([]api.Owner, 0, len(owners))}
+	for _, o := range owners {
+		out.Owners = append(out.Owners, ownerJSON(o))
+	}
+	return out, nil
+}
+
+// listAtOneRevision lists the records, and the generation of every owner key
+// at the same revision (0 for an absent key), so that "alive" is judged at the
+// revision the records were read at (see the package doc). A compaction
+// between the two reads (the revision is gone) restarts both, a few times.
+func (h *handlers) listAtOneRevision(ctx context.Context, opt authority.ListOptions) ([]authority.Snapshot, map[string]int64, int64, error) {
+	const attempts = 3
+	var err error
+	for range attempts {
+		var snaps []authority.Snapshot
+		var rev int64
+		snaps, rev, err = h.st.List(ctx, opt)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		var resp *clientv3.GetResponse
+		resp, err = h.cli.Get(ctx, h.s.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		if err != nil {
+			return nil, nil, 0, fmt.Errorf("locationd: owners at revision %d: %w", rev, err)
+		}
+		gens := make(map[string]int64, len(resp.Kvs))
+		for _, kv := range resp.Kvs {
+			if id, perr := h.s.keys.ParseOwner(string(kv.Key)); perr == nil {
+				gens[id] = kv.CreateRevision
+			}
+		}
+		return snaps, gens, rev, nil
+	}
+	return nil, nil, 0, fmt.Errorf("%w: revisions compacted during %d list attempts: %w", errUnavailable, attempts, err)
+}
+
+func alive(gens map[string]int64, o authority.OwnerRef) bool {
+	g, ok := gens[o.ID]
+	return ok && g != 0 && g == o.Generation
+}
+
+func objectJSON(s authority.Snapshot, alive bool) api.Object {
+	return api.Object{Object: s.Object.String(), Record: s.Record, StoreVersion: s.StoreVersion, OwnerAlive: alive}
+}
+
+// objects lists records, filtered by kind, owner id and orphaned-ness.
+// orphaned=true keeps the records whose owner key is absent or has another
+// CreateRevision than record.owner.generation; orphaned=false keeps the others.
+func (h *handlers) objects(ctx context.Context, r *http.Request) (any, error) {
+	q, err := query(r, "kind", "owner", "orphaned")
+	if err != nil {
+		return nil, err
+	}
+	opt := authority.ListOptions{Kind: q["kind"], Owner: q["owner"]}
+	if _, given := q["kind"]; given && opt.Kind != keyspace.KindActor && opt.Kind != keyspace.KindGroup {
+		return nil, fmt.Errorf("%w: kind %q (want actor or group)", errInvalidArgument, opt.Kind)
+	}
+	if _, given := q["owner"]; given {
+		if err := keyspace.ValidateOwnerID(opt.Owner); err != nil {
+			return nil, fmt.Errorf("%w: owner: %w", errInvalidArgument, err)
+		}
+	}
+	var orphaned *bool
+	if v, given := q["orphaned"]; given {
+		switch v {
+		case "true":
+			orphaned = new(true)
+		case "false":
+			orphaned = new(false)
+		default:
+			return nil, fmt.Errorf("%w: orphaned %q (want true or false)", errInvalidArgument, v)
+		}
+	}
+	snaps, gens, rev, err := h.listAtOneRevision(ctx, opt)
+	if err != nil {
+		return nil, err
+	}
+	out := api.ObjectsResponse{Revision: rev, Objects: make([]api.Object, 0, len(snaps))}
+	for _, s := range snaps {
+		a := alive(gens, s.Record.Owner)
+		if orphaned != nil && *orphaned == a {
+			continue
+		}
+		out.Objects = append(out.Objects, objectJSON(s, a))
+	}
+	return out, nil
+}
+
+// object reads one record and judges its owner at the record's revision: it
+// reads the record to learn the owner id, then record and owner key together
+// in one transaction (ReadMany). If the owner id changed in between, it
+// reads again, a few times.
+func (h *handlers) object(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	obj, err := keyspace.ParseObject(r.PathValue("object"))
+	if err != nil {
+		return nil, err
+	}
+	const attempts = 3
+	for range attempts {
+		first, err := h.st.Read(ctx, obj)
+		if err != nil {
+			return nil, err
+		}
+		id := first.Record.Owner.ID
+		if err := keyspace.ValidateOwnerID(id); err != nil {
+			return nil, fmt.Errorf("%w: %s has owner id %q: %w", authority.ErrInvalidRecord, obj, id, err)
+		}
+		v, err := h.st.ReadMany(ctx, []keyspace.Object{obj}, []string{id})
+		if err != nil {
+			return nil, err
+		}
+		snap, ok := v.Objects[obj.String()]
+		if !ok {
+			return nil, fmt.Errorf("%w: %s", authority.ErrNotFound, obj)
+		}
+		if snap.Record.Owner.ID != id {
+			continue
+		}
+		return api.ObjectResponse{Object: objectJSON(snap, v.Alive(snap.Record.Owner)), Revision: v.Revision}, nil
+	}
+	return nil, fmt.Errorf("%w: %s changed owner during %d reads", errUnavailable, obj, attempts)
+}

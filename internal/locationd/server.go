@@ -1,0 +1,199 @@
+package locationd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	stdlog "log"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// ErrAlreadyRun is returned by a second call of Server.Run.
+var ErrAlreadyRun = errors.New("locationd: server already run")
+
+// EtcdMemberName is the member name of the embedded etcd.
+const EtcdMemberName = "locationd"
+
+// dialTimeout bounds the etcd client's first connection attempt.
+const dialTimeout = 5 * time.Second
+
+// Server is one locationd. See the package doc for its lifecycle.
+type Server struct {
+	cfg  Config
+	log  zerolog.Logger
+	keys keyspace.Keys
+	reg  *prometheus.Registry
+	m    *metrics
+
+	ran   atomic.Bool
+	ready chan struct{}
+
+	mu        sync.Mutex
+	httpAddr  string
+	endpoints []string
+}
+
+// New validates cfg and returns a Server that is not running yet. log is the
+// server's logger (never the global one).
+func New(cfg Config, log zerolog.Logger) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	keys, err := cfg.Keys()
+	if err != nil {
+		return nil, err
+	}
+	cfg.EtcdEndpoints = append([]string(nil), cfg.EtcdEndpoints...)
+	reg := prometheus.NewRegistry()
+	return &Server{
+		cfg:   cfg,
+		log:   log,
+		keys:  keys,
+		reg:   reg,
+		m:     newMetrics(reg),
+		ready: make(chan struct{}),
+	}, nil
+}
+
+// Ready is closed once the HTTP API serves (step 3 of Run).
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// HTTPAddr is the address the API listens on (the real port when Config.HTTP
+// asked for port 0); "" before Ready.
+func (s *Server) HTTPAddr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.httpAddr
+}
+
+// EtcdEndpoints are the client URLs of the etcd in use (the embedded one's
+// when no endpoints were configured); nil before Ready.
+func (s *Server) EtcdEndpoints() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.endpoints...)
+}
+
+// Registry is the Prometheus registry the server's /metrics serves.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Run serves until ctx is done; see the package doc for the order of start
+// and shutdown.
+func (s *Server) Run(ctx context.Context) (err error) {
+	if !s.ran.CompareAndSwap(false, true) {
+		return ErrAlreadyRun
+	}
+	cfg := s.cfg
+
+	// 1. The store. Deferred closes run in reverse order: HTTP, client, etcd.
+	var etcd *embedetcd.Server
+	endpoints := cfg.EtcdEndpoints
+	if cfg.Embedded() {
+		dir := filepath.Join(cfg.DataDir, "etcd")
+		s.log.Info().Str("dir", dir).Str("client", cfg.ListenClient).Str("peer", cfg.ListenPeer).Msg("starting embedded etcd")
+		etcd, err = embedetcd.Start(ctx, embedetcd.Config{
+			Name:         EtcdMemberName,
+			Dir:          dir,
+			ClientURL:    cfg.ListenClient,
+			PeerURL:      cfg.ListenPeer,
+			StartTimeout: cfg.EtcdStartTimeout,
+			LogLevel:     cfg.EtcdLogLevel,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil // cancelled while starting: a clean stop
+			}
+			return fmt.Errorf("locationd: embedded etcd: %w", err)
+		}
+		defer func() {
+			etcd.Close()
+			s.log.Info().Msg("embedded etcd stopped")
+		}()
+		endpoints = []string{etcd.Endpoint()}
+	}
+
+	// 2. The client. Its own zap logger is silenced: its retries surface as
+	// request errors (503) and /readyz failures, logged by us.
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   endpoints,
+		DialTimeout: dialTimeout,
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return fmt.Errorf("locationd: etcd client %v: %w", endpoints, err)
+	}
+	defer cli.Close()
+
+	// 3. The API.
+	ln, err := net.Listen("tcp", cfg.HTTP)
+	if err != nil {
+		return fmt.Errorf("locationd: listen --http %s: %w", cfg.HTTP, err)
+	}
+	hs := &http.Server{
+		Handler:           s.routes(authority.New(cli, s.keys), cli),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          stdlog.New(s.log.With().Str("component", "http").Logger(), "", 0),
+	}
+	s.mu.Lock()
+	s.httpAddr = ln.Addr().String()
+	s.endpoints = append([]string(nil), endpoints...)
+	s.mu.Unlock()
+
+	// The only goroutine Run starts: it ends when hs is shut down, and Run
+	// waits for it below.
+	serveDone := make(chan error, 1)
+	go func() { serveDone <- hs.Serve(ln) }()
+	close(s.ready)
+	s.log.Info().Str("http", s.HTTPAddr()).Strs("etcd", endpoints).Bool("embedded", etcd != nil).
+		Str("keys", s.keys.Base()).Msg("locationd serving")
+
+	// 4. Wait.
+	var etcdErr <-chan error
+	if etcd != nil {
+		etcdErr = etcd.Err()
+	}
+	var cause error
+	select {
+	case <-ctx.Done():
+		s.log.Info().Msg("shutting down")
+	case e := <-serveDone:
+		serveDone = nil
+		cause = fmt.Errorf("locationd: http server: %w", e)
+	case e := <-etcdErr:
+		if e == nil {
+			e = errors.New("stopped")
+		}
+		cause = fmt.Errorf("locationd: embedded etcd: %w", e)
+	}
+	if cause != nil {
+		s.log.Error().Err(cause).Msg("shutting down")
+	}
+
+	// 5. Shut down: the API first, so no handler uses the client after it is
+	// closed; then (deferred) the client and the embedded etcd.
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	if e := hs.Shutdown(sctx); e != nil {
+		s.log.Warn().Err(e).Dur("bound", cfg.ShutdownTimeout).Msg("requests still in flight at the shutdown bound; closing their connections")
+		_ = hs.Close()
+	}
+	if serveDone != nil {
+		<-serveDone // http.ErrServerClosed
+	}
+	return cause
+}

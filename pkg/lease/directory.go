@@ -1,0 +1,153 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// Directory is a watch-fed view of the live owners (owners/ keys). An owner
+// is alive while its key exists with the same CreateRevision (its generation);
+// the directory never guesses liveness from time.
+type Directory struct {
+	c    *clientv3.Client
+	keys keyspace.Keys
+
+	mu       sync.RWMutex
+	owners   map[string]Owner
+	rev      int64
+	ready    chan struct{}
+	readyOne sync.Once
+	changed  chan struct{}
+}
+
+// NewDirectory returns a directory; Run feeds it.
+func NewDirectory(c *clientv3.Client, keys keyspace.Keys) *Directory {
+	return &Directory{c: c, keys: keys, owners: map[string]Owner{}, ready: make(chan struct{}), changed: make(chan struct{})}
+}
+
+// Ready is closed after the first full load.
+func (d *Directory) Ready() <-chan struct{} { return d.ready }
+
+// Lookup returns the live owner with that id.
+func (d *Directory) Lookup(id string) (Owner, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	o, ok := d.owners[id]
+	return o, ok
+}
+
+// Alive reports whether the owner (id, generation) is alive as far as the
+// directory has seen.
+func (d *Directory) Alive(id string, generation int64) bool {
+	o, ok := d.Lookup(id)
+	return ok && o.Generation == generation
+}
+
+// List returns the live owners sorted by id.
+func (d *Directory) List() []Owner {
+	d.mu.RLock()
+	out := make([]Owner, 0, len(d.owners))
+	for _, o := range d.owners {
+		out = append(out, o)
+	}
+	d.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Descriptor.OwnerID < out[j].Descriptor.OwnerID })
+	return out
+}
+
+// Revision the directory is complete up to.
+func (d *Directory) Revision() int64 {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.rev
+}
+
+// Changed returns a channel closed at the next change.
+func (d *Directory) Changed() <-chan struct{} {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.changed
+}
+
+func (d *Directory) notifyLocked() {
+	close(d.changed)
+	d.changed = make(chan struct{})
+}
+
+// Run loads and follows owners/ until ctx ends, re-listing after compaction
+// or a broken watch.
+func (d *Directory) Run(ctx context.Context) error {
+	backoff := 50 * time.Millisecond
+	for ctx.Err() == nil {
+		err := d.runOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		backoff = min(backoff*2, 2*time.Second)
+	}
+	return nil
+}
+
+func (d *Directory) runOnce(ctx context.Context) error {
+	list, rev, err := ListOwners(ctx, d.c, d.keys)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	d.owners = make(map[string]Owner, len(list))
+	for _, o := range list {
+		d.owners[o.Descriptor.OwnerID] = o
+	}
+	d.rev = rev
+	d.notifyLocked()
+	d.mu.Unlock()
+	d.readyOne.Do(func() { close(d.ready) })
+
+	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
+	defer cancel()
+	for resp := range d.c.Watch(wctx, d.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+		if err := resp.Err(); err != nil {
+			return err
+		}
+		d.mu.Lock()
+		for _, ev := range resp.Events {
+			id, err := d.keys.ParseOwner(string(ev.Kv.Key))
+			if err != nil {
+				continue
+			}
+			if ev.Type == clientv3.EventTypeDelete {
+				delete(d.owners, id)
+				continue
+			}
+			desc, err := DecodeDescriptor(ev.Kv.Value)
+			if err != nil {
+				desc = Descriptor{OwnerID: id}
+			}
+			d.owners[id] = Owner{Descriptor: desc, Generation: ev.Kv.CreateRevision, ModRevision: ev.Kv.ModRevision, LeaseID: ev.Kv.Lease}
+		}
+		if n := len(resp.Events); n > 0 {
+			d.rev = max(d.rev, resp.Events[n-1].Kv.ModRevision)
+		}
+		d.notifyLocked()
+		d.mu.Unlock()
+	}
+	return ctx.Err()
+}
