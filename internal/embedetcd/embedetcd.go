@@ -12,9 +12,13 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // ErrStartTimeout is returned when the embedded server did not become ready in
@@ -47,8 +51,28 @@ type Config struct {
 
 // Server is a running embedded member.
 type Server struct {
-	e   *embed.Etcd
-	cfg Config
+	e       *embed.Etcd
+	cfg     Config
+	closing *atomic.Bool
+}
+
+// quietOnClose drops etcd's log entries once Close has begun: closing the
+// listeners makes etcd log "serving failed: use of closed network connection"
+// at error level with a stack trace, which is noise on every clean stop.
+type quietOnClose struct {
+	zapcore.Core
+	closing *atomic.Bool
+}
+
+func (c quietOnClose) With(f []zapcore.Field) zapcore.Core {
+	return quietOnClose{Core: c.Core.With(f), closing: c.closing}
+}
+
+func (c quietOnClose) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.closing.Load() {
+		return ce
+	}
+	return c.Core.Check(e, ce)
 }
 
 func parseURL(field, s string) (url.URL, error) {
@@ -97,6 +121,14 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		ec.InitialClusterToken = c.ClusterToken
 	}
 	ec.LogLevel = c.LogLevel
+	closing := new(atomic.Bool)
+	zc := logutil.DefaultZapLoggerConfig
+	zc.Level = zap.NewAtomicLevelAt(logutil.ConvertToZapLevel(c.LogLevel))
+	lg, err := zc.Build(zap.WrapCore(func(core zapcore.Core) zapcore.Core { return quietOnClose{Core: core, closing: closing} }))
+	if err != nil {
+		return nil, fmt.Errorf("embedetcd: logger: %w", err)
+	}
+	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
 	if c.MaxTxnOps > 0 {
 		ec.MaxTxnOps = c.MaxTxnOps
 	}
@@ -122,7 +154,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	return &Server{e: e, cfg: c}, nil
+	return &Server{e: e, cfg: c, closing: closing}, nil
 }
 
 // Endpoint is the client URL of the member.
@@ -135,7 +167,10 @@ func (s *Server) Err() <-chan error { return s.e.Err() }
 func (s *Server) Etcd() *embed.Etcd { return s.e }
 
 // Close stops the member and waits for its goroutines to end.
-func (s *Server) Close() { s.e.Close() }
+func (s *Server) Close() {
+	s.closing.Store(true)
+	s.e.Close()
+}
 
 // ClusterString builds an InitialCluster value from names and peer URLs.
 func ClusterString(names, peerURLs []string) string {

@@ -1,0 +1,162 @@
+package node
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// ErrInvalidConfig: a Config field or a relation between fields is wrong.
+var ErrInvalidConfig = errors.New("node: invalid config")
+
+// Config of one meshnode (DESIGN.md §10). Every field has a flag and an
+// environment mirror MESHNODE_<FLAG> (e.g. MESHNODE_LEASE_TTL).
+type Config struct {
+	// Name is the owner id: stable across restarts (required).
+	Name string
+	// EtcdEndpoints of the store (default http://127.0.0.1:2379: locationd's embedded etcd).
+	EtcdEndpoints []string
+	// Listen is the gRPC address (default 127.0.0.1:7100).
+	Listen string
+	// Advertise is the address other nodes dial (default: Listen).
+	Advertise string
+	// HTTP serves /metrics and /healthz (default 127.0.0.1:7101; empty: off).
+	HTTP string
+	// LeaseTTL of the owner lease (default 5 s; etcd grants at least ~2 s).
+	LeaseTTL time.Duration
+	// Weight for placement; 0 makes a pure gateway: nothing is placed or moved onto it.
+	Weight int
+	// Types the node hosts (built-in type names; empty: all registered).
+	Types []string
+	// Prefix and Cluster of the etcd layout.
+	Prefix, Cluster string
+	// ApplicationVersion advertised; objects move only between equal versions.
+	ApplicationVersion string
+	// CallTimeout bounds one call handled by this node, forwards included (default 10 s).
+	CallTimeout time.Duration
+	// DedupWindow is how long an operation id may be retried (default 60 s).
+	DedupWindow time.Duration
+	// AcquireWait: how long to wait at start for a crashed predecessor's owner
+	// key to expire (default: LeaseTTL + 1 s).
+	AcquireWait time.Duration
+	// LogLevel of zerolog (default info).
+	LogLevel string
+}
+
+// DefaultConfig returns the defaults of DESIGN.md §10.
+func DefaultConfig() Config {
+	return Config{
+		EtcdEndpoints:      []string{"http://127.0.0.1:2379"},
+		Listen:             "127.0.0.1:7100",
+		HTTP:               "127.0.0.1:7101",
+		LeaseTTL:           5 * time.Second,
+		Weight:             1,
+		Prefix:             keyspace.DefaultPrefix,
+		Cluster:            keyspace.DefaultCluster,
+		ApplicationVersion: "1",
+		CallTimeout:        10 * time.Second,
+		DedupWindow:        60 * time.Second,
+		LogLevel:           "info",
+	}
+}
+
+type listFlag struct{ v *[]string }
+
+func (l listFlag) String() string {
+	if l.v == nil {
+		return ""
+	}
+	return strings.Join(*l.v, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	*l.v = nil
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			*l.v = append(*l.v, p)
+		}
+	}
+	return nil
+}
+
+// AddFlags registers the flags on fs, with defaults from c.
+func (c *Config) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Name, "name", c.Name, "owner id of this node, stable across restarts (required)")
+	fs.Var(listFlag{&c.EtcdEndpoints}, "etcd-endpoints", "comma-separated etcd client URLs")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address")
+	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "address other nodes dial (default: --listen)")
+	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP address for /metrics and /healthz (empty: off)")
+	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "owner lease TTL")
+	fs.IntVar(&c.Weight, "weight", c.Weight, "placement weight; 0 makes a pure gateway")
+	fs.Var(listFlag{&c.Types}, "types", "comma-separated types to host (default: all)")
+	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
+	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name under the prefix")
+	fs.StringVar(&c.ApplicationVersion, "app-version", c.ApplicationVersion, "application version advertised")
+	fs.DurationVar(&c.CallTimeout, "call-timeout", c.CallTimeout, "bound on one call, forwards included")
+	fs.DurationVar(&c.DedupWindow, "dedup-window", c.DedupWindow, "how long an operation id may be retried")
+	fs.DurationVar(&c.AcquireWait, "acquire-wait", c.AcquireWait, "wait at start for a crashed predecessor's owner key (default: lease TTL + 1s)")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+}
+
+// ApplyEnv sets flags not given on the command line from MESHNODE_<FLAG>.
+func ApplyEnv(fs *flag.FlagSet, given map[string]bool) error {
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || err != nil {
+			return
+		}
+		env := "MESHNODE_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(env); ok {
+			if e := f.Value.Set(v); e != nil {
+				err = fmt.Errorf("%w: %s=%q: %v", ErrInvalidConfig, env, v, e)
+			}
+		}
+	})
+	return err
+}
+
+// Validate checks fields and their relations.
+func (c *Config) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("%w: %s: %s", ErrInvalidConfig, field, fmt.Sprintf(format, args...))
+	}
+	if err := keyspace.ValidateOwnerID(c.Name); err != nil {
+		return bad("--name", "%v", err)
+	}
+	if len(c.EtcdEndpoints) == 0 {
+		return bad("--etcd-endpoints", "empty")
+	}
+	if c.Listen == "" {
+		return bad("--listen", "empty")
+	}
+	if c.Advertise == "" {
+		c.Advertise = c.Listen
+	}
+	if c.LeaseTTL < 2*time.Second {
+		return bad("--lease-ttl", "%s is below etcd's minimum of 2s", c.LeaseTTL)
+	}
+	if c.Weight < 0 {
+		return bad("--weight", "negative")
+	}
+	if _, err := keyspace.New(c.Prefix, c.Cluster); err != nil {
+		return bad("--prefix/--cluster", "%v", err)
+	}
+	if c.CallTimeout <= 0 {
+		return bad("--call-timeout", "must be positive")
+	}
+	if c.DedupWindow < time.Second {
+		return bad("--dedup-window", "%s is below 1s", c.DedupWindow)
+	}
+	if c.AcquireWait == 0 {
+		c.AcquireWait = c.LeaseTTL + time.Second
+	}
+	if c.AcquireWait < 0 {
+		return bad("--acquire-wait", "negative")
+	}
+	return nil
+}

@@ -1,0 +1,411 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// hosted is one object owned and served by this node. Its instance is touched
+// only by the single drain goroutine of its mailbox (one request at a time,
+// FIFO); everything else goes through mu.
+type hosted struct {
+	n    *Node
+	name string
+	obj  keyspace.Object
+	typ  actor.Type
+
+	ready     chan struct{} // closed when activation ended
+	failReply *pb.CallReply // set before ready closes when activation failed
+	lostGen   int64         // object generation that replaced a lost one (0: none)
+
+	mu       sync.Mutex
+	inst     actor.Object
+	fence    authority.Fence
+	version  int64 // store version of the record the fence was taken from
+	replies  *actor.ReplyTable
+	timers   *actor.Timers
+	timer    *time.Timer
+	fireSet  bool // a timer fire is queued or armed
+	queue    []*work
+	running  bool
+	closed   bool
+	executed uint64
+}
+
+// work is one mailbox item: a request or a timer fire.
+type work struct {
+	req   *pb.CallRequest
+	op    wire.OperationID
+	done  chan *pb.CallReply // buffered 1
+	timer bool
+}
+
+func newHosted(n *Node, obj keyspace.Object, typ actor.Type) *hosted {
+	return &hosted{n: n, name: obj.String(), obj: obj, typ: typ, ready: make(chan struct{})}
+}
+
+// install makes the instance live with the fence of snap (fresh state).
+func (h *hosted) install(snap authority.Snapshot) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.inst = h.typ.New()
+	h.fence = snap.Fence()
+	h.version = snap.StoreVersion
+	h.replies = actor.NewReplyTable(h.n.cfg.DedupWindow, 0)
+	h.timers = nil
+}
+
+// submit queues w; the reply arrives on w.done. It reports false when the
+// object is no longer hosted here (the caller re-routes).
+func (h *hosted) submit(w *work) bool {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return false
+	}
+	h.queue = append(h.queue, w)
+	start := !h.running
+	h.running = true
+	h.mu.Unlock()
+	if start {
+		h.n.work.Add(1)
+		go h.drain()
+	}
+	return true
+}
+
+func (h *hosted) drain() {
+	defer h.n.work.Done()
+	for {
+		h.mu.Lock()
+		if len(h.queue) == 0 || h.closed {
+			q := h.queue
+			h.queue = nil
+			h.running = false
+			closed := h.closed
+			h.mu.Unlock()
+			if closed {
+				for _, w := range q {
+					h.answer(w, h.n.notHere(h.obj))
+				}
+			}
+			return
+		}
+		w := h.queue[0]
+		h.queue[0] = nil
+		h.queue = h.queue[1:]
+		h.mu.Unlock()
+		if w.timer {
+			h.fireTimers()
+			continue
+		}
+		h.answer(w, h.execute(w))
+	}
+}
+
+func (h *hosted) answer(w *work, r *pb.CallReply) {
+	if w.done != nil {
+		w.done <- r
+	}
+}
+
+// close stops the object: queued requests are answered with a redirect.
+func (h *hosted) close() {
+	h.mu.Lock()
+	h.closed = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	idle := !h.running
+	q := h.queue
+	if idle {
+		h.queue = nil
+	}
+	h.mu.Unlock()
+	if idle {
+		for _, w := range q {
+			h.answer(w, h.n.notHere(h.obj))
+		}
+	}
+}
+
+func (h *hosted) reply(code pb.Code, payload []byte, msg string) *pb.CallReply {
+	h.mu.Lock()
+	f, v := h.fence, h.version
+	h.mu.Unlock()
+	return &pb.CallReply{Code: code, Payload: payload, Message: msg, Fence: h.n.wireFence(f, v, h.n.selfNode.RoutingID)}
+}
+
+// execute runs one request on the drain goroutine.
+func (h *hosted) execute(w *work) *pb.CallReply {
+	n := h.n
+	now := n.now()
+	if st := n.keeper.Status(now); st != lease.Valid {
+		n.metrics.fencedRefusals.Inc()
+		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
+	}
+	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration {
+		return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
+			"%s was re-created (object generation %d → %d): its state died with its owner; the request was not executed",
+			h.name, k, h.fence.ObjectGeneration))
+	}
+	prev, dup, err := h.replies.Check(w.op, now)
+	switch {
+	case errors.Is(err, actor.ErrOperationExpired):
+		return h.reply(pb.Code_CODE_OPERATION_EXPIRED, nil, err.Error())
+	case err != nil:
+		return h.reply(pb.Code_CODE_INVALID_OPERATION_ID, nil, err.Error())
+	case dup:
+		r := h.reply(pb.Code(prev.Code), prev.Payload, prev.Message)
+		r.Replayed = true
+		n.metrics.replayed.Inc()
+		return r
+	}
+	out, herr := h.inst.Handle(&handlerCtx{h: h, now: now}, w.req.GetMethod(), w.req.GetArgs())
+	rec := actor.Reply{Code: int32(pb.Code_CODE_OK), Payload: out}
+	if herr != nil {
+		rec = actor.Reply{Code: int32(codeOfHandlerError(herr)), Message: herr.Error()}
+	}
+	h.replies.Record(w.op, rec, now)
+	h.executed++
+	// Check again just before the reply leaves (DESIGN.md §5).
+	if st := n.keeper.Status(n.now()); st == lease.Expired || st == lease.Lost || st == lease.Closed {
+		n.metrics.fencedRefusals.Inc()
+		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")
+	}
+	return h.reply(pb.Code(rec.Code), rec.Payload, rec.Message)
+}
+
+func codeOfHandlerError(err error) pb.Code {
+	switch {
+	case errors.Is(err, actor.ErrUnknownMethod):
+		return pb.Code_CODE_UNKNOWN_METHOD
+	case errors.Is(err, actor.ErrInvalidArgument):
+		return pb.Code_CODE_INVALID_ARGUMENT
+	case errors.Is(err, actor.ErrRejected):
+		return pb.Code_CODE_APPLICATION_ERROR
+	}
+	return pb.Code_CODE_INTERNAL
+}
+
+// ---------------------------------------------------------------- timers
+
+type handlerCtx struct {
+	h   *hosted
+	now time.Time
+}
+
+func (c *handlerCtx) Object() keyspace.Object { return c.h.obj }
+func (c *handlerCtx) Now() time.Time          { return c.now }
+func (c *handlerCtx) Fence() actor.Fence {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	f := c.h.fence
+	return actor.Fence{OwnerID: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.OwnerGeneration}
+}
+
+func (c *handlerCtx) SetTimer(spec actor.TimerSpec) error {
+	if _, ok := c.h.inst.(actor.TimerObject); !ok {
+		return fmt.Errorf("%w: type %s does not implement OnTimer", actor.ErrInvalidTimer, c.h.typ.Name)
+	}
+	c.h.mu.Lock()
+	if c.h.timers == nil {
+		c.h.timers = actor.NewTimers()
+	}
+	err := c.h.timers.Set(spec, c.now)
+	c.h.mu.Unlock()
+	if err == nil {
+		c.h.arm()
+	}
+	return err
+}
+
+func (c *handlerCtx) CancelTimer(name string) bool {
+	c.h.mu.Lock()
+	defer c.h.mu.Unlock()
+	return c.h.timers != nil && c.h.timers.Cancel(name)
+}
+
+// arm schedules a timer fire for the earliest due timer.
+func (h *hosted) arm() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed || h.timers == nil || h.fireSet {
+		return
+	}
+	next, ok := h.timers.Next()
+	if !ok {
+		return
+	}
+	h.fireSet = true
+	d := max(next.Sub(h.n.now()), 0)
+	h.timer = time.AfterFunc(d, func() {
+		if !h.submit(&work{timer: true}) {
+			h.mu.Lock()
+			h.fireSet = false
+			h.mu.Unlock()
+		}
+	})
+}
+
+func (h *hosted) fireTimers() {
+	h.mu.Lock()
+	h.fireSet = false
+	var ticks []actor.Tick
+	now := h.n.now()
+	if h.timers != nil {
+		ticks = h.timers.FireDue(now)
+	}
+	h.mu.Unlock()
+	if st := h.n.keeper.Status(now); st != lease.Valid && st != lease.Unusable {
+		return
+	}
+	if to, ok := h.inst.(actor.TimerObject); ok {
+		for _, t := range ticks {
+			if err := to.OnTimer(&handlerCtx{h: h, now: now}, t); err != nil {
+				h.n.log.Warn().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("timer handler failed")
+			}
+		}
+	}
+	h.arm()
+}
+
+// ---------------------------------------------------------------- activation
+
+// hostedOrActivate returns the local instance of obj, activating or
+// recovering it on this node when etcd says it may. A non-nil reply is the
+// answer to give instead (a redirect or an error).
+func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ actor.Type) (*hosted, *pb.CallReply) {
+	name := obj.String()
+	n.mu.Lock()
+	if n.closing {
+		n.mu.Unlock()
+		return nil, &pb.CallReply{Code: pb.Code_CODE_SHUTTING_DOWN, Message: "node " + n.cfg.Name + " is shutting down"}
+	}
+	h, ok := n.objects[name]
+	if !ok {
+		h = newHosted(n, obj, typ)
+		n.objects[name] = h
+	}
+	n.mu.Unlock()
+	if ok {
+		select {
+		case <-h.ready:
+		case <-ctx.Done():
+			return nil, &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "waiting for activation of " + name}
+		}
+		if h.failReply != nil {
+			return nil, h.failReply
+		}
+		return h, nil
+	}
+	rep := n.activate(ctx, h)
+	if rep != nil && rep.Code != pb.Code_CODE_STATE_LOST {
+		h.failReply = rep
+		n.mu.Lock()
+		if n.objects[name] == h {
+			delete(n.objects, name)
+		}
+		n.mu.Unlock()
+		close(h.ready)
+		return nil, rep
+	}
+	n.metrics.hosted.Inc()
+	close(h.ready)
+	return h, rep
+}
+
+func (n *Node) canHost(typ string) bool {
+	return n.cfg.Weight > 0 && n.hosts[typ]
+}
+
+// activate decides, from etcd, whether this node may serve h's object:
+// activate (no record), host (our record), recover (owner gone) or redirect.
+func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
+	for range 8 {
+		snap, err := n.store.Read(ctx, h.obj)
+		if errors.Is(err, authority.ErrNotFound) {
+			if !n.canHost(h.typ.Name) {
+				return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("node %s does not host type %s", n.cfg.Name, h.typ.Name)}
+			}
+			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.obj, Owner: n.self, Node: n.selfNode})
+			if err != nil {
+				return unavailable("activate "+h.name, err)
+			}
+			n.cache.Observe(res.Snapshot)
+			if res.Won {
+				n.metrics.activations.Inc()
+				h.install(res.Snapshot)
+				return nil
+			}
+			snap = res.Snapshot
+		} else if err != nil {
+			return unavailable("read "+h.name, err)
+		}
+		n.cache.Observe(snap)
+		if snap.Record.Owner == n.self {
+			h.install(snap)
+			return nil
+		}
+		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
+			return n.notOwner(snap)
+		}
+		if !n.canHost(h.typ.Name) {
+			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s is orphaned and node %s does not host type %s", h.name, n.cfg.Name, h.typ.Name)}
+		}
+		w, err := n.store.Recover(ctx, authority.RecoverRequest{Seen: snap, NewOwner: n.self, Node: n.selfNode})
+		if err != nil {
+			return unavailable("recover "+h.name, err)
+		}
+		if w.Found {
+			n.cache.Observe(w.Snapshot)
+		}
+		if w.Written {
+			n.metrics.recoveries.Inc()
+			h.install(w.Snapshot)
+			h.lostGen = w.Snapshot.Record.ObjectGeneration
+			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
+				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
+			return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
+				"%s: owner %s died with its state; re-created with object generation %d; the request was not executed",
+				h.name, snap.Record.Owner, w.Snapshot.Record.ObjectGeneration))
+		}
+		if w.Found && w.OwnerAlive {
+			return n.notOwner(w.Snapshot)
+		}
+		// The record moved under us: read again.
+	}
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.name + " kept racing"}
+}
+
+func unavailable(what string, err error) *pb.CallReply {
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: what + ": " + err.Error()}
+}
+
+// notOwner is the redirect to the owner named in snap.
+func (n *Node) notOwner(snap authority.Snapshot) *pb.CallReply {
+	return &pb.CallReply{
+		Code:    pb.Code_CODE_NOT_OWNER,
+		Message: fmt.Sprintf("%s is owned by %s", snap.Object, snap.Record.Owner),
+		Hint:    &pb.Location{Fence: n.wireFence(snap.Fence(), snap.StoreVersion, snap.Record.Node.RoutingID), Address: snap.Record.Node.Address},
+	}
+}
+
+// notHere answers a request for an object this node no longer hosts.
+func (n *Node) notHere(obj keyspace.Object) *pb.CallReply {
+	if loc, ok := n.cache.Lookup(obj); ok && loc.Owner != n.self {
+		return &pb.CallReply{Code: pb.Code_CODE_NOT_OWNER, Message: obj.String() + " is not hosted here",
+			Hint: &pb.Location{Fence: n.wireFence(loc.Fence(), loc.StoreVersion, loc.Node.RoutingID), Address: loc.Node.Address}}
+	}
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: obj.String() + " is not hosted here"}
+}

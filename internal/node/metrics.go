@@ -1,0 +1,36 @@
+package node
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	reg            *prometheus.Registry
+	calls          *prometheus.CounterVec
+	callSeconds    prometheus.Histogram
+	forwards       prometheus.Counter
+	hosted         prometheus.Gauge
+	activations    prometheus.Counter
+	recoveries     prometheus.Counter
+	replayed       prometheus.Counter
+	staleRefused   prometheus.Counter
+	fencedRefusals prometheus.Counter
+}
+
+func newMetrics(reg *prometheus.Registry, node string) *metrics {
+	l := prometheus.Labels{"node": node}
+	m := &metrics{
+		reg: reg,
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_calls_total", Help: "Calls answered by this node, by code.", ConstLabels: l},
+			[]string{"code"}),
+		callSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_call_seconds", Help: "Time to answer a call on this node (routing included).",
+			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}),
+		forwards:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_forwards_total", Help: "Calls forwarded to another node.", ConstLabels: l}),
+		hosted:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_hosted_objects", Help: "Objects hosted on this node.", ConstLabels: l}),
+		activations:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activations_total", Help: "Objects activated on this node.", ConstLabels: l}),
+		recoveries:     prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_recoveries_total", Help: "Orphaned objects re-created on this node (state lost).", ConstLabels: l}),
+		replayed:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_replayed_replies_total", Help: "Retried operations answered from the de-duplication table.", ConstLabels: l}),
+		staleRefused:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_stale_fences_refused_total", Help: "Replies refused because their fence was older than one already seen.", ConstLabels: l}),
+		fencedRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_fenced_refusals_total", Help: "Requests refused because this owner could not confirm its lease.", ConstLabels: l}),
+	}
+	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals)
+	return m
+}

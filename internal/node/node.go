@@ -1,0 +1,362 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Options are the parts a caller may inject (tests, the in-process demo).
+type Options struct {
+	// Registry of object types (required).
+	Registry *actor.Registry
+	// Logger (default: zerolog.Nop()).
+	Logger zerolog.Logger
+	// Etcd is a client to use instead of dialing cfg.EtcdEndpoints; the node
+	// does not close it.
+	Etcd *clientv3.Client
+	// Listener to serve gRPC on instead of listening on cfg.Listen.
+	Listener net.Listener
+	// Metrics registry (default: a new one, served on cfg.HTTP).
+	Metrics *prometheus.Registry
+	// Now is the clock (default time.Now).
+	Now func() time.Time
+}
+
+// Node is one meshnode: an owner that hosts objects and a gateway that routes
+// calls to their owners.
+type Node struct {
+	cfg  Config
+	opts Options
+	log  zerolog.Logger
+	reg  *actor.Registry
+	now  func() time.Time
+	keys keyspace.Keys
+
+	etcd     *clientv3.Client
+	ownEtcd  bool
+	store    *authority.Store
+	cache    *authority.Cache
+	dir      *lease.Directory
+	keeper   *lease.Keeper
+	rid      wire.RoutingID
+	self     authority.OwnerRef
+	selfNode authority.NodeRef
+	hosts    map[string]bool // types this node hosts
+
+	mu      sync.Mutex
+	objects map[string]*hosted
+	closing bool
+
+	fmu    sync.Mutex
+	fences map[string]authority.Fence // highest fence seen per object (gateway)
+
+	peers   *connPool
+	grpc    *grpc.Server
+	lis     net.Listener
+	httpSrv *http.Server
+	metrics *metrics
+
+	bg      sync.WaitGroup // background loops (cache, directory, servers)
+	work    sync.WaitGroup // mailbox drains and timers
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// New validates the config; Start brings the node up.
+func New(cfg Config, opts Options) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Registry == nil {
+		return nil, fmt.Errorf("%w: no type registry", ErrInvalidConfig)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	keys, err := keyspace.New(cfg.Prefix, cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	hosts := map[string]bool{}
+	types := cfg.Types
+	if len(types) == 0 {
+		types = opts.Registry.Names()
+	}
+	for _, t := range types {
+		if _, err := opts.Registry.Lookup(t); err != nil {
+			return nil, fmt.Errorf("%w: --types: %v", ErrInvalidConfig, err)
+		}
+		hosts[t] = true
+	}
+	n := &Node{
+		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
+		reg: opts.Registry, now: opts.Now, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
+		objects: map[string]*hosted{}, fences: map[string]authority.Fence{},
+		stopped: make(chan struct{}),
+	}
+	reg := opts.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	n.metrics = newMetrics(reg, cfg.Name)
+	n.peers = newConnPool()
+	return n, nil
+}
+
+// Self is the owner pair of the running node.
+func (n *Node) Self() authority.OwnerRef { return n.self }
+
+// Address is the advertised gRPC address.
+func (n *Node) Address() string { return n.selfNode.Address }
+
+// Keeper is the node's lease keeper.
+func (n *Node) Keeper() *lease.Keeper { return n.keeper }
+
+// Store is the node's authority store.
+func (n *Node) Store() *authority.Store { return n.store }
+
+// Hosted is the number of objects hosted here.
+func (n *Node) Hosted() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.objects)
+}
+
+// Start connects to etcd, acquires the owner key, serves gRPC and HTTP, and
+// advertises the node as serving once its caches are loaded. On error nothing
+// is left running.
+func (n *Node) Start(ctx context.Context) (err error) {
+	bgctx, cancel := context.WithCancel(context.Background())
+	n.cancel = cancel
+	defer func() {
+		if err != nil {
+			n.teardown(context.Background())
+		}
+	}()
+	n.etcd = n.opts.Etcd
+	if n.etcd == nil {
+		n.etcd, err = clientv3.New(clientv3.Config{Endpoints: n.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return fmt.Errorf("node: etcd: %w", err)
+		}
+		n.ownEtcd = true
+	}
+	n.store = authority.New(n.etcd, n.keys)
+	n.cache = authority.NewCache(n.etcd, n.keys)
+	n.dir = lease.NewDirectory(n.etcd, n.keys)
+	n.spawnBG(func() { _ = n.cache.Run(bgctx) })
+	n.spawnBG(func() { _ = n.dir.Run(bgctx) })
+
+	n.lis = n.opts.Listener
+	if n.lis == nil {
+		if n.lis, err = net.Listen("tcp", n.cfg.Listen); err != nil {
+			return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
+		}
+	}
+	addr := n.cfg.Advertise
+	if addr == "" || n.opts.Listener != nil && addr == n.cfg.Listen {
+		addr = n.lis.Addr().String()
+	}
+	n.selfNode = authority.NodeRef{RoutingID: n.rid.Hex(), Address: addr}
+
+	types := make([]string, 0, len(n.hosts))
+	for t := range n.hosts {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	lcfg := lease.DefaultConfig()
+	lcfg.OwnerID = n.cfg.Name
+	lcfg.TTL = n.cfg.LeaseTTL
+	lcfg.AcquireWait = n.cfg.AcquireWait
+	lcfg.Logger = n.log
+	lcfg.Descriptor = lease.Descriptor{
+		OwnerID: n.cfg.Name, RoutingID: n.rid.Hex(), Address: addr, State: lease.StateJoining,
+		Weight: n.cfg.Weight, ApplicationVersion: n.cfg.ApplicationVersion, Types: types,
+		StartedUnixMs: n.now().UnixMilli(), HTTP: n.cfg.HTTP,
+	}
+	n.keeper, err = lease.Start(ctx, n.etcd, n.keys, lcfg)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
+
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxMessageBytes), grpc.MaxSendMsgSize(wire.MaxMessageBytes))
+	pb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
+	pb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
+	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })
+
+	if n.cfg.HTTP != "" && n.opts.Metrics == nil {
+		hl, err := net.Listen("tcp", n.cfg.HTTP)
+		if err != nil {
+			return fmt.Errorf("node: listen http %s: %w", n.cfg.HTTP, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if st := n.keeper.Status(n.now()); st != lease.Valid {
+				http.Error(w, "lease "+st.String(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		n.spawnBG(func() { _ = n.httpSrv.Serve(hl) })
+	}
+
+	for _, ch := range []<-chan struct{}{n.cache.Ready(), n.dir.Ready()} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.keeper.Done():
+			return fmt.Errorf("node: lease ended during start: %w", n.keeper.Err())
+		}
+	}
+	if _, err := n.keeper.Update(ctx, func(d *lease.Descriptor) { d.State = lease.StateServing }); err != nil {
+		return fmt.Errorf("node: advertise serving: %w", err)
+	}
+	n.spawnBG(func() { n.watchFence(bgctx) })
+	n.log.Info().Str("address", addr).Int64("generation", n.self.Generation).Str("routingId", n.rid.Hex()).Msg("serving")
+	return nil
+}
+
+func (n *Node) spawnBG(f func()) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		f()
+	}()
+}
+
+// watchFence stops serving when the lease ends: a fenced owner never serves
+// again (it must restart as a new generation).
+func (n *Node) watchFence(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-n.keeper.Done():
+		n.log.Error().Err(n.keeper.Err()).Msg("lease ended: fenced, hosted objects dropped")
+		n.dropAll()
+	}
+}
+
+func (n *Node) dropAll() {
+	n.mu.Lock()
+	hs := make([]*hosted, 0, len(n.objects))
+	for _, h := range n.objects {
+		hs = append(hs, h)
+	}
+	n.objects = map[string]*hosted{}
+	n.mu.Unlock()
+	for _, h := range hs {
+		h.close()
+	}
+	n.metrics.hosted.Set(0)
+}
+
+// Run is Start, then Stop when ctx ends.
+func (n *Node) Run(ctx context.Context) error {
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-n.keeper.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return n.Stop(sctx)
+}
+
+// Stop marks the node draining, stops serving (in-flight calls finish, bounded
+// by ctx), drops its objects and revokes its lease. Memory objects hosted here
+// lose their state: drain (relocating them away first) comes with relocation.
+func (n *Node) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closing {
+		n.mu.Unlock()
+		<-n.stopped
+		return nil
+	}
+	n.closing = true
+	n.mu.Unlock()
+	defer close(n.stopped)
+	if n.keeper != nil && n.keeper.Err() == nil {
+		uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _ = n.keeper.Update(uctx, func(d *lease.Descriptor) { d.State = lease.StateDraining })
+		cancel()
+	}
+	return n.teardown(ctx)
+}
+
+func (n *Node) teardown(ctx context.Context) error {
+	var errs []error
+	if n.grpc != nil {
+		done := make(chan struct{})
+		go func() { n.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			n.grpc.Stop()
+			<-done
+		}
+	} else if n.lis != nil {
+		n.lis.Close()
+	}
+	if n.httpSrv != nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = n.httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	n.dropAll()
+	n.work.Wait()
+	if n.keeper != nil {
+		if err := n.keeper.Close(ctx); err != nil && !errors.Is(err, lease.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.bg.Wait()
+	n.peers.close()
+	if n.ownEtcd && n.etcd != nil {
+		errs = append(errs, n.etcd.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// fenceOf converts an authority snapshot of an object hosted here to a wire fence.
+func (n *Node) wireFence(f authority.Fence, storeVersion int64, rid string) *pb.Fence {
+	r, _ := wire.ParseRoutingIDHex(rid)
+	return &pb.Fence{
+		OwnerId: f.Owner.ID, OwnerGeneration: f.Owner.Generation, RoutingId: r[:],
+		ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.OwnerGeneration, StoreVersion: storeVersion,
+	}
+}
+
+func fenceFromWire(f *pb.Fence) authority.Fence {
+	return authority.Fence{
+		Owner:            authority.OwnerRef{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration()},
+		ObjectGeneration: f.GetObjectGeneration(), OwnerGeneration: f.GetAuthorityGeneration(),
+	}
+}

@@ -1,0 +1,314 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"hash/fnv"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// maxRouteAttempts bounds how often one call follows a redirect or retries an
+// unavailable owner before answering the caller.
+const maxRouteAttempts = 8
+
+// Call handles one request: validate, then serve it here or route it to the
+// owner. Bad input is answered with a typed code and changes nothing.
+func (n *Node) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
+	start := n.now()
+	rep := n.call(ctx, req)
+	n.metrics.calls.WithLabelValues(wire.CodeName(rep.GetCode())).Inc()
+	n.metrics.callSeconds.Observe(n.now().Sub(start).Seconds())
+	return rep
+}
+
+func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
+	op, werr := wire.ValidateCall(req)
+	if werr != nil {
+		return &pb.CallReply{Code: werr.Code, Message: werr.Message}
+	}
+	obj, err := keyspace.ParseObject(req.GetObject())
+	if err != nil {
+		code := pb.Code_CODE_INVALID_ARGUMENT
+		if o := splitKind(req.GetObject()); o != keyspace.KindActor && o != keyspace.KindGroup {
+			code = pb.Code_CODE_UNKNOWN_KIND
+		}
+		return &pb.CallReply{Code: code, Message: err.Error()}
+	}
+	if obj.Kind == keyspace.KindGroup {
+		return &pb.CallReply{Code: pb.Code_CODE_INVALID_ARGUMENT, Message: "a group is not callable: call one of its member actors"}
+	}
+	typ, err := n.reg.Lookup(obj.Type)
+	if err != nil {
+		return &pb.CallReply{Code: pb.Code_CODE_UNKNOWN_TYPE, Message: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
+	defer cancel()
+	name := obj.String()
+	if k := n.knownGeneration(name); k > req.GetKnownObjectGeneration() {
+		req.KnownObjectGeneration = k
+	}
+	var last *pb.CallReply
+	backoff := 10 * time.Millisecond
+	for attempt := range maxRouteAttempts {
+		if attempt > 0 {
+			if !sleepCtx(ctx, backoff) {
+				break
+			}
+			backoff = min(backoff*2, 500*time.Millisecond)
+		}
+		rep, retry := n.attempt(ctx, obj, typ, op, req)
+		if rep != nil && rep.GetFence() != nil && !n.acceptFence(name, rep.GetFence()) {
+			n.metrics.staleRefused.Inc()
+			return &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: "refused a reply from " + rep.GetFence().GetOwnerId() + " older than a fence already seen for " + name}
+		}
+		if !retry || req.GetDirect() {
+			return rep
+		}
+		last = rep
+	}
+	if last == nil {
+		last = &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "call deadline passed while routing " + name}
+	}
+	return last
+}
+
+func splitKind(s string) string {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			return s[:i]
+		}
+	}
+	return s
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// attempt serves or routes the call once. retry says whether the gateway
+// should try again (a redirect was learnt, or the owner was unreachable).
+func (n *Node) attempt(ctx context.Context, obj keyspace.Object, typ actor.Type, op wire.OperationID, req *pb.CallRequest) (*pb.CallReply, bool) {
+	name := obj.String()
+	n.mu.Lock()
+	h := n.objects[name]
+	n.mu.Unlock()
+	if h != nil || req.GetDirect() {
+		return n.serveHere(ctx, obj, typ, op, req)
+	}
+	addr, self := n.route(obj, typ)
+	if self {
+		return n.serveHere(ctx, obj, typ, op, req)
+	}
+	if addr == "" {
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "no serving node hosts type " + typ.Name}, true
+	}
+	fwd := &pb.CallRequest{
+		Version: req.GetVersion(), Object: req.GetObject(), Method: req.GetMethod(), Args: req.GetArgs(),
+		OperationId: req.GetOperationId(), Requester: req.GetRequester(), Hops: req.GetHops() + 1, Direct: true,
+		KnownObjectGeneration: req.GetKnownObjectGeneration(),
+	}
+	n.metrics.forwards.Inc()
+	rep, err := n.peers.call(ctx, addr, fwd)
+	if err != nil {
+		// The owner may have died: refresh from etcd before the next attempt.
+		n.refresh(ctx, obj)
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "forward to " + addr + ": " + err.Error()}, true
+	}
+	switch rep.GetCode() {
+	case pb.Code_CODE_NOT_OWNER, pb.Code_CODE_RELOCATING, pb.Code_CODE_UNAVAILABLE, pb.Code_CODE_SHUTTING_DOWN:
+		n.refresh(ctx, obj)
+		return rep, true
+	}
+	return rep, false
+}
+
+// serveHere runs the call on this node as the owner (activating or
+// recovering it if etcd allows), or answers with a redirect.
+func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Type, op wire.OperationID, req *pb.CallRequest) (*pb.CallReply, bool) {
+	h, rep := n.hostedOrActivate(ctx, obj, typ)
+	if rep != nil {
+		return rep, wire.Retryable(rep.GetCode())
+	}
+	w := &work{req: req, op: op, done: make(chan *pb.CallReply, 1)}
+	if !h.submit(w) {
+		return n.notHere(obj), true
+	}
+	select {
+	case r := <-w.done:
+		return r, false
+	case <-ctx.Done():
+		// The request stays queued and will run; the caller retries with the
+		// same operation id and gets the recorded reply.
+		return &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "deadline passed waiting for " + obj.String()}, false
+	}
+}
+
+// refresh re-reads the object's record so the next attempt routes on fresh data.
+func (n *Node) refresh(ctx context.Context, obj keyspace.Object) {
+	rctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if snap, err := n.store.Read(rctx, obj); err == nil {
+		n.cache.Observe(snap)
+	}
+}
+
+// route picks where a call goes: the live owner in the cache, or, for an
+// object with no live owner, a serving node chosen by placement.
+func (n *Node) route(obj keyspace.Object, typ actor.Type) (addr string, self bool) {
+	if loc, ok := n.cache.Lookup(obj); ok && n.dir.Alive(loc.Owner.ID, loc.Owner.Generation) {
+		return loc.Node.Address, loc.Owner == n.self
+	}
+	o, ok := n.place(obj, typ)
+	if !ok {
+		return "", false
+	}
+	return o.Descriptor.Address, o.Descriptor.OwnerID == n.self.ID && o.Generation == n.self.Generation
+}
+
+// place chooses a serving owner for a new or orphaned object: among serving
+// owners with weight > 0 that host the type, the two ranked highest by a hash
+// of (object, owner) are compared and the one with fewer objects per unit of
+// weight wins (power of two choices: spread without herding on a lagging count).
+func (n *Node) place(obj keyspace.Object, typ actor.Type) (lease.Owner, bool) {
+	var first, second lease.Owner
+	var h1, h2 uint64
+	found := 0
+	for _, o := range n.dir.List() {
+		d := o.Descriptor
+		if d.State != lease.StateServing || d.Weight <= 0 || !hostsType(d.Types, typ.Name) {
+			continue
+		}
+		h := rendezvous(obj.String(), d.OwnerID)
+		switch {
+		case found == 0 || h > h1:
+			second, h2 = first, h1
+			first, h1 = o, h
+		case found == 1 || h > h2:
+			second, h2 = o, h
+		}
+		found++
+	}
+	if found == 0 {
+		return lease.Owner{}, false
+	}
+	if found == 1 {
+		return first, true
+	}
+	l1 := float64(n.cache.Count(first.Descriptor.OwnerID)) / float64(first.Descriptor.Weight)
+	l2 := float64(n.cache.Count(second.Descriptor.OwnerID)) / float64(second.Descriptor.Weight)
+	if l2 < l1 {
+		return second, true
+	}
+	return first, true
+}
+
+func hostsType(types []string, t string) bool {
+	if len(types) == 0 {
+		return true
+	}
+	for _, x := range types {
+		if x == t {
+			return true
+		}
+	}
+	return false
+}
+
+func rendezvous(object, owner string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(object))
+	h.Write([]byte{0})
+	h.Write([]byte(owner))
+	return h.Sum64()
+}
+
+// ---------------------------------------------------------------- fences
+
+func (n *Node) knownGeneration(name string) int64 {
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	return n.fences[name].ObjectGeneration
+}
+
+// acceptFence records f if it is not older than the newest fence seen for the
+// object, and refuses it otherwise (a reply from a superseded owner).
+func (n *Node) acceptFence(name string, wf *pb.Fence) bool {
+	f := fenceFromWire(wf)
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	cur, ok := n.fences[name]
+	if ok && cur.Newer(f) {
+		return false
+	}
+	n.fences[name] = f
+	return true
+}
+
+// Fence is the newest fence this node has seen for an object (tests).
+func (n *Node) Fence(obj keyspace.Object) (authority.Fence, bool) {
+	n.fmu.Lock()
+	defer n.fmu.Unlock()
+	f, ok := n.fences[obj.String()]
+	return f, ok
+}
+
+// ---------------------------------------------------------------- peers
+
+type connPool struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
+
+func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(wire.MaxMessageBytes)))
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+func (p *connPool) call(ctx context.Context, addr string, req *pb.CallRequest) (*pb.CallReply, error) {
+	c, err := p.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewCallServiceClient(c).Call(ctx, req)
+}
+
+func (p *connPool) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for a, c := range p.conns {
+		c.Close()
+		delete(p.conns, a)
+	}
+}
+
+var errNotImplemented = errors.New("node: not implemented yet")

@@ -1,0 +1,165 @@
+package actor
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// Object is one instance of a hosted type. The runtime calls it from one
+// goroutine at a time (a FIFO mailbox): Handle, OnTimer, Snapshot and Restore
+// never run concurrently for the same instance.
+type Object interface {
+	// Handle runs one request and returns its reply. The reply and the error
+	// are terminal answers, recorded in the de-duplication table: a retry of
+	// the same operation id gets them again and never runs Handle twice.
+	// Errors map to codes: ErrUnknownMethod, ErrInvalidArgument, ErrRejected
+	// (an application refusal); any other error is an internal error.
+	Handle(ctx Context, method string, args [][]byte) ([]byte, error)
+	// Snapshot returns the instance's whole state (relocation, durability).
+	// The caller must not modify the returned bytes, and the instance must
+	// not modify them afterwards either (replace, never mutate in place), so
+	// a large state is handed over without a copy.
+	Snapshot() ([]byte, error)
+	// Restore replaces the state of a fresh instance with a snapshot. It
+	// returns an error wrapping ErrCorruptState for bytes it cannot read, and
+	// then the instance must not be used. Restore may keep state; the caller
+	// must not modify it afterwards.
+	Restore(state []byte) error
+}
+
+// TimerObject is implemented by types that use timers.
+type TimerObject interface {
+	// OnTimer is called for each delivered tick, in delivery-index order.
+	OnTimer(ctx Context, tick Tick) error
+}
+
+// Tick is one delivered timer tick.
+type Tick struct {
+	Name string
+	// Index is the delivery index: 1 for the first tick delivered, +1 for each
+	// tick delivered after it, across relocations.
+	Index uint64
+	// Due is when the tick was scheduled. Under FireOnce it is the due time of
+	// the oldest of the ticks it stands for.
+	Due time.Time
+	// Coalesced is how many scheduled ticks this delivery stands for: 1,
+	// or more under the FireOnce policy when ticks were missed.
+	Coalesced uint64
+}
+
+// Fence is the identity the instance is served under, to stamp side effects
+// with (a receiver of a side effect refuses an older fence).
+type Fence struct {
+	OwnerID             string
+	OwnerGeneration     int64
+	ObjectGeneration    int64
+	AuthorityGeneration int64
+}
+
+// Context is what a handler may use. It is valid only during the call.
+type Context interface {
+	Object() keyspace.Object
+	Fence() Fence
+	// Now is the runtime's clock.
+	Now() time.Time
+	// SetTimer creates or replaces a timer.
+	SetTimer(spec TimerSpec) error
+	// CancelTimer removes a timer; it reports whether it existed.
+	CancelTimer(name string) bool
+}
+
+// Type describes a type of object a node can host.
+type Type struct {
+	// Name is the <type> segment of actor/<type>/<id>.
+	Name string
+	// New returns a fresh instance with the initial state.
+	New func() Object
+	// Durable types persist every acknowledged change in etcd before the
+	// reply (DESIGN.md §5a). Memory types (the default) keep state in memory.
+	Durable bool
+	// MaxStateBytes bounds a snapshot (0: the runtime default).
+	MaxStateBytes int
+}
+
+// Errors a handler returns; the runtime maps them to codes.
+var (
+	// ErrUnknownMethod: the type has no such method.
+	ErrUnknownMethod = errors.New("actor: unknown method")
+	// ErrInvalidArgument: the arguments are malformed.
+	ErrInvalidArgument = errors.New("actor: invalid argument")
+	// ErrRejected: the handler refused the request (e.g. insufficient funds).
+	ErrRejected = errors.New("actor: rejected")
+	// ErrUnknownType: no registered type has the name.
+	ErrUnknownType = errors.New("actor: unknown type")
+	// ErrDuplicateType: a type of that name is already registered.
+	ErrDuplicateType = errors.New("actor: type already registered")
+	// ErrStateTooLarge: a snapshot is over the type's limit.
+	ErrStateTooLarge = errors.New("actor: state too large")
+)
+
+// InvalidArgument wraps ErrInvalidArgument with a message.
+func InvalidArgument(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidArgument, fmt.Sprintf(format, args...))
+}
+
+// Rejected wraps ErrRejected with a message.
+func Rejected(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrRejected, fmt.Sprintf(format, args...))
+}
+
+// UnknownMethod wraps ErrUnknownMethod with the method name.
+func UnknownMethod(typ, method string) error {
+	return fmt.Errorf("%w: %s has no method %q", ErrUnknownMethod, typ, method)
+}
+
+// Registry holds the types a node hosts. It is safe for concurrent use.
+type Registry struct {
+	mu    sync.RWMutex
+	types map[string]Type
+}
+
+// NewRegistry returns an empty registry.
+func NewRegistry() *Registry { return &Registry{types: map[string]Type{}} }
+
+// Register adds a type.
+func (r *Registry) Register(t Type) error {
+	if err := (keyspace.Actor(t.Name, "x")).Validate(); err != nil {
+		return fmt.Errorf("actor: type name: %w", err)
+	}
+	if t.New == nil {
+		return fmt.Errorf("actor: type %q has no constructor", t.Name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.types[t.Name]; ok {
+		return fmt.Errorf("%w: %q", ErrDuplicateType, t.Name)
+	}
+	r.types[t.Name] = t
+	return nil
+}
+
+// Lookup returns the type of that name.
+func (r *Registry) Lookup(name string) (Type, error) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	t, ok := r.types[name]
+	if !ok {
+		return Type{}, fmt.Errorf("%w: %q", ErrUnknownType, name)
+	}
+	return t, nil
+}
+
+// Names lists the registered type names (unordered).
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	out := make([]string, 0, len(r.types))
+	for n := range r.types {
+		out = append(out, n)
+	}
+	return out
+}

@@ -1,0 +1,312 @@
+package actor
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Errors of the reply table.
+var (
+	// ErrOperationExpired: the operation id is older than the de-duplication
+	// window, or no newer than an entry the table has already evicted. The
+	// request must not run: it may have run already and its reply be gone.
+	ErrOperationExpired = errors.New("actor: operation expired")
+	// ErrInvalidOperation: the operation id is zero, not a UUIDv7, or made
+	// further in the future than the window (a clock far ahead).
+	ErrInvalidOperation = errors.New("actor: invalid operation id")
+)
+
+// Defaults and limits of the reply table.
+const (
+	// DefaultReplyWindow is how long a caller may retry (DESIGN.md §5).
+	DefaultReplyWindow = 60 * time.Second
+	// DefaultReplyEntries bounds the entries of one object's table.
+	DefaultReplyEntries = 4096
+	// MaxReplyWindow and MaxReplyEntries bound the configuration, and what
+	// DecodeReplyTable accepts.
+	MaxReplyWindow  = 24 * time.Hour
+	MaxReplyEntries = 1 << 20
+)
+
+// Reply is the terminal answer of one operation, as recorded for retries.
+type Reply struct {
+	// Code is a pb.Code value: CODE_OK, or the code of a terminal error.
+	Code int32
+	// Payload is the handler's reply (nil when empty).
+	Payload []byte
+	// Message is the error text of a non-OK reply.
+	Message string
+}
+
+// CodeOf maps a handler error to its wire code: nil → OK, ErrUnknownMethod,
+// ErrInvalidArgument, ErrRejected (an application error),
+// ErrOperationExpired, ErrInvalidOperation, ErrStateTooLarge
+// (payload too large); any other error is internal.
+func CodeOf(err error) pb.Code {
+	switch {
+	case err == nil:
+		return pb.Code_CODE_OK
+	case errors.Is(err, ErrUnknownMethod):
+		return pb.Code_CODE_UNKNOWN_METHOD
+	case errors.Is(err, ErrInvalidArgument):
+		return pb.Code_CODE_INVALID_ARGUMENT
+	case errors.Is(err, ErrRejected):
+		return pb.Code_CODE_APPLICATION_ERROR
+	case errors.Is(err, ErrUnknownType):
+		return pb.Code_CODE_UNKNOWN_TYPE
+	case errors.Is(err, ErrOperationExpired):
+		return pb.Code_CODE_OPERATION_EXPIRED
+	case errors.Is(err, ErrInvalidOperation):
+		return pb.Code_CODE_INVALID_OPERATION_ID
+	case errors.Is(err, ErrStateTooLarge):
+		return pb.Code_CODE_PAYLOAD_TOO_LARGE
+	}
+	return pb.Code_CODE_INTERNAL
+}
+
+// ReplyOf is the Reply to record for a handler's result.
+func ReplyOf(payload []byte, err error) Reply {
+	if err != nil {
+		return Reply{Code: int32(CodeOf(err)), Message: err.Error()}
+	}
+	return Reply{Code: int32(pb.Code_CODE_OK), Payload: bytes.Clone(payload)}
+}
+
+// ReplyTable is an object's table of recent operation ids and their replies
+// (DESIGN.md §5). It is part of the object's state: it travels with it
+// across relocations (Encode), so a retry is answered from it and never
+// executed twice, on whichever node the object lives.
+//
+// It is bounded twice: an entry lives while a caller may retry (the window),
+// and there are at most maxEntries. An id is refused as expired when the
+// window says it is too old, or when it is no newer than the low watermark,
+// the newest id time ever evicted. Together they make the table safe to
+// truncate: an id that could have been evicted is never executed again, even
+// if the object moves to a node whose clock is behind.
+//
+// Times are the UUIDv7 timestamps of the ids, in milliseconds, against the
+// now the runtime passes in. Not safe for concurrent use.
+type ReplyTable struct {
+	window     time.Duration
+	maxEntries int
+	watermark  int64 // Unix ms; 0: nothing evicted yet
+	replies    map[wire.OperationID]Reply
+	order      []wire.OperationID // sorted by bytes, so by time (UUIDv7)
+}
+
+// NewReplyTable returns an empty table. window ≤ 0 means DefaultReplyWindow,
+// maxEntries ≤ 0 means DefaultReplyEntries; larger values than the maxima
+// are clamped, and a window is rounded up to a whole millisecond.
+func NewReplyTable(window time.Duration, maxEntries int) *ReplyTable {
+	if window <= 0 {
+		window = DefaultReplyWindow
+	}
+	window = min(window, MaxReplyWindow)
+	if r := window % time.Millisecond; r != 0 {
+		window += time.Millisecond - r
+	}
+	if maxEntries <= 0 {
+		maxEntries = DefaultReplyEntries
+	}
+	maxEntries = min(maxEntries, MaxReplyEntries)
+	return &ReplyTable{window: window, maxEntries: maxEntries, replies: map[wire.OperationID]Reply{}}
+}
+
+// Window is the retry window.
+func (t *ReplyTable) Window() time.Duration { return t.window }
+
+// MaxEntries is the entry bound.
+func (t *ReplyTable) MaxEntries() int { return t.maxEntries }
+
+// Watermark is the newest id time evicted so far (zero time if none).
+func (t *ReplyTable) Watermark() time.Time {
+	if t.watermark == 0 {
+		return time.Time{}
+	}
+	return msTime(t.watermark)
+}
+
+// Len is the number of entries.
+func (t *ReplyTable) Len() int { return len(t.order) }
+
+func idMs(id wire.OperationID) int64 {
+	// UUIDv7: the first 48 bits are the Unix time in milliseconds.
+	return int64(id[0])<<40 | int64(id[1])<<32 | int64(id[2])<<24 | int64(id[3])<<16 | int64(id[4])<<8 | int64(id[5])
+}
+
+// Check is called before executing an operation. It returns the recorded
+// reply and true if the id ran before; false and nil if it may run now;
+// ErrOperationExpired if it is too old to tell (never run it); or
+// ErrInvalidOperation for an id that is not a UUIDv7 or is from further in
+// the future than the window.
+func (t *ReplyTable) Check(id wire.OperationID, now time.Time) (Reply, bool, error) {
+	if _, err := wire.ParseOperationIDBytes(id[:]); err != nil {
+		return Reply{}, false, fmt.Errorf("%w: %v", ErrInvalidOperation, err)
+	}
+	if r, ok := t.replies[id]; ok {
+		r.Payload = bytes.Clone(r.Payload)
+		return r, true, nil
+	}
+	at, nowMs, win := idMs(id), now.UnixMilli(), t.window.Milliseconds()
+	switch {
+	case at > nowMs+win:
+		return Reply{}, false, fmt.Errorf("%w: operation %s made at %s, more than %s after now (%s)",
+			ErrInvalidOperation, id, msTime(at).Format(time.RFC3339Nano), t.window, now.UTC().Format(time.RFC3339Nano))
+	case at < nowMs-win:
+		return Reply{}, false, fmt.Errorf("%w: operation %s made at %s, older than the %s window",
+			ErrOperationExpired, id, msTime(at).Format(time.RFC3339Nano), t.window)
+	case at <= t.watermark:
+		return Reply{}, false, fmt.Errorf("%w: operation %s made at %s, not after the table's low watermark %s",
+			ErrOperationExpired, id, msTime(at).Format(time.RFC3339Nano), msTime(t.watermark).Format(time.RFC3339Nano))
+	}
+	return Reply{}, false, nil
+}
+
+// Record stores the reply of an operation that ran (the caller has called
+// Check first), then evicts the entries older than the window and, while
+// over maxEntries, the oldest ones, raising the watermark. Recording an id
+// twice keeps the first reply.
+func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
+	if t.replies == nil {
+		t.replies = map[wire.OperationID]Reply{}
+	}
+	if _, ok := t.replies[id]; !ok {
+		if len(r.Payload) == 0 {
+			r.Payload = nil
+		} else {
+			r.Payload = bytes.Clone(r.Payload)
+		}
+		t.replies[id] = r
+		i, _ := slices.BinarySearchFunc(t.order, id, compareIDs)
+		t.order = slices.Insert(t.order, i, id)
+	}
+	cutoff := now.UnixMilli() - t.window.Milliseconds()
+	n := 0
+	for n < len(t.order) && (idMs(t.order[n]) < cutoff || len(t.order)-n > t.maxEntries) {
+		t.watermark = max(t.watermark, idMs(t.order[n]))
+		delete(t.replies, t.order[n])
+		n++
+	}
+	// Reslicing drops the front in O(1); append copies to a new array when
+	// the capacity runs out, which releases the evicted prefix.
+	t.order = t.order[n:]
+}
+
+func compareIDs(a, b wire.OperationID) int { return bytes.Compare(a[:], b[:]) }
+
+// Encoding of a ReplyTable, version 1 (the canonical form is the only one
+// DecodeReplyTable accepts):
+//
+//	'R' 0x01 uvarint(window ms) uvarint(max entries) varint(watermark ms) uvarint(count)
+//	per entry, sorted by id:
+//	  id[16] varint(code) uvarint(len) payload uvarint(len) message
+const (
+	replyMagic   = 'R'
+	replyVersion = 1
+	// minReplyEntry is the smallest encoded entry: id, code, two lengths.
+	minReplyEntry = wire.IDLen + 3
+)
+
+// Encode returns the canonical bytes of the table: equal tables give equal bytes.
+func (t *ReplyTable) Encode() []byte {
+	size := 32
+	for _, id := range t.order {
+		r := t.replies[id]
+		size += minReplyEntry + 2*binary.MaxVarintLen64 + len(r.Payload) + len(r.Message)
+	}
+	b := make([]byte, 0, size)
+	b = append(b, replyMagic, replyVersion)
+	b = binary.AppendUvarint(b, uint64(t.window.Milliseconds()))
+	b = binary.AppendUvarint(b, uint64(t.maxEntries))
+	b = binary.AppendVarint(b, t.watermark)
+	b = binary.AppendUvarint(b, uint64(len(t.order)))
+	for _, id := range t.order {
+		r := t.replies[id]
+		b = append(b, id[:]...)
+		b = binary.AppendVarint(b, int64(r.Code))
+		b = binary.AppendUvarint(b, uint64(len(r.Payload)))
+		b = append(b, r.Payload...)
+		b = binary.AppendUvarint(b, uint64(len(r.Message)))
+		b = append(b, r.Message...)
+	}
+	return b
+}
+
+// DecodeReplyTable reads what Encode wrote. Every error wraps
+// ErrCorruptState. It never allocates more than a small multiple of len(b).
+func DecodeReplyTable(b []byte) (*ReplyTable, error) {
+	if len(b) < 2 || b[0] != replyMagic {
+		return nil, fmt.Errorf("%w: reply table: not a reply table encoding", ErrCorruptState)
+	}
+	if b[1] != replyVersion {
+		return nil, fmt.Errorf("%w: reply table: unsupported version %d", ErrCorruptState, b[1])
+	}
+	r := reader{b: b[2:]}
+	window := r.uvarint("window")
+	maxEntries := r.uvarint("max entries")
+	watermark := r.varint("watermark")
+	n := r.uvarint("count")
+	if r.err == nil {
+		switch {
+		case window < 1 || window > uint64(MaxReplyWindow.Milliseconds()):
+			r.fail("window %d ms out of [1, %d]", window, MaxReplyWindow.Milliseconds())
+		case maxEntries < 1 || maxEntries > MaxReplyEntries:
+			r.fail("max entries %d out of [1, %d]", maxEntries, MaxReplyEntries)
+		case watermark < 0 || watermark >= 1<<48:
+			r.fail("watermark %d out of the UUIDv7 range", watermark)
+		case n > maxEntries:
+			r.fail("%d entries, more than the table's bound %d", n, maxEntries)
+		case n > uint64(len(r.b)/minReplyEntry):
+			r.fail("%d entries in %d bytes", n, len(r.b))
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("%w: reply table: %v", ErrCorruptState, r.err)
+	}
+	t := &ReplyTable{
+		window: time.Duration(window) * time.Millisecond, maxEntries: int(maxEntries), watermark: watermark,
+		replies: make(map[wire.OperationID]Reply, n), order: make([]wire.OperationID, 0, n),
+	}
+	for i := uint64(0); i < n && r.err == nil; i++ {
+		raw := r.bytes(wire.IDLen, "operation id")
+		code := r.varint("code")
+		payload := r.bytes(r.uvarint("payload length"), "payload")
+		msg := r.bytes(r.uvarint("message length"), "message")
+		if r.err != nil {
+			break
+		}
+		id, err := wire.ParseOperationIDBytes(raw)
+		if err != nil {
+			r.fail("entry %d: %v", i, err)
+			break
+		}
+		if code < 0 || code > 1<<31-1 {
+			r.fail("entry %d: code %d out of range", i, code)
+			break
+		}
+		if len(t.order) > 0 && compareIDs(t.order[len(t.order)-1], id) >= 0 {
+			r.fail("entry %d: operation %s out of order", i, id)
+			break
+		}
+		rep := Reply{Code: int32(code), Message: string(msg)}
+		if len(payload) > 0 {
+			rep.Payload = bytes.Clone(payload)
+		}
+		t.replies[id] = rep
+		t.order = append(t.order, id)
+	}
+	if err := r.end(); err != nil {
+		return nil, fmt.Errorf("%w: reply table: %v", ErrCorruptState, err)
+	}
+	if !bytes.Equal(t.Encode(), b) {
+		return nil, fmt.Errorf("%w: reply table: not in canonical form", ErrCorruptState)
+	}
+	return t, nil
+}

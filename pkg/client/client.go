@@ -1,0 +1,301 @@
+// Package client is the Go client of meshloc: it calls objects by name.
+//
+// With etcd endpoints it routes each call straight to the object's owner
+// from a location cache fed by an etcd watch (one hop), and sends calls for
+// objects without a live owner to a serving node, which places them. With a
+// node list it sends every call to one of those nodes as a gateway.
+//
+// Every call carries an operation id (a UUIDv7). The client retries a call
+// whose outcome is retryable (NotOwner, Relocating, Unavailable) with the
+// same id, so the owner's de-duplication table makes the retry safe: it is
+// executed at most once and the retry gets the first reply. A call whose
+// deadline passes is of unknown outcome: retry it with CallOp and the same id.
+//
+// The client remembers the newest fence it has seen per object and refuses a
+// reply carrying an older one (CODE_STALE_FENCE); a re-created object is
+// reported as CODE_STATE_LOST, never as a silent reset.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// ErrNoNodes: neither etcd endpoints nor nodes were given, or no node serves.
+var ErrNoNodes = errors.New("client: no node to call")
+
+// Config of a Client.
+type Config struct {
+	// EtcdEndpoints: route from etcd (direct to owners).
+	EtcdEndpoints []string
+	// Etcd: an existing etcd client to route from (not closed by Close).
+	Etcd *clientv3.Client
+	// Nodes: gateway addresses, used when no etcd is given.
+	Nodes []string
+	// Prefix and Cluster of the etcd layout (defaults /meshloc, default).
+	Prefix, Cluster string
+	// Timeout bounds one call with its retries (default 10 s).
+	Timeout time.Duration
+}
+
+// Reply is the answer of a successful call.
+type Reply struct {
+	Payload []byte
+	// Fence the reply was served under.
+	Fence authority.Fence
+	// StoreVersion of the record the fence comes from.
+	StoreVersion int64
+	// Replayed: answered from the de-duplication table.
+	Replayed bool
+	// Node that served it.
+	Node string
+}
+
+// Client calls objects. It is safe for concurrent use.
+type Client struct {
+	cfg     Config
+	etcd    *clientv3.Client
+	ownEtcd bool
+	cache   *authority.Cache
+	dir     *lease.Directory
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	fences map[string]authority.Fence
+}
+
+// New returns a client; with etcd it waits until its caches are loaded.
+func New(ctx context.Context, cfg Config) (*Client, error) {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 10 * time.Second
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = keyspace.DefaultPrefix
+	}
+	if cfg.Cluster == "" {
+		cfg.Cluster = keyspace.DefaultCluster
+	}
+	keys, err := keyspace.New(cfg.Prefix, cfg.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
+	c.etcd = cfg.Etcd
+	if c.etcd == nil && len(cfg.EtcdEndpoints) > 0 {
+		c.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
+		if err != nil {
+			return nil, fmt.Errorf("client: etcd: %w", err)
+		}
+		c.ownEtcd = true
+	}
+	if c.etcd == nil {
+		if len(cfg.Nodes) == 0 {
+			return nil, ErrNoNodes
+		}
+		return c, nil
+	}
+	bg, cancel := context.WithCancel(context.Background())
+	c.cancel = cancel
+	c.cache = authority.NewCache(c.etcd, keys)
+	c.dir = lease.NewDirectory(c.etcd, keys)
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); _ = c.cache.Run(bg) }()
+	go func() { defer c.wg.Done(); _ = c.dir.Run(bg) }()
+	for _, ch := range []<-chan struct{}{c.cache.Ready(), c.dir.Ready()} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			c.Close()
+			return nil, ctx.Err()
+		}
+	}
+	return c, nil
+}
+
+// Close releases connections and stops the caches.
+func (c *Client) Close() error {
+	if c.cancel != nil {
+		c.cancel()
+	}
+	c.wg.Wait()
+	c.mu.Lock()
+	for a, cc := range c.conns {
+		cc.Close()
+		delete(c.conns, a)
+	}
+	c.mu.Unlock()
+	if c.ownEtcd {
+		return c.etcd.Close()
+	}
+	return nil
+}
+
+// Call calls method on object with string arguments and a new operation id.
+func (c *Client) Call(ctx context.Context, object, method string, args ...string) (*Reply, error) {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
+	return c.CallOp(ctx, wire.NewOperationID(), object, method, b)
+}
+
+// CallOp calls with a given operation id: retrying a call with the same id
+// never executes it twice.
+func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method string, args [][]byte) (*Reply, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req := &pb.CallRequest{Version: wire.Version, Object: object, Method: method, Args: args, OperationId: op[:]}
+	var hint string
+	backoff := 5 * time.Millisecond
+	var last error
+	for attempt := 0; ; attempt++ {
+		if attempt > 0 {
+			t := time.NewTimer(backoff)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				if last == nil {
+					last = ctx.Err()
+				}
+				return nil, fmt.Errorf("%w (last: %w)", &wire.Error{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "call deadline passed"}, last)
+			}
+			backoff = min(backoff*2, 300*time.Millisecond)
+		}
+		req.KnownObjectGeneration = c.known(object)
+		addr, direct := hint, hint != ""
+		if addr == "" {
+			addr, direct = c.route(object)
+		}
+		hint = ""
+		if addr == "" {
+			last = ErrNoNodes
+			continue
+		}
+		req.Direct = direct
+		conn, err := c.conn(addr)
+		if err != nil {
+			last = err
+			continue
+		}
+		rep, err := pb.NewCallServiceClient(conn).Call(ctx, req)
+		if err != nil {
+			last = fmt.Errorf("call %s via %s: %w", object, addr, err)
+			c.forget(object)
+			continue
+		}
+		if f := rep.GetFence(); f != nil && !c.accept(object, f) {
+			return nil, &wire.Error{Code: pb.Code_CODE_STALE_FENCE, Message: "refused a reply from " + f.GetOwnerId() + " older than a fence already seen"}
+		}
+		switch rep.GetCode() {
+		case pb.Code_CODE_OK:
+			return &Reply{Payload: rep.GetPayload(), Fence: fenceOf(rep.GetFence()), StoreVersion: rep.GetFence().GetStoreVersion(),
+				Replayed: rep.GetReplayed(), Node: rep.GetFence().GetOwnerId()}, nil
+		case pb.Code_CODE_NOT_OWNER, pb.Code_CODE_RELOCATING:
+			if h := rep.GetHint(); h != nil && h.GetAddress() != "" && c.dir != nil && c.dir.Alive(h.GetFence().GetOwnerId(), h.GetFence().GetOwnerGeneration()) {
+				hint = h.GetAddress()
+				backoff = time.Millisecond
+			}
+		}
+		werr := &wire.Error{Code: rep.GetCode(), Message: rep.GetMessage(), Hint: rep.GetHint()}
+		if !wire.Retryable(rep.GetCode()) {
+			return nil, werr
+		}
+		last = werr
+	}
+}
+
+func fenceOf(f *pb.Fence) authority.Fence {
+	return authority.Fence{Owner: authority.OwnerRef{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration()},
+		ObjectGeneration: f.GetObjectGeneration(), OwnerGeneration: f.GetAuthorityGeneration()}
+}
+
+func (c *Client) known(object string) int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.fences[object].ObjectGeneration
+}
+
+// Fence is the newest fence seen for object.
+func (c *Client) Fence(object string) (authority.Fence, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	f, ok := c.fences[object]
+	return f, ok
+}
+
+func (c *Client) accept(object string, wf *pb.Fence) bool {
+	f := fenceOf(wf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.fences[object]; ok && cur.Newer(f) {
+		return false
+	}
+	c.fences[object] = f
+	return true
+}
+
+func (c *Client) forget(object string) {
+	if c.cache == nil {
+		return
+	}
+	if obj, err := keyspace.ParseObject(object); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if snap, err := authority.New(c.etcd, c.cache.Keys()).Read(ctx, obj); err == nil {
+			c.cache.Observe(snap)
+		}
+	}
+}
+
+// route returns the owner's address (direct) when known and alive, otherwise
+// a gateway.
+func (c *Client) route(object string) (string, bool) {
+	if c.cache == nil {
+		return c.cfg.Nodes[rand.IntN(len(c.cfg.Nodes))], false
+	}
+	if loc, ok := c.cache.LookupName(object); ok && c.dir.Alive(loc.Owner.ID, loc.Owner.Generation) {
+		return loc.Node.Address, true
+	}
+	var serving []string
+	for _, o := range c.dir.List() {
+		if o.Descriptor.State == lease.StateServing && o.Descriptor.Address != "" {
+			serving = append(serving, o.Descriptor.Address)
+		}
+	}
+	if len(serving) == 0 {
+		return "", false
+	}
+	return serving[rand.IntN(len(serving))], false
+}
+
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(wire.MaxMessageBytes)))
+	if err != nil {
+		return nil, err
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
