@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -155,7 +156,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}()
 	n.etcd = n.opts.Etcd
 	if n.etcd == nil {
-		n.etcd, err = clientv3.New(clientv3.Config{Endpoints: n.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
+		n.etcd, err = clientv3.New(clientv3.Config{Endpoints: n.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return fmt.Errorf("node: etcd: %w", err)
 		}
@@ -254,6 +255,9 @@ func (n *Node) watchFence(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-n.keeper.Done():
+		if errors.Is(n.keeper.Err(), lease.ErrClosed) {
+			return // a clean stop
+		}
 		n.log.Error().Err(n.keeper.Err()).Msg("lease ended: fenced, hosted objects dropped")
 		n.dropAll()
 	}

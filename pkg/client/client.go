@@ -25,6 +25,7 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -98,7 +99,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
 	c.etcd = cfg.Etcd
 	if c.etcd == nil && len(cfg.EtcdEndpoints) > 0 {
-		c.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second})
+		c.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 		if err != nil {
 			return nil, fmt.Errorf("client: etcd: %w", err)
 		}
