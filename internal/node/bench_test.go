@@ -13,13 +13,14 @@ import (
 	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // echoServer is the raw gRPC unary baseline: the same service and messages,
 // no routing, no object, no etcd.
 type echoServer struct {
-	pb.UnimplementedCallServiceServer
+	rpcpb.UnimplementedCallServiceServer
 }
 
 func (echoServer) Call(_ context.Context, r *pb.CallRequest) (*pb.CallReply, error) {
@@ -32,7 +33,7 @@ func rawServer(b *testing.B) string {
 		b.Fatal(err)
 	}
 	s := grpc.NewServer()
-	pb.RegisterCallServiceServer(s, echoServer{})
+	rpcpb.RegisterCallServiceServer(s, echoServer{})
 	go s.Serve(lis)
 	b.Cleanup(s.Stop)
 	return lis.Addr().String()
@@ -59,7 +60,7 @@ func BenchmarkCall(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer conn.Close()
-	rc := pb.NewCallServiceClient(conn)
+	rc := rpcpb.NewCallServiceClient(conn)
 
 	b.Run("raw-grpc", func(b *testing.B) {
 		timed(b, func() error {

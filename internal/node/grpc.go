@@ -6,11 +6,12 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 type callServer struct {
-	pb.UnimplementedCallServiceServer
+	rpcpb.UnimplementedCallServiceServer
 	n *Node
 }
 
@@ -20,10 +21,10 @@ func (s *callServer) Call(ctx context.Context, req *pb.CallRequest) (*pb.CallRep
 
 // peerServer is the node-to-node service; relocation fills it in.
 type peerServer struct {
-	pb.UnimplementedPeerServiceServer
+	rpcpb.UnimplementedPeerServiceServer
 	n *Node
 }
 
-func (s *peerServer) Relocate(stream pb.PeerService_RelocateServer) error {
+func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	return status.Error(codes.Unimplemented, errNotImplemented.Error()+": relocation")
 }

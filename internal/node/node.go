@@ -22,6 +22,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -202,8 +203,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
 
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxMessageBytes), grpc.MaxSendMsgSize(wire.MaxMessageBytes))
-	pb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
-	pb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
+	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
+	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })
 
 	if n.cfg.HTTP != "" && n.opts.Metrics == nil {

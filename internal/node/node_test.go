@@ -25,6 +25,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -202,7 +203,7 @@ func TestBadInput(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	cs := pb.NewCallServiceClient(conn)
+	cs := rpcpb.NewCallServiceClient(conn)
 	ctx := context.Background()
 	op := wire.NewOperationID()
 	good := func() *pb.CallRequest {
@@ -241,11 +242,11 @@ func TestBadInput(t *testing.T) {
 	}
 	// Raw bytes that are not a protobuf: a typed gRPC error, no crash.
 	var out []byte
-	err = conn.Invoke(ctx, "/meshloc.v1.CallService/Call", []byte{0xff, 0xff, 0xff, 0x07, 0x01}, &out, grpc.ForceCodec(rawCodec{}))
+	err = conn.Invoke(ctx, "/meshloc.rpc.v1.CallService/Call", []byte{0xff, 0xff, 0xff, 0x07, 0x01}, &out, grpc.ForceCodec(rawCodec{}))
 	if status.Code(err) != codes.Internal && status.Code(err) != codes.InvalidArgument {
 		t.Errorf("malformed protobuf: %v", err)
 	}
-	err = conn.Invoke(ctx, "/meshloc.v1.CallService/Nope", []byte{}, &out, grpc.ForceCodec(rawCodec{}))
+	err = conn.Invoke(ctx, "/meshloc.rpc.v1.CallService/Nope", []byte{}, &out, grpc.ForceCodec(rawCodec{}))
 	if status.Code(err) != codes.Unimplemented {
 		t.Errorf("unknown rpc: %v", err)
 	}

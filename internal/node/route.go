@@ -15,6 +15,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -299,7 +300,7 @@ func (p *connPool) call(ctx context.Context, addr string, req *pb.CallRequest) (
 	if err != nil {
 		return nil, err
 	}
-	return pb.NewCallServiceClient(c).Call(ctx, req)
+	return rpcpb.NewCallServiceClient(c).Call(ctx, req)
 }
 
 func (p *connPool) close() {

@@ -53,29 +53,6 @@ func (s *Store) Read(ctx context.Context, obj keyspace.Object) (Snapshot, error)
 	return s.snapshot(resp.Kvs[0], resp.Header.Revision)
 }
 
-// OwnerKey is an owner key as seen in a multi-key read.
-type OwnerKey struct {
-	// Generation is the CreateRevision of owners/<id>; 0 when the key is absent.
-	Generation int64
-	// Value is the raw descriptor.
-	Value []byte
-}
-
-// View is a set of records and owner keys read at one revision.
-type View struct {
-	Revision int64
-	// Objects holds the records found, by object name; a missing object is absent.
-	Objects map[string]Snapshot
-	// Owners holds the requested owner keys, by owner id (Generation 0: absent).
-	Owners map[string]OwnerKey
-}
-
-// Alive reports whether owner o has a live key of exactly its generation.
-func (v View) Alive(o OwnerRef) bool {
-	k, ok := v.Owners[o.ID]
-	return ok && k.Generation != 0 && k.Generation == o.Generation
-}
-
 // ReadMany reads the objects and owner keys in one transaction, so at one
 // revision (the settle read of DESIGN.md §3).
 func (s *Store) ReadMany(ctx context.Context, objs []keyspace.Object, owners []string) (View, error) {

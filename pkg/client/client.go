@@ -33,6 +33,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -195,7 +196,7 @@ func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method
 			last = err
 			continue
 		}
-		rep, err := pb.NewCallServiceClient(conn).Call(ctx, req)
+		rep, err := rpcpb.NewCallServiceClient(conn).Call(ctx, req)
 		if err != nil {
 			last = fmt.Errorf("call %s via %s: %w", object, addr, err)
 			c.forget(object)

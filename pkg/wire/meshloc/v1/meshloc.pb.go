@@ -1048,12 +1048,15 @@ func (x *Cutover) GetDataCrc32C() uint32 {
 	return 0
 }
 
+// Outcome is the target's last word on a relocation: committed (with the
+// committed fence and how many DATA requests it admitted) or failed.
 type Outcome struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	RelocationId  []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
 	Code          Code                   `protobuf:"varint,2,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
 	Committed     *Fence                 `protobuf:"bytes,3,opt,name=committed,proto3" json:"committed,omitempty"`
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	DataApplied   uint32                 `protobuf:"varint,5,opt,name=data_applied,json=dataApplied,proto3" json:"data_applied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1116,6 +1119,155 @@ func (x *Outcome) GetMessage() string {
 	return ""
 }
 
+func (x *Outcome) GetDataApplied() uint32 {
+	if x != nil {
+		return x.DataApplied
+	}
+	return 0
+}
+
+// ParticipantState is one object's captured state inside an Envelope.
+type ParticipantState struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Participant *Participant           `protobuf:"bytes,1,opt,name=participant,proto3" json:"participant,omitempty"`
+	// The instance's Snapshot().
+	State []byte `protobuf:"bytes,2,opt,name=state,proto3" json:"state,omitempty"`
+	// pkg/actor Timers encoding.
+	Timers []byte `protobuf:"bytes,3,opt,name=timers,proto3" json:"timers,omitempty"`
+	// pkg/actor ReplyTable encoding (the de-duplication table).
+	Replies []byte `protobuf:"bytes,4,opt,name=replies,proto3" json:"replies,omitempty"`
+	// Requests queued at the source when it sealed, in order.
+	Queued        []*CallRequest `protobuf:"bytes,5,rep,name=queued,proto3" json:"queued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParticipantState) Reset() {
+	*x = ParticipantState{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParticipantState) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParticipantState) ProtoMessage() {}
+
+func (x *ParticipantState) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParticipantState.ProtoReflect.Descriptor instead.
+func (*ParticipantState) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *ParticipantState) GetParticipant() *Participant {
+	if x != nil {
+		return x.Participant
+	}
+	return nil
+}
+
+func (x *ParticipantState) GetState() []byte {
+	if x != nil {
+		return x.State
+	}
+	return nil
+}
+
+func (x *ParticipantState) GetTimers() []byte {
+	if x != nil {
+		return x.Timers
+	}
+	return nil
+}
+
+func (x *ParticipantState) GetReplies() []byte {
+	if x != nil {
+		return x.Replies
+	}
+	return nil
+}
+
+func (x *ParticipantState) GetQueued() []*CallRequest {
+	if x != nil {
+		return x.Queued
+	}
+	return nil
+}
+
+// Envelope is the payload a relocation streams in STATE chunks.
+type Envelope struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	RelocationId  []byte                 `protobuf:"bytes,2,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	Participants  []*ParticipantState    `protobuf:"bytes,3,rep,name=participants,proto3" json:"participants,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Envelope) Reset() {
+	*x = Envelope{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Envelope) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Envelope) ProtoMessage() {}
+
+func (x *Envelope) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
+func (*Envelope) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Envelope) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *Envelope) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
+func (x *Envelope) GetParticipants() []*ParticipantState {
+	if x != nil {
+		return x.Participants
+	}
+	return nil
+}
+
 type RelocationFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Frame:
@@ -1134,7 +1286,7 @@ type RelocationFrame struct {
 
 func (x *RelocationFrame) Reset() {
 	*x = RelocationFrame{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1146,7 +1298,7 @@ func (x *RelocationFrame) String() string {
 func (*RelocationFrame) ProtoMessage() {}
 
 func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1159,7 +1311,7 @@ func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationFrame.ProtoReflect.Descriptor instead.
 func (*RelocationFrame) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RelocationFrame) GetFrame() isRelocationFrame_Frame {
@@ -1293,7 +1445,7 @@ type ReplyRelay struct {
 
 func (x *ReplyRelay) Reset() {
 	*x = ReplyRelay{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1305,7 +1457,7 @@ func (x *ReplyRelay) String() string {
 func (*ReplyRelay) ProtoMessage() {}
 
 func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1318,7 +1470,7 @@ func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelay.ProtoReflect.Descriptor instead.
 func (*ReplyRelay) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ReplyRelay) GetRelocationId() []byte {
@@ -1365,7 +1517,7 @@ type ReplyRelayAck struct {
 
 func (x *ReplyRelayAck) Reset() {
 	*x = ReplyRelayAck{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1377,7 +1529,7 @@ func (x *ReplyRelayAck) String() string {
 func (*ReplyRelayAck) ProtoMessage() {}
 
 func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1390,7 +1542,7 @@ func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelayAck.ProtoReflect.Descriptor instead.
 func (*ReplyRelayAck) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *ReplyRelayAck) GetCode() Code {
@@ -1398,6 +1550,290 @@ func (x *ReplyRelayAck) GetCode() Code {
 		return x.Code
 	}
 	return Code_CODE_UNSPECIFIED
+}
+
+type RelocateCommand struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Object string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// Target owner id; empty: the source chooses.
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// Relocation deadline from now, in milliseconds (0: the node's default).
+	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelocateCommand) Reset() {
+	*x = RelocateCommand{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocateCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocateCommand) ProtoMessage() {}
+
+func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocateCommand.ProtoReflect.Descriptor instead.
+func (*RelocateCommand) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *RelocateCommand) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *RelocateCommand) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RelocateCommand) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+type RelocationStatus struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RelocationId []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	Object       string                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	Source       string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	Target       string                 `protobuf:"bytes,4,opt,name=target,proto3" json:"target,omitempty"`
+	Role         string                 `protobuf:"bytes,5,opt,name=role,proto3" json:"role,omitempty"`
+	Phase        string                 `protobuf:"bytes,6,opt,name=phase,proto3" json:"phase,omitempty"`
+	// completed, aborted, failed, shutdown; empty while in flight.
+	Outcome       string `protobuf:"bytes,7,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Code          Code   `protobuf:"varint,8,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
+	StartedUnixMs int64  `protobuf:"varint,10,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	EndedUnixMs   int64  `protobuf:"varint,11,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
+	// Seal to admission on the target, in microseconds (0 when unknown).
+	InterruptionUs int64  `protobuf:"varint,12,opt,name=interruption_us,json=interruptionUs,proto3" json:"interruption_us,omitempty"`
+	PayloadBytes   uint64 `protobuf:"varint,13,opt,name=payload_bytes,json=payloadBytes,proto3" json:"payload_bytes,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *RelocationStatus) Reset() {
+	*x = RelocationStatus{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocationStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocationStatus) ProtoMessage() {}
+
+func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocationStatus.ProtoReflect.Descriptor instead.
+func (*RelocationStatus) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *RelocationStatus) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
+func (x *RelocationStatus) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetPhase() string {
+	if x != nil {
+		return x.Phase
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *RelocationStatus) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *RelocationStatus) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetEndedUnixMs() int64 {
+	if x != nil {
+		return x.EndedUnixMs
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetInterruptionUs() int64 {
+	if x != nil {
+		return x.InterruptionUs
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetPayloadBytes() uint64 {
+	if x != nil {
+		return x.PayloadBytes
+	}
+	return 0
+}
+
+type ListRelocationsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRelocationsRequest) Reset() {
+	*x = ListRelocationsRequest{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRelocationsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRelocationsRequest) ProtoMessage() {}
+
+func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRelocationsRequest.ProtoReflect.Descriptor instead.
+func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
+}
+
+type ListRelocationsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Relocations   []*RelocationStatus    `protobuf:"bytes,1,rep,name=relocations,proto3" json:"relocations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListRelocationsResponse) Reset() {
+	*x = ListRelocationsResponse{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListRelocationsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListRelocationsResponse) ProtoMessage() {}
+
+func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
+func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
+	if x != nil {
+		return x.Relocations
+	}
+	return nil
 }
 
 var File_meshloc_v1_meshloc_proto protoreflect.FileDescriptor
@@ -1481,12 +1917,23 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\n" +
 	"data_count\x18\x02 \x01(\rR\tdataCount\x12\x1f\n" +
 	"\vdata_crc32c\x18\x03 \x01(\rR\n" +
-	"dataCrc32c\"\x9f\x01\n" +
+	"dataCrc32c\"\xc2\x01\n" +
 	"\aOutcome\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12$\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12/\n" +
 	"\tcommitted\x18\x03 \x01(\v2\x11.meshloc.v1.FenceR\tcommitted\x12\x18\n" +
-	"\amessage\x18\x04 \x01(\tR\amessage\"\xde\x02\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
+	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xc6\x01\n" +
+	"\x10ParticipantState\x129\n" +
+	"\vparticipant\x18\x01 \x01(\v2\x17.meshloc.v1.ParticipantR\vparticipant\x12\x14\n" +
+	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
+	"\x06timers\x18\x03 \x01(\fR\x06timers\x12\x18\n" +
+	"\areplies\x18\x04 \x01(\fR\areplies\x12/\n" +
+	"\x06queued\x18\x05 \x03(\v2\x17.meshloc.v1.CallRequestR\x06queued\"\x8b\x01\n" +
+	"\bEnvelope\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
+	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x12@\n" +
+	"\fparticipants\x18\x03 \x03(\v2\x1c.meshloc.v1.ParticipantStateR\fparticipants\"\xde\x02\n" +
 	"\x0fRelocationFrame\x12/\n" +
 	"\aprepare\x18\x01 \x01(\v2\x13.meshloc.v1.PrepareH\x00R\aprepare\x12.\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x16.meshloc.v1.StateChunkH\x00R\x05chunk\x12)\n" +
@@ -1505,7 +1952,30 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\trequester\x18\x04 \x01(\v2\x15.meshloc.v1.RequesterR\trequester\x12+\n" +
 	"\x05reply\x18\x05 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"5\n" +
 	"\rReplyRelayAck\x12$\n" +
-	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code*\x8b\x04\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"`\n" +
+	"\x0fRelocateCommand\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\x9d\x03\n" +
+	"\x10RelocationStatus\x12#\n" +
+	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
+	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x16\n" +
+	"\x06target\x18\x04 \x01(\tR\x06target\x12\x12\n" +
+	"\x04role\x18\x05 \x01(\tR\x04role\x12\x14\n" +
+	"\x05phase\x18\x06 \x01(\tR\x05phase\x12\x18\n" +
+	"\aoutcome\x18\a \x01(\tR\aoutcome\x12$\n" +
+	"\x04code\x18\b \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
+	"\amessage\x18\t \x01(\tR\amessage\x12&\n" +
+	"\x0fstarted_unix_ms\x18\n" +
+	" \x01(\x03R\rstartedUnixMs\x12\"\n" +
+	"\rended_unix_ms\x18\v \x01(\x03R\vendedUnixMs\x12'\n" +
+	"\x0finterruption_us\x18\f \x01(\x03R\x0einterruptionUs\x12#\n" +
+	"\rpayload_bytes\x18\r \x01(\x04R\fpayloadBytes\"\x18\n" +
+	"\x16ListRelocationsRequest\"Y\n" +
+	"\x17ListRelocationsResponse\x12>\n" +
+	"\vrelocations\x18\x01 \x03(\v2\x1c.meshloc.v1.RelocationStatusR\vrelocations*\x8b\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -1529,13 +1999,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11CODE_UNKNOWN_KIND\x10\x12\x12\x17\n" +
 	"\x13CODE_PROTOCOL_ERROR\x10\x13\x12\x19\n" +
 	"\x15CODE_ALREADY_TERMINAL\x10\x14\x12\x12\n" +
-	"\x0eCODE_NOT_FOUND\x10\x152E\n" +
-	"\vCallService\x126\n" +
-	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply2\x98\x01\n" +
-	"\vPeerService\x12H\n" +
-	"\bRelocate\x12\x1b.meshloc.v1.RelocationFrame\x1a\x1b.meshloc.v1.RelocationFrame(\x010\x01\x12?\n" +
-	"\n" +
-	"RelayReply\x12\x16.meshloc.v1.ReplyRelay\x1a\x19.meshloc.v1.ReplyRelayAckB:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x0eCODE_NOT_FOUND\x10\x15B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once
@@ -1550,25 +2014,31 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
-	(Code)(0),               // 0: meshloc.v1.Code
-	(*Fence)(nil),           // 1: meshloc.v1.Fence
-	(*Location)(nil),        // 2: meshloc.v1.Location
-	(*Requester)(nil),       // 3: meshloc.v1.Requester
-	(*CallRequest)(nil),     // 4: meshloc.v1.CallRequest
-	(*CallReply)(nil),       // 5: meshloc.v1.CallReply
-	(*Participant)(nil),     // 6: meshloc.v1.Participant
-	(*Prepare)(nil),         // 7: meshloc.v1.Prepare
-	(*StateChunk)(nil),      // 8: meshloc.v1.StateChunk
-	(*Ready)(nil),           // 9: meshloc.v1.Ready
-	(*Failed)(nil),          // 10: meshloc.v1.Failed
-	(*Data)(nil),            // 11: meshloc.v1.Data
-	(*Cutover)(nil),         // 12: meshloc.v1.Cutover
-	(*Outcome)(nil),         // 13: meshloc.v1.Outcome
-	(*RelocationFrame)(nil), // 14: meshloc.v1.RelocationFrame
-	(*ReplyRelay)(nil),      // 15: meshloc.v1.ReplyRelay
-	(*ReplyRelayAck)(nil),   // 16: meshloc.v1.ReplyRelayAck
+	(Code)(0),                       // 0: meshloc.v1.Code
+	(*Fence)(nil),                   // 1: meshloc.v1.Fence
+	(*Location)(nil),                // 2: meshloc.v1.Location
+	(*Requester)(nil),               // 3: meshloc.v1.Requester
+	(*CallRequest)(nil),             // 4: meshloc.v1.CallRequest
+	(*CallReply)(nil),               // 5: meshloc.v1.CallReply
+	(*Participant)(nil),             // 6: meshloc.v1.Participant
+	(*Prepare)(nil),                 // 7: meshloc.v1.Prepare
+	(*StateChunk)(nil),              // 8: meshloc.v1.StateChunk
+	(*Ready)(nil),                   // 9: meshloc.v1.Ready
+	(*Failed)(nil),                  // 10: meshloc.v1.Failed
+	(*Data)(nil),                    // 11: meshloc.v1.Data
+	(*Cutover)(nil),                 // 12: meshloc.v1.Cutover
+	(*Outcome)(nil),                 // 13: meshloc.v1.Outcome
+	(*ParticipantState)(nil),        // 14: meshloc.v1.ParticipantState
+	(*Envelope)(nil),                // 15: meshloc.v1.Envelope
+	(*RelocationFrame)(nil),         // 16: meshloc.v1.RelocationFrame
+	(*ReplyRelay)(nil),              // 17: meshloc.v1.ReplyRelay
+	(*ReplyRelayAck)(nil),           // 18: meshloc.v1.ReplyRelayAck
+	(*RelocateCommand)(nil),         // 19: meshloc.v1.RelocateCommand
+	(*RelocationStatus)(nil),        // 20: meshloc.v1.RelocationStatus
+	(*ListRelocationsRequest)(nil),  // 21: meshloc.v1.ListRelocationsRequest
+	(*ListRelocationsResponse)(nil), // 22: meshloc.v1.ListRelocationsResponse
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
@@ -1583,27 +2053,26 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	4,  // 9: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
 	0,  // 10: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
 	1,  // 11: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
-	7,  // 12: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
-	8,  // 13: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
-	9,  // 14: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
-	10, // 15: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
-	11, // 16: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
-	12, // 17: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
-	13, // 18: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
-	3,  // 19: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
-	5,  // 20: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
-	0,  // 21: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
-	4,  // 22: meshloc.v1.CallService.Call:input_type -> meshloc.v1.CallRequest
-	14, // 23: meshloc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
-	15, // 24: meshloc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
-	5,  // 25: meshloc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
-	14, // 26: meshloc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
-	16, // 27: meshloc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
-	25, // [25:28] is the sub-list for method output_type
-	22, // [22:25] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	6,  // 12: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
+	4,  // 13: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
+	14, // 14: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
+	7,  // 15: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
+	8,  // 16: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
+	9,  // 17: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
+	10, // 18: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
+	11, // 19: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
+	12, // 20: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
+	13, // 21: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
+	3,  // 22: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
+	5,  // 23: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
+	0,  // 24: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
+	0,  // 25: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
+	20, // 26: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	27, // [27:27] is the sub-list for method output_type
+	27, // [27:27] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -1611,7 +2080,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 	if File_meshloc_v1_meshloc_proto != nil {
 		return
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[13].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[15].OneofWrappers = []any{
 		(*RelocationFrame_Prepare)(nil),
 		(*RelocationFrame_Chunk)(nil),
 		(*RelocationFrame_Ready)(nil),
@@ -1626,9 +2095,9 @@ func file_meshloc_v1_meshloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   16,
+			NumMessages:   22,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   0,
 		},
 		GoTypes:           file_meshloc_v1_meshloc_proto_goTypes,
 		DependencyIndexes: file_meshloc_v1_meshloc_proto_depIdxs,

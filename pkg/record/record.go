@@ -1,0 +1,166 @@
+// Package record holds the pure data of meshloc's authority records
+// (DESIGN.md §2): the record, its snapshot at a store version, owner and node
+// references, fences and multi-key views. It imports no etcd, so the pure
+// relocation machines can use it; pkg/authority reads and writes it.
+package record
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// State of an authority record.
+type State string
+
+// Record states.
+const (
+	StateActive     State = "active"
+	StateRelocating State = "relocating"
+)
+
+// OwnerRef names an owner: the pair (ownerId, owner generation). A restarted
+// node is a different owner.
+type OwnerRef struct {
+	ID         string `json:"id"`
+	Generation int64  `json:"generation"` // CreateRevision of owners/<id>
+}
+
+func (o OwnerRef) String() string { return fmt.Sprintf("%s@%d", o.ID, o.Generation) }
+
+// IsZero reports whether o is unset.
+func (o OwnerRef) IsZero() bool { return o == OwnerRef{} }
+
+// NodeRef is where an owner is reached.
+type NodeRef struct {
+	RoutingID string `json:"routingId"` // 16 bytes, lowercase hex
+	Address   string `json:"address"`   // gRPC host:port
+}
+
+// Intent marks a relocation in flight on the record.
+type Intent struct {
+	RelocationID string   `json:"relocationId"`
+	Target       OwnerRef `json:"target"`
+	TargetNode   NodeRef  `json:"targetNode"`
+	DeadlineMs   int64    `json:"deadlineUnixMs"`
+}
+
+// Record is the authority record of one object (DESIGN.md §2): who owns it.
+type Record struct {
+	Kind             string   `json:"kind"`
+	Type             string   `json:"type,omitempty"`
+	ObjectGeneration int64    `json:"objectGeneration"`
+	OwnerGeneration  int64    `json:"ownerGeneration"` // authority-owner generation: +1 on every owner change
+	Owner            OwnerRef `json:"owner"`
+	Node             NodeRef  `json:"node"`
+	State            State    `json:"state"`
+	Intent           *Intent  `json:"intent,omitempty"`
+	// Group is the group this actor belongs to (a member record), if any.
+	Group string `json:"group,omitempty"`
+	// Members of a group record (actor names), if this is a group.
+	Members []string `json:"members,omitempty"`
+	// Pinned objects are never moved by the rebalancer.
+	Pinned bool `json:"pinned,omitempty"`
+	// LastRelocation is the id of the relocation that last wrote this record
+	// (commit or preserve); it makes every planned record unique so an
+	// uncertain write is recognised by reading back exactly its bytes.
+	LastRelocation string `json:"lastRelocation,omitempty"`
+}
+
+// Validate checks the fields a record must have.
+func (r *Record) Validate() error {
+	switch {
+	case r.Kind != keyspace.KindActor && r.Kind != keyspace.KindGroup:
+		return fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
+	case r.ObjectGeneration <= 0 || r.OwnerGeneration <= 0:
+		return fmt.Errorf("%w: generations must be positive", ErrInvalidRecord)
+	case r.Owner.ID == "" || r.Owner.Generation <= 0:
+		return fmt.Errorf("%w: owner %v", ErrInvalidRecord, r.Owner)
+	case r.State != StateActive && r.State != StateRelocating:
+		return fmt.Errorf("%w: state %q", ErrInvalidRecord, r.State)
+	case r.State == StateRelocating && r.Intent == nil:
+		return fmt.Errorf("%w: relocating without an intent", ErrInvalidRecord)
+	}
+	return nil
+}
+
+// Encode is the canonical JSON of r (deterministic: struct field order).
+func (r *Record) Encode() []byte {
+	b, err := json.Marshal(r)
+	if err != nil {
+		panic(err) // a Record always marshals
+	}
+	return b
+}
+
+// DecodeRecord parses and validates a stored record.
+func DecodeRecord(b []byte) (Record, error) {
+	var r Record
+	if err := json.Unmarshal(b, &r); err != nil {
+		return Record{}, fmt.Errorf("%w: %v", ErrInvalidRecord, err)
+	}
+	if err := r.Validate(); err != nil {
+		return Record{}, err
+	}
+	return r, nil
+}
+
+// Snapshot is a record as read from etcd at one revision.
+type Snapshot struct {
+	Object keyspace.Object
+	Record Record
+	// StoreVersion is the ModRevision of the authority key; every CAS compares it.
+	StoreVersion int64
+	// Revision is the etcd revision the snapshot was read at.
+	Revision int64
+}
+
+// Fence is the identity the snapshot's owner serves under: the owner pair and
+// both generations.
+type Fence struct {
+	Owner            OwnerRef `json:"owner"`
+	ObjectGeneration int64    `json:"objectGeneration"`
+	OwnerGeneration  int64    `json:"ownerGeneration"`
+}
+
+// Fence of the snapshot.
+func (s Snapshot) Fence() Fence {
+	return Fence{Owner: s.Record.Owner, ObjectGeneration: s.Record.ObjectGeneration, OwnerGeneration: s.Record.OwnerGeneration}
+}
+
+// Newer reports whether f is strictly newer than g for the same object:
+// a larger object generation, or the same one with a larger owner generation.
+func (f Fence) Newer(g Fence) bool {
+	if f.ObjectGeneration != g.ObjectGeneration {
+		return f.ObjectGeneration > g.ObjectGeneration
+	}
+	return f.OwnerGeneration > g.OwnerGeneration
+}
+
+// ErrInvalidRecord: a stored or planned record is malformed.
+var ErrInvalidRecord = errors.New("authority: invalid record")
+
+// OwnerKey is an owner key as seen in a multi-key read.
+type OwnerKey struct {
+	// Generation is the CreateRevision of owners/<id>; 0 when the key is absent.
+	Generation int64
+	// Value is the raw descriptor.
+	Value []byte
+}
+
+// View is a set of records and owner keys read at one revision.
+type View struct {
+	Revision int64
+	// Objects holds the records found, by object name; a missing object is absent.
+	Objects map[string]Snapshot
+	// Owners holds the requested owner keys, by owner id (Generation 0: absent).
+	Owners map[string]OwnerKey
+}
+
+// Alive reports whether owner o has a live key of exactly its generation.
+func (v View) Alive(o OwnerRef) bool {
+	k, ok := v.Owners[o.ID]
+	return ok && k.Generation != 0 && k.Generation == o.Generation
+}

@@ -1,0 +1,141 @@
+package relocation
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/meshloc/meshloc/pkg/wire"
+)
+
+// MaxPayloadBytes bounds one relocation's payload (the blob type holds up to 512 MiB).
+const MaxPayloadBytes = 1 << 30
+
+// MaxChunkBytes bounds one STATE chunk.
+const MaxChunkBytes = 16 << 20
+
+// Assembly errors.
+var (
+	// ErrDataLost: the assembled payload's length, chunk count or CRC32C does
+	// not match the manifest (DESIGN.md §4 step 4).
+	ErrDataLost = errors.New("relocation: data lost")
+	// ErrBadManifest: a PREPARE manifest that no payload can satisfy.
+	ErrBadManifest = errors.New("relocation: invalid payload manifest")
+	// ErrDuplicateChunk: a chunk index already received (ignored by callers).
+	ErrDuplicateChunk = errors.New("relocation: duplicate chunk")
+)
+
+// Manifest describes a payload: its length, how many chunks carry it and its CRC32C.
+type Manifest struct {
+	Length uint64
+	Chunks uint32
+	CRC32C uint32
+}
+
+// PlanChunks returns the manifest of payload cut into chunks of at most chunkSize bytes.
+func PlanChunks(payload []byte, chunkSize int) Manifest {
+	n := uint64(len(payload))
+	c := uint32(1)
+	if n > 0 {
+		c = uint32((n + uint64(chunkSize) - 1) / uint64(chunkSize))
+	}
+	return Manifest{Length: n, Chunks: c, CRC32C: wire.CRC32C(payload)}
+}
+
+// ChunkSpan is the [start, end) byte range of chunk i.
+func (m Manifest) ChunkSpan(i uint32) (uint64, uint64) {
+	cs := m.chunkSize()
+	start := uint64(i) * cs
+	return start, min(start+cs, m.Length)
+}
+
+func (m Manifest) chunkSize() uint64 {
+	if m.Length == 0 {
+		return 0
+	}
+	return (m.Length + uint64(m.Chunks) - 1) / uint64(m.Chunks)
+}
+
+// Validate checks that some payload can match the manifest.
+func (m Manifest) Validate() error {
+	switch {
+	case m.Length > MaxPayloadBytes:
+		return fmt.Errorf("%w: %d bytes, limit %d", ErrBadManifest, m.Length, MaxPayloadBytes)
+	case m.Chunks == 0:
+		return fmt.Errorf("%w: zero chunks", ErrBadManifest)
+	case m.Length == 0 && m.Chunks != 1:
+		return fmt.Errorf("%w: empty payload in %d chunks", ErrBadManifest, m.Chunks)
+	case m.Length > 0 && uint64(m.Chunks) > m.Length:
+		return fmt.Errorf("%w: %d chunks for %d bytes", ErrBadManifest, m.Chunks, m.Length)
+	}
+	if m.Length > 0 {
+		cs := m.chunkSize()
+		if cs > MaxChunkBytes {
+			return fmt.Errorf("%w: chunks of %d bytes, limit %d", ErrBadManifest, cs, MaxChunkBytes)
+		}
+		if (m.Length+cs-1)/cs != uint64(m.Chunks) {
+			return fmt.Errorf("%w: %d bytes cannot be cut into exactly %d equal chunks", ErrBadManifest, m.Length, m.Chunks)
+		}
+	}
+	return nil
+}
+
+// Assembly reassembles a payload from chunks in any order. It never returns
+// a payload whose length or CRC32C differs from the manifest.
+type Assembly struct {
+	m    Manifest
+	buf  []byte
+	got  []bool
+	have uint32
+}
+
+// NewAssembly validates the manifest and returns an empty assembly. The
+// buffer is allocated with the first chunk.
+func NewAssembly(m Manifest) (*Assembly, error) {
+	if err := m.Validate(); err != nil {
+		return nil, err
+	}
+	return &Assembly{m: m, got: make([]bool, m.Chunks)}, nil
+}
+
+// Add stores chunk i. A wrong index or size is ErrDataLost (the stage
+// cannot complete); a repeated index is ErrDuplicateChunk and changes nothing.
+func (a *Assembly) Add(i uint32, data []byte) error {
+	if i >= a.m.Chunks {
+		return fmt.Errorf("%w: chunk %d of %d", ErrDataLost, i, a.m.Chunks)
+	}
+	if a.got[i] {
+		return fmt.Errorf("%w: %d", ErrDuplicateChunk, i)
+	}
+	start, end := a.m.ChunkSpan(i)
+	if uint64(len(data)) != end-start {
+		return fmt.Errorf("%w: chunk %d has %d bytes, want %d", ErrDataLost, i, len(data), end-start)
+	}
+	if a.buf == nil {
+		a.buf = make([]byte, a.m.Length)
+	}
+	copy(a.buf[start:end], data)
+	a.got[i] = true
+	a.have++
+	return nil
+}
+
+// Complete reports whether every chunk arrived.
+func (a *Assembly) Complete() bool { return a.have == a.m.Chunks }
+
+// Received is the number of chunks stored.
+func (a *Assembly) Received() uint32 { return a.have }
+
+// Payload returns the assembled bytes once complete and only if their
+// CRC32C matches the manifest.
+func (a *Assembly) Payload() ([]byte, error) {
+	if !a.Complete() {
+		return nil, fmt.Errorf("%w: %d of %d chunks", ErrDataLost, a.have, a.m.Chunks)
+	}
+	if a.buf == nil {
+		a.buf = []byte{}
+	}
+	if got := wire.CRC32C(a.buf); got != a.m.CRC32C {
+		return nil, fmt.Errorf("%w: CRC32C %08x, manifest says %08x", ErrDataLost, got, a.m.CRC32C)
+	}
+	return a.buf, nil
+}

@@ -1,0 +1,92 @@
+// Package relocation is meshloc's live relocation protocol (DESIGN.md §4) as
+// two pure state machines: Source (the owner that moves an object) and Target
+// (the node that receives it). Each takes events — peer frames, ticks, the
+// results of I/O — through Step(Event) ([]Action, error) and returns actions
+// for its driver (internal/node) to carry out. No I/O, no clock (time arrives
+// in Tick as Unix ms), no goroutines, no context, no etcd: a test enforces the
+// imports. The same inputs always give the same outputs, so transcripts in
+// testdata/ are the specification.
+//
+// # Phases
+//
+//	SOURCE                                              TARGET
+//	intent ──WriteIntent──► etcd (record relocating)
+//	   │ IntentResult
+//	capturing ──Seal──► mailbox sealed, state captured
+//	   │ Captured
+//	preparing ──PREPARE, STATE chunks──────────────────► new → assembling
+//	   │                                                    │ all chunks, CRC32C ok
+//	   │                                               restoring (hidden instance)
+//	   │ ◄──────────────────────────────── READY ───────────┤ Restored, before the deadline
+//	cutover ──DATA…, CUTOVER(count, crc)────────────────► ready
+//	   │ BoundarySent                                       │ CUTOVER, or the fallback wait
+//	settling ──Settle: one read, then a watch             committing ──Commit──► etcd
+//	   │                                                    │ CommitResult committed
+//	   │ ◄──────────────────────────────── OUTCOME ─────── Admit: captured + DATA first,
+//	   │ committed → Drop (redirect the rest)                replies relayed, timers, open
+//	   │ ours at the deadline → preserving ──Preserve──► etcd
+//	   │        written → Reopen (queue back in order)     (the target's commit now fails → Discard)
+//	   │ owner gone / other object generation → FailPending(Unavailable)
+//	done                                                  done
+//
+// Any failure before READY (FAILED from the target, a broken stream, the
+// deadline, a failed capture) goes to preserving, then Reopen: the source
+// always preserves before it reopens, so a target whose READY was lost can
+// never commit behind a source that serves again.
+//
+// # Invariants (DESIGN.md §9)
+//
+//  1. READY is the point of no return: after it the source reopens the object
+//     only through a winning Preserve.
+//  2. Exactly one of the target's Commit and the source's Preserve succeeds
+//     (both compare the same store version in one etcd transaction), so at
+//     every revision the object has one owner.
+//  3. The target admits nothing before its commit succeeded; captured and DATA
+//     requests run before any new request, in the order the source accepted
+//     them.
+//  4. Generations never decrease: the commit keeps the object generation and
+//     adds one to the authority-owner generation; the settle read calls the
+//     target committed only for the same object generation and a larger
+//     owner generation held by another owner pair.
+//  5. Every relocation ends (completed, aborted, failed or shutdown) by its
+//     deadline plus the settle; Finish carries the first outcome.
+//  6. Idempotency: a PREPARE repeated with the same bytes (same SHA-256
+//     fingerprint of its deterministic encoding) gets the same answer; other
+//     bytes under the same identity get a protocol error and change nothing;
+//     duplicate chunks and DATA are ignored; frames after the end are ignored.
+//
+// # The driver's duties, in order
+//
+// Source driver:
+//  1. Open the stream to the target before Start, so the seal is not spent dialing.
+//  2. Carry out actions in the order returned; an action that has a result
+//     (WriteIntent, Seal, StreamChunks, SendBoundary, Settle, Preserve) delivers
+//     it as the named event; nothing else depends on it before that.
+//  3. Route every request for the object by Admission(): serve, keep as
+//     boundary (in arrival order), hold, redirect or fail.
+//  4. Deliver Tick at least every few tens of milliseconds and every received
+//     frame; a stream error is StreamBroken.
+//  5. Settle: read all participants and the source's owner key at one
+//     revision, deliver SettleResult, and again after each watch event or
+//     OUTCOME frame, until the phase is no longer settling.
+//  6. On Reopen, put captured, boundary and held requests back in that order;
+//     on Drop, wait for relayed replies of captured and the first DataApplied
+//     boundary requests and redirect the rest; on FailPending, answer all.
+//
+// Target driver:
+//  1. Before PREPARE reaches the machine, know whether the node is draining
+//     (PrepareEvent.Draining) and the time.
+//  2. Restore creates hidden instances that admit nothing; requests arriving
+//     for them wait.
+//  3. Commit is the commit transaction of pkg/authority; an RPC error is
+//     delivered as CommitResult{Err}, and ResolveCommit (a read-back) follows
+//     after a short pause.
+//  4. Admit: captured requests then Data at the head of the mailbox, each
+//     reply relayed to its requester (acknowledged; a duplicate relay is
+//     answered already-terminal), then waiting requests; timers resume;
+//     admission opens. Keep a bounded tombstone of the relocation id so late
+//     frames are ignored and counted.
+//
+// Not here: choosing the target, budgets for chunk bytes, the gRPC stream,
+// the watch: all in the driver.
+package relocation

@@ -1,0 +1,443 @@
+package relocation
+
+import (
+	"fmt"
+
+	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// SourcePhase is where a source machine is (doc.go draws them).
+type SourcePhase int
+
+// Source phases.
+const (
+	SourceIntent     SourcePhase = 1 + iota // writing the intent; the object serves
+	SourceCapturing                         // sealed, capturing state and queue
+	SourcePreparing                         // PREPARE and chunks sent, waiting for READY
+	SourceCutover                           // READY received: sending DATA and CUTOVER
+	SourceSettling                          // reading etcd for the outcome
+	SourcePreserving                        // preserve in flight
+	SourceDone
+)
+
+func (p SourcePhase) String() string {
+	return [...]string{"invalid", "intent", "capturing", "preparing", "cutover", "settling", "preserving", "done"}[min(max(int(p), 0), 7)]
+}
+
+// Admission tells the source's driver what to do with a request for the
+// object arriving now.
+type Admission int
+
+// Admissions.
+const (
+	// AdmitServe: run it (the object is not sealed, or was reopened).
+	AdmitServe Admission = 1 + iota
+	// AdmitBoundary: keep it in order; it goes to the target as DATA after
+	// READY, or back to the local queue if the relocation aborts.
+	AdmitBoundary
+	// AdmitHold: keep it until the outcome is known (after CUTOVER).
+	AdmitHold
+	// AdmitRedirect: the target committed; answer NotOwner with the committed fence.
+	AdmitRedirect
+	// AdmitUnavailable: the object was lost; answer Unavailable.
+	AdmitUnavailable
+)
+
+// Source events (results of the source driver's I/O).
+type (
+	// IntentResult is the result of WriteIntent.
+	IntentResult struct {
+		Result WriteResult
+		Err    error
+	}
+	// Captured: the object is sealed and its envelope encoded (Err: capture failed).
+	Captured struct {
+		Payload []byte
+		Err     error
+	}
+	// BoundarySent: DATA frames and CUTOVER were sent; Count requests.
+	BoundarySent struct{ Count int }
+	// SettleResult is one settle read (all participants and the source's
+	// owner key at one revision).
+	SettleResult struct {
+		View record.View
+		Err  error
+	}
+	// PreserveResult is the result of Preserve.
+	PreserveResult struct {
+		Result WriteResult
+		Err    error
+	}
+)
+
+func (IntentResult) event()   {}
+func (Captured) event()       {}
+func (BoundarySent) event()   {}
+func (SettleResult) event()   {}
+func (PreserveResult) event() {}
+
+// Source actions.
+type (
+	// WriteIntent writes the relocation intent on Seen (authority Intend,
+	// guarded by Seen's store version and the source's owner key, with
+	// relocations/<id> bound to the source's lease); result: IntentResult.
+	WriteIntent struct {
+		Seen   record.Snapshot
+		Intent record.Intent
+	}
+	// Seal stops dispatch to the object (the handler in progress finishes),
+	// captures its state, timers, queue and de-duplication table, and encodes
+	// the envelope; result: Captured. From now on requests are AdmitBoundary.
+	Seal struct{}
+	// StreamChunks sends the payload as STATE chunks under the byte budgets.
+	StreamChunks struct {
+		Payload  []byte
+		Manifest Manifest
+	}
+	// SendBoundary sends every boundary request as DATA (in order), then
+	// CUTOVER with their count and CRC32C; result: BoundarySent. From now on
+	// requests are AdmitHold.
+	SendBoundary struct{}
+	// Settle reads every participant and the source's owner key at one
+	// revision, then again after every change (a watch) until the machine
+	// leaves SourceSettling; result: SettleResult, repeatedly.
+	Settle struct{}
+	// Preserve runs the preserve transaction on Seen (the primary), guarded
+	// by its store version and the source's owner key; result: PreserveResult.
+	Preserve struct{ Seen record.Snapshot }
+	// Reopen puts the object back in service on the source: captured queue,
+	// then boundary and held requests, in the order they were accepted; timers
+	// resume; the fence is that of Record.
+	Reopen struct{ Record record.Snapshot }
+	// Drop discards the source's copy after the target committed. The first
+	// DataApplied boundary requests get their replies by relay; the rest, and
+	// every held request, are answered NotOwner with Committed's fence.
+	Drop struct {
+		Committed   record.Snapshot
+		DataApplied int
+	}
+	// FailPending answers every pending request of the object (captured,
+	// boundary, held) with Code and removes the object: it was lost.
+	FailPending struct {
+		Code    pb.Code
+		Message string
+	}
+)
+
+func (WriteIntent) action()  {}
+func (Seal) action()         {}
+func (StreamChunks) action() {}
+func (SendBoundary) action() {}
+func (Settle) action()       {}
+func (Preserve) action()     {}
+func (Reopen) action()       {}
+func (Drop) action()         {}
+func (FailPending) action()  {}
+
+// SourceConfig is everything a source machine decides from.
+type SourceConfig struct {
+	ID wire.RelocationID
+	// Object is the record the source owns now (the primary participant).
+	Object record.Snapshot
+	// Self is the source owner; SelfRoutingID its routing id.
+	Self          record.OwnerRef
+	SelfRoutingID wire.RoutingID
+	Target        TargetRef
+	AppVersion    string
+	// DeadlineMs is the Unix ms by which the relocation must have committed;
+	// after it the source preserves.
+	DeadlineMs int64
+	// ChunkSize of STATE chunks in bytes.
+	ChunkSize int
+}
+
+// Source is the source side of one relocation: a pure state machine.
+type Source struct {
+	cfg       SourceConfig
+	phase     SourcePhase
+	seen      record.Snapshot // the record after the intent
+	manifest  Manifest
+	prepare   *pb.Prepare
+	ready     bool // READY received: the point of no return
+	boundary  int  // DATA requests sent
+	committed *record.Snapshot
+	applied   int
+	code      pb.Code
+	msg       string
+	outcome   Outcome
+	nowMs     int64
+}
+
+// NewSource returns a machine in SourceIntent.
+func NewSource(cfg SourceConfig) *Source {
+	return &Source{cfg: cfg, phase: SourceIntent}
+}
+
+// Phase of the machine.
+func (s *Source) Phase() SourcePhase { return s.phase }
+
+// Outcome once SourceDone (0 before).
+func (s *Source) Outcome() Outcome { return s.outcome }
+
+// ReadyReceived reports whether the point of no return was passed.
+func (s *Source) ReadyReceived() bool { return s.ready }
+
+// Admission says what the driver does with a new request for the object.
+func (s *Source) Admission() Admission {
+	switch s.phase {
+	case SourceIntent:
+		return AdmitServe
+	case SourceCapturing, SourcePreparing:
+		return AdmitBoundary
+	case SourceCutover, SourceSettling, SourcePreserving:
+		return AdmitHold
+	}
+	switch s.outcome {
+	case Completed:
+		return AdmitRedirect
+	case Aborted:
+		return AdmitServe
+	}
+	if s.committed != nil {
+		return AdmitRedirect
+	}
+	return AdmitUnavailable
+}
+
+// Prepare is the PREPARE the machine sent (nil before capture).
+func (s *Source) Prepare() *pb.Prepare { return s.prepare }
+
+// Start returns the first actions: write the intent.
+func (s *Source) Start() []Action {
+	return []Action{WriteIntent{Seen: s.cfg.Object,
+		Intent: record.Intent{RelocationID: s.cfg.ID.String(), Target: s.cfg.Target.Owner, TargetNode: s.cfg.Target.Node, DeadlineMs: s.cfg.DeadlineMs},
+	}}
+}
+
+func (s *Source) finish(o Outcome, code pb.Code, msg string) Action {
+	s.phase = SourceDone
+	if s.outcome == 0 {
+		s.outcome, s.code, s.msg = o, code, msg
+	}
+	return Finish{Outcome: s.outcome, Code: s.code, Message: s.msg}
+}
+
+// abort starts the way back to the source: preserve first (so a target that
+// got PREPARE can never commit afterwards), then reopen.
+func (s *Source) abort(code pb.Code, msg string) []Action {
+	s.code, s.msg = code, msg
+	s.phase = SourcePreserving
+	return []Action{Preserve{Seen: s.seen}}
+}
+
+// Step takes one event and returns the actions to carry out, in order.
+func (s *Source) Step(ev Event) ([]Action, error) {
+	if t, ok := ev.(Tick); ok {
+		s.nowMs = t.NowMs
+	}
+	switch s.phase {
+	case SourceIntent:
+		switch e := ev.(type) {
+		case IntentResult:
+			if e.Err != nil || !e.Result.Written {
+				why := "the record changed before the intent"
+				if e.Err != nil {
+					why = e.Err.Error()
+				}
+				return []Action{s.finish(Failed, pb.Code_CODE_UNAVAILABLE, "intent not written: "+why)}, nil
+			}
+			s.seen = e.Result.Snapshot
+			s.phase = SourceCapturing
+			return []Action{Seal{}}, nil
+		case Tick:
+			return nil, nil
+		case Stop:
+			return []Action{s.finish(Shutdown, pb.Code_CODE_SHUTTING_DOWN, "stopped before the seal")}, nil
+		}
+	case SourceCapturing:
+		switch e := ev.(type) {
+		case Captured:
+			if e.Err != nil {
+				return s.abort(pb.Code_CODE_INTERNAL, "capture failed: "+e.Err.Error()), nil
+			}
+			s.manifest = PlanChunks(e.Payload, s.cfg.ChunkSize)
+			s.prepare = s.buildPrepare()
+			s.phase = SourcePreparing
+			return []Action{
+				Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},
+				StreamChunks{Payload: e.Payload, Manifest: s.manifest},
+			}, nil
+		case Tick, StreamBroken:
+			return nil, nil // the capture result comes next
+		case Stop:
+			return nil, nil
+		}
+	case SourcePreparing:
+		switch e := ev.(type) {
+		case Received:
+			switch f := e.Frame.GetFrame().(type) {
+			case *pb.RelocationFrame_Ready:
+				if !s.sameID(f.Ready.GetRelocationId()) {
+					return nil, fmt.Errorf("%w: READY for another relocation", ErrProtocol)
+				}
+				s.ready = true
+				s.phase = SourceCutover
+				return []Action{SendBoundary{}}, nil
+			case *pb.RelocationFrame_Failed:
+				if !s.sameID(f.Failed.GetRelocationId()) {
+					return nil, fmt.Errorf("%w: FAILED for another relocation", ErrProtocol)
+				}
+				return s.abort(f.Failed.GetCode(), "target refused: "+f.Failed.GetMessage()), nil
+			}
+			return nil, fmt.Errorf("%w: %s before READY", ErrProtocol, frameName(e.Frame))
+		case StreamBroken:
+			return s.abort(pb.Code_CODE_UNAVAILABLE, "stream to the target broke before READY"), nil
+		case Tick:
+			if e.NowMs >= s.cfg.DeadlineMs {
+				return s.abort(pb.Code_CODE_DEADLINE_EXCEEDED, "no READY before the deadline"), nil
+			}
+			return nil, nil
+		case Stop:
+			return s.abort(pb.Code_CODE_SHUTTING_DOWN, "source stopping before READY"), nil
+		}
+	case SourceCutover:
+		switch e := ev.(type) {
+		case BoundarySent:
+			s.boundary = e.Count
+			s.phase = SourceSettling
+			return []Action{Settle{}}, nil
+		case Received, Tick, StreamBroken, Stop:
+			return nil, nil // BoundarySent comes next; settle decides
+		}
+	case SourceSettling:
+		switch e := ev.(type) {
+		case SettleResult:
+			return s.settle(e)
+		case Received:
+			if o, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Outcome); ok && s.sameID(o.Outcome.GetRelocationId()) {
+				s.applied = int(o.Outcome.GetDataApplied())
+			}
+			return nil, nil // the settle watch decides, not the target's word
+		case Tick, StreamBroken:
+			return nil, nil
+		case Stop:
+			return []Action{s.finish(Shutdown, pb.Code_CODE_SHUTTING_DOWN, "stopped while settling")}, nil
+		}
+	case SourcePreserving:
+		switch e := ev.(type) {
+		case PreserveResult:
+			return s.preserved(e)
+		case Received:
+			if o, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Outcome); ok && s.sameID(o.Outcome.GetRelocationId()) {
+				s.applied = int(o.Outcome.GetDataApplied())
+			}
+			return nil, nil
+		case Tick, StreamBroken, Stop, SettleResult:
+			return nil, nil
+		}
+	case SourceDone:
+		switch ev.(type) {
+		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, BoundarySent, PreserveResult:
+			return nil, nil // late: ignored
+		}
+	}
+	return nil, invalid(s.phase, ev)
+}
+
+func (s *Source) sameID(b []byte) bool { return string(b) == string(s.cfg.ID[:]) }
+
+func (s *Source) buildPrepare() *pb.Prepare {
+	r := s.seen.Record
+	return &pb.Prepare{
+		Version: wire.Version, RelocationId: s.cfg.ID[:],
+		Coordinator: &pb.Fence{OwnerId: s.cfg.Self.ID, OwnerGeneration: s.cfg.Self.Generation, RoutingId: s.cfg.SelfRoutingID[:],
+			ObjectGeneration: r.ObjectGeneration, AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion},
+		Target: &pb.Fence{OwnerId: s.cfg.Target.Owner.ID, OwnerGeneration: s.cfg.Target.Owner.Generation, RoutingId: hexBytes(s.cfg.Target.Node.RoutingID)},
+		Participants: []*pb.Participant{{Object: s.seen.Object.String(), Type: r.Type, ObjectGeneration: r.ObjectGeneration,
+			AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion}},
+		PayloadLength: s.manifest.Length, ChunkCount: s.manifest.Chunks, Crc32C: s.manifest.CRC32C,
+		ApplicationVersion: s.cfg.AppVersion, DeadlineUnixMs: s.cfg.DeadlineMs,
+	}
+}
+
+// settle classifies one read (seed-inventory §2.10, 0.30.2 rules):
+// committed = same object generation, larger owner generation, another owner
+// pair; still ours = the record we wrote; anything else, or our own lease gone
+// while the record is still ours, = lost.
+func (s *Source) settle(e SettleResult) ([]Action, error) {
+	if e.Err != nil {
+		return nil, nil // uncertain: the watch reads again; never a loss
+	}
+	cur, ok := e.View.Objects[s.seen.Object.String()]
+	if !ok {
+		return s.lost("the record disappeared")
+	}
+	r, want := cur.Record, s.seen.Record
+	switch {
+	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration > want.OwnerGeneration && r.Owner != s.cfg.Self:
+		c := cur
+		s.committed = &c
+		return []Action{Drop{Committed: cur, DataApplied: s.dataApplied()}, s.finish(Completed, pb.Code_CODE_OK, "")}, nil
+	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration && r.Owner == s.cfg.Self:
+		if !e.View.Alive(s.cfg.Self) {
+			return s.lost("the source's lease ended before the target committed")
+		}
+		if s.nowMs >= s.cfg.DeadlineMs {
+			s.seen = cur
+			return s.abort(pb.Code_CODE_DEADLINE_EXCEEDED, "the target did not commit before the deadline"), nil
+		}
+		return nil, nil
+	}
+	return s.lost(fmt.Sprintf("the record moved to %s with object generation %d", r.Owner, r.ObjectGeneration))
+}
+
+func (s *Source) dataApplied() int {
+	if s.applied > 0 {
+		return min(s.applied, s.boundary)
+	}
+	return 0
+}
+
+func (s *Source) lost(why string) ([]Action, error) {
+	return []Action{
+		FailPending{Code: pb.Code_CODE_UNAVAILABLE, Message: "relocation lost the object: " + why},
+		s.finish(Failed, pb.Code_CODE_UNAVAILABLE, why),
+	}, nil
+}
+
+func (s *Source) preserved(e PreserveResult) ([]Action, error) {
+	if e.Err != nil {
+		// Uncertain: settle decides (a read shows whether it was written).
+		s.phase = SourceSettling
+		return []Action{Settle{}}, nil
+	}
+	if e.Result.Written {
+		return []Action{Reopen{Record: e.Result.Snapshot}, s.finish(Aborted, s.code, s.msg)}, nil
+	}
+	// The preserve lost: the target committed, or the object is gone.
+	s.phase = SourceSettling
+	if !e.Result.Found {
+		return s.lost("the record disappeared")
+	}
+	return s.settle(SettleResult{View: record.View{
+		Objects: map[string]record.Snapshot{s.seen.Object.String(): e.Result.Snapshot},
+		Owners:  map[string]record.OwnerKey{s.cfg.Self.ID: ownerKey(e.Result.OwnerAlive, s.cfg.Self)},
+	}})
+}
+
+func ownerKey(alive bool, o record.OwnerRef) record.OwnerKey {
+	if alive {
+		return record.OwnerKey{Generation: o.Generation}
+	}
+	return record.OwnerKey{}
+}
+
+func hexBytes(h string) []byte {
+	r, err := wire.ParseRoutingIDHex(h)
+	if err != nil {
+		return nil
+	}
+	return r[:]
+}

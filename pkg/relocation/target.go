@@ -1,0 +1,431 @@
+package relocation
+
+import (
+	"crypto/sha256"
+	"errors"
+	"fmt"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// TargetPhase is where a target machine is.
+type TargetPhase int
+
+// Target phases.
+const (
+	TargetNew        TargetPhase = 1 + iota // no PREPARE yet
+	TargetAssembling                        // receiving STATE chunks
+	TargetRestoring                         // restoring a hidden instance
+	TargetReady                             // READY sent; waiting for DATA and CUTOVER
+	TargetCommitting                        // commit transaction in flight
+	TargetDone
+)
+
+func (p TargetPhase) String() string {
+	return [...]string{"invalid", "new", "assembling", "restoring", "ready", "committing", "done"}[min(max(int(p), 0), 6)]
+}
+
+// Target events.
+type (
+	// Restored: the hidden instance was restored from the payload (Err: it
+	// could not be: a corrupt envelope or state).
+	Restored struct{ Err error }
+	// CommitResult is the result of Commit or ResolveCommit.
+	CommitResult struct {
+		Committed bool
+		// Records: the committed records, or the current ones when not committed.
+		Records map[string]record.Snapshot
+		// Err: uncertain (no answer and no read-back yet).
+		Err error
+	}
+)
+
+func (Restored) event()     {}
+func (CommitResult) event() {}
+
+// Target actions.
+type (
+	// Restore decodes the payload and creates hidden (not admitted) instances;
+	// requests that reach the target for them now wait. Result: Restored.
+	Restore struct{ Payload []byte }
+	// Commit runs the commit transaction for Participants (their expected
+	// records) to this node; result: CommitResult.
+	Commit struct {
+		RelocationID wire.RelocationID
+		Participants []record.Snapshot
+	}
+	// ResolveCommit reads back an uncertain commit; result: CommitResult.
+	ResolveCommit struct {
+		RelocationID wire.RelocationID
+		Participants []record.Snapshot
+	}
+	// Admit opens the object on the target, in this order: the captured
+	// requests, then Data (in sequence order) at the head of the mailbox, each
+	// reply relayed to its requester; then waiting requests; timers resume;
+	// admission opens. Committed holds the committed records.
+	Admit struct {
+		Committed map[string]record.Snapshot
+		Data      []*pb.CallRequest
+	}
+	// Discard drops the hidden instances; waiting requests are redirected.
+	Discard struct{}
+)
+
+func (Restore) action()       {}
+func (Commit) action()        {}
+func (ResolveCommit) action() {}
+func (Admit) action()         {}
+func (Discard) action()       {}
+
+// TargetConfig is what a target machine checks PREPARE against.
+type TargetConfig struct {
+	Self          record.OwnerRef
+	SelfRoutingID wire.RoutingID
+	AppVersion    string
+	// FallbackMs: how long after READY the target waits for CUTOVER before
+	// committing on its own (unless it is draining).
+	FallbackMs int64
+}
+
+// Target is the target side of one relocation attempt: a pure state machine.
+type Target struct {
+	cfg          TargetConfig
+	phase        TargetPhase
+	id           wire.RelocationID
+	fingerprint  [32]byte
+	prepare      *pb.Prepare
+	participants []record.Snapshot
+	asm          *Assembly
+	readyAtMs    int64
+	nowMs        int64
+	data         []*pb.CallRequest
+	dataCRC      uint32
+	lastAnswer   *pb.RelocationFrame
+	outcome      Outcome
+	code         pb.Code
+	msg          string
+	cutover      bool
+}
+
+// NewTarget returns a machine waiting for PREPARE.
+func NewTarget(cfg TargetConfig) *Target { return &Target{cfg: cfg, phase: TargetNew} }
+
+// Phase of the machine.
+func (t *Target) Phase() TargetPhase { return t.phase }
+
+// Outcome once TargetDone.
+func (t *Target) Outcome() Outcome { return t.outcome }
+
+// ID of the relocation (zero before PREPARE).
+func (t *Target) ID() wire.RelocationID { return t.id }
+
+// Prepare is the accepted PREPARE (nil before).
+func (t *Target) Prepare() *pb.Prepare { return t.prepare }
+
+// Fingerprint of the accepted PREPARE: SHA-256 of its canonical bytes.
+func (t *Target) Fingerprint() [32]byte { return t.fingerprint }
+
+// Fingerprint is the SHA-256 of a PREPARE's deterministic protobuf encoding.
+func Fingerprint(p *pb.Prepare) [32]byte {
+	b, err := proto.MarshalOptions{Deterministic: true}.Marshal(p)
+	if err != nil {
+		return [32]byte{}
+	}
+	return sha256.Sum256(b)
+}
+
+// PrepareEvent is a PREPARE with the target's local facts at arrival.
+type PrepareEvent struct {
+	Prepare  *pb.Prepare
+	NowMs    int64
+	Draining bool
+}
+
+func (PrepareEvent) event() {}
+
+func (t *Target) fail(code pb.Code, msg string, discard bool) []Action {
+	var out []Action
+	if discard {
+		out = append(out, Discard{})
+	}
+	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: t.id[:], Code: code, Message: msg}}}
+	t.lastAnswer = f
+	return append(out, Send{Frame: f}, t.finish(outcomeOfFailure(code), code, msg))
+}
+
+func outcomeOfFailure(code pb.Code) Outcome {
+	if code == pb.Code_CODE_SHUTTING_DOWN {
+		return Shutdown
+	}
+	return Failed
+}
+
+func (t *Target) finish(o Outcome, code pb.Code, msg string) Action {
+	t.phase = TargetDone
+	if t.outcome == 0 {
+		t.outcome, t.code, t.msg = o, code, msg
+	}
+	return Finish{Outcome: t.outcome, Code: t.code, Message: t.msg}
+}
+
+// LastAnswer is the last READY/FAILED/OUTCOME sent (repeated for an identical PREPARE).
+func (t *Target) LastAnswer() *pb.RelocationFrame { return t.lastAnswer }
+
+// Step takes one event and returns the actions to carry out, in order.
+func (t *Target) Step(ev Event) ([]Action, error) {
+	switch e := ev.(type) {
+	case Tick:
+		t.nowMs = e.NowMs
+	case PrepareEvent:
+		t.nowMs = e.NowMs
+		if t.phase != TargetNew {
+			return t.repeatedPrepare(e.Prepare)
+		}
+		return t.onPrepare(e)
+	}
+	switch t.phase {
+	case TargetAssembling:
+		switch e := ev.(type) {
+		case Received:
+			c, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk)
+			if !ok {
+				return t.fail(pb.Code_CODE_PROTOCOL_ERROR, frameName(e.Frame)+" while assembling", false), nil
+			}
+			return t.onChunk(c.Chunk)
+		case StreamBroken:
+			return []Action{t.finish(Failed, pb.Code_CODE_UNAVAILABLE, "source stream broke before READY")}, nil
+		case Tick:
+			if e.Draining {
+				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target shutting down during assembly", false), nil
+			}
+			if t.nowMs >= t.prepare.GetDeadlineUnixMs() {
+				return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "deadline passed during assembly", false), nil
+			}
+			return nil, nil
+		case Stop:
+			return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target stopping", false), nil
+		}
+	case TargetRestoring:
+		switch e := ev.(type) {
+		case Restored:
+			if e.Err != nil {
+				code := pb.Code_CODE_DATA_LOST
+				if errors.Is(e.Err, ErrProtocol) {
+					code = pb.Code_CODE_PROTOCOL_ERROR
+				}
+				return t.fail(code, "restore: "+e.Err.Error(), true), nil
+			}
+			if t.nowMs >= t.prepare.GetDeadlineUnixMs() {
+				return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "READY would be past the deadline", true), nil
+			}
+			t.phase = TargetReady
+			t.readyAtMs = t.nowMs
+			f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Ready{Ready: &pb.Ready{RelocationId: t.id[:]}}}
+			t.lastAnswer = f
+			return []Action{Send{Frame: f}}, nil
+		case Received:
+			return nil, fmt.Errorf("%w: %s before READY", ErrProtocol, frameName(e.Frame))
+		case Tick, StreamBroken, Stop:
+			return nil, nil // Restored comes next
+		}
+	case TargetReady:
+		switch e := ev.(type) {
+		case Received:
+			switch f := e.Frame.GetFrame().(type) {
+			case *pb.RelocationFrame_Data:
+				return t.onData(f.Data)
+			case *pb.RelocationFrame_Cutover:
+				return t.onCutover(f.Cutover)
+			case *pb.RelocationFrame_Chunk:
+				return nil, nil // a late duplicate chunk
+			}
+			return nil, fmt.Errorf("%w: %s after READY", ErrProtocol, frameName(e.Frame))
+		case Tick:
+			// doc.go §5: without CUTOVER the target commits on its own after
+			// the fallback wait — unless it is draining (a sealed target
+			// never self-orders a cutover); then it gives up at the deadline.
+			if !e.Draining && t.nowMs >= t.readyAtMs+t.cfg.FallbackMs {
+				return t.commit(), nil
+			}
+			if e.Draining && t.nowMs >= t.prepare.GetDeadlineUnixMs()+t.cfg.FallbackMs {
+				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "draining target gave up waiting for CUTOVER", true), nil
+			}
+			return nil, nil
+		case StreamBroken, Stop:
+			return nil, nil // the fallback (or the deadline when draining) decides
+		}
+	case TargetCommitting:
+		switch e := ev.(type) {
+		case CommitResult:
+			return t.onCommit(e), nil
+		case Received, Tick, StreamBroken, Stop:
+			return nil, nil
+		}
+	case TargetDone:
+		switch ev.(type) {
+		case Received, Tick, StreamBroken, Stop, Restored, CommitResult:
+			return nil, nil // late frames for a finished stage are ignored
+		}
+	}
+	return nil, invalid(t.phase, ev)
+}
+
+func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
+	p := e.Prepare
+	id, err := wire.ParseRelocationIDBytes(p.GetRelocationId())
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
+	}
+	t.id, t.prepare, t.fingerprint = id, p, Fingerprint(p)
+	t.phase = TargetAssembling
+	// DESIGN.md §4 step 4: a node that is shutting down refuses before staging anything.
+	if e.Draining {
+		return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target is draining", false), nil
+	}
+	if p.GetVersion() != wire.Version {
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("wire version %d", p.GetVersion()), false), nil
+	}
+	tf := p.GetTarget()
+	if tf.GetOwnerId() != t.cfg.Self.ID || tf.GetOwnerGeneration() != t.cfg.Self.Generation || !t.cfg.SelfRoutingID.Equal(tf.GetRoutingId()) {
+		return t.fail(pb.Code_CODE_STALE_FENCE, fmt.Sprintf("target fence %s@%d does not match this owner %s", tf.GetOwnerId(), tf.GetOwnerGeneration(), t.cfg.Self), false), nil
+	}
+	if p.GetApplicationVersion() != t.cfg.AppVersion {
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("application version %q, this node runs %q", p.GetApplicationVersion(), t.cfg.AppVersion), false), nil
+	}
+	if e.NowMs >= p.GetDeadlineUnixMs() {
+		return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "PREPARE arrived after its deadline", false), nil
+	}
+	parts, err := participants(p)
+	if err != nil {
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, err.Error(), false), nil
+	}
+	t.participants = parts
+	asm, err := NewAssembly(Manifest{Length: p.GetPayloadLength(), Chunks: p.GetChunkCount(), CRC32C: p.GetCrc32C()})
+	if err != nil {
+		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
+	}
+	t.asm = asm
+	return nil, nil
+}
+
+// participants turns PREPARE's participants into the expected records the
+// commit compares: the coordinator's owner and the captured generations.
+func participants(p *pb.Prepare) ([]record.Snapshot, error) {
+	if len(p.GetParticipants()) == 0 {
+		return nil, fmt.Errorf("%w: no participants", ErrProtocol)
+	}
+	c := p.GetCoordinator()
+	out := make([]record.Snapshot, 0, len(p.GetParticipants()))
+	for _, pp := range p.GetParticipants() {
+		obj, err := keyspace.ParseObject(pp.GetObject())
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrProtocol, err)
+		}
+		if pp.GetStoreVersion() <= 0 || pp.GetObjectGeneration() <= 0 || pp.GetAuthorityGeneration() <= 0 {
+			return nil, fmt.Errorf("%w: participant %s without generations", ErrProtocol, obj)
+		}
+		out = append(out, record.Snapshot{Object: obj, StoreVersion: pp.GetStoreVersion(), Record: record.Record{
+			Kind: obj.Kind, Type: pp.GetType(), ObjectGeneration: pp.GetObjectGeneration(), OwnerGeneration: pp.GetAuthorityGeneration(),
+			Owner: record.OwnerRef{ID: c.GetOwnerId(), Generation: c.GetOwnerGeneration()},
+		}})
+	}
+	return out, nil
+}
+
+// repeatedPrepare: same bytes → the same answer; other bytes under the same
+// identity → protocol error, nothing changes.
+func (t *Target) repeatedPrepare(p *pb.Prepare) ([]Action, error) {
+	if Fingerprint(p) != t.fingerprint {
+		f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: p.GetRelocationId(),
+			Code: pb.Code_CODE_PROTOCOL_ERROR, Message: "PREPARE repeated with other bytes"}}}
+		return []Action{Send{Frame: f}}, nil
+	}
+	if t.lastAnswer != nil {
+		return []Action{Send{Frame: t.lastAnswer}}, nil
+	}
+	return nil, nil // still assembling or restoring: the answer comes
+}
+
+func (t *Target) onChunk(c *pb.StateChunk) ([]Action, error) {
+	if string(c.GetRelocationId()) != string(t.id[:]) {
+		return nil, nil // a stray chunk of another relocation: ignored
+	}
+	if err := t.asm.Add(c.GetIndex(), c.GetData()); err != nil {
+		if errors.Is(err, ErrDuplicateChunk) {
+			return nil, nil
+		}
+		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
+	}
+	if !t.asm.Complete() {
+		return nil, nil
+	}
+	payload, err := t.asm.Payload()
+	if err != nil {
+		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
+	}
+	t.asm = nil
+	t.phase = TargetRestoring
+	return []Action{Restore{Payload: payload}}, nil
+}
+
+func (t *Target) onData(d *pb.Data) ([]Action, error) {
+	if string(d.GetRelocationId()) != string(t.id[:]) {
+		return nil, nil
+	}
+	switch seq := int(d.GetSequence()); {
+	case seq < len(t.data):
+		return nil, nil // a duplicate
+	case seq > len(t.data):
+		return nil, fmt.Errorf("%w: DATA %d after %d", ErrProtocol, seq, len(t.data))
+	}
+	t.data = append(t.data, d.GetRequest())
+	t.dataCRC = wire.UpdateCRC32C(t.dataCRC, RequestBytes(d.GetRequest()))
+	return nil, nil
+}
+
+// RequestBytes is the canonical encoding of a request for the CUTOVER CRC.
+func RequestBytes(r *pb.CallRequest) []byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
+	return b
+}
+
+func (t *Target) onCutover(c *pb.Cutover) ([]Action, error) {
+	if string(c.GetRelocationId()) != string(t.id[:]) {
+		return nil, nil
+	}
+	if int(c.GetDataCount()) != len(t.data) || c.GetDataCrc32C() != t.dataCRC {
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("CUTOVER says %d requests (crc %08x), got %d (crc %08x)",
+			c.GetDataCount(), c.GetDataCrc32C(), len(t.data), t.dataCRC), true), nil
+	}
+	t.cutover = true
+	return t.commit(), nil
+}
+
+func (t *Target) commit() []Action {
+	t.phase = TargetCommitting
+	return []Action{Commit{RelocationID: t.id, Participants: t.participants}}
+}
+
+func (t *Target) onCommit(e CommitResult) []Action {
+	if e.Err != nil {
+		return []Action{ResolveCommit{RelocationID: t.id, Participants: t.participants}}
+	}
+	if !e.Committed {
+		out := t.fail(pb.Code_CODE_STALE_FENCE, "commit refused: the source's record changed (preserved or moved)", true)
+		return out
+	}
+	primary := e.Records[t.participants[0].Object.String()]
+	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Outcome{Outcome: &pb.Outcome{
+		RelocationId: t.id[:], Code: pb.Code_CODE_OK, DataApplied: uint32(len(t.data)),
+		Committed: &pb.Fence{OwnerId: primary.Record.Owner.ID, OwnerGeneration: primary.Record.Owner.Generation,
+			RoutingId: t.cfg.SelfRoutingID[:], ObjectGeneration: primary.Record.ObjectGeneration,
+			AuthorityGeneration: primary.Record.OwnerGeneration, StoreVersion: primary.StoreVersion},
+	}}}
+	t.lastAnswer = f
+	return []Action{Admit{Committed: e.Records, Data: t.data}, Send{Frame: f}, t.finish(Completed, pb.Code_CODE_OK, "")}
+}
