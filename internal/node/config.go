@@ -46,6 +46,21 @@ type Config struct {
 	AcquireWait time.Duration
 	// LogLevel of zerolog (default info).
 	LogLevel string
+	// RelocationTimeout is a relocation's deadline from its start (default 10 s).
+	RelocationTimeout time.Duration
+	// CutoverFallback: how long a target waits after READY for CUTOVER
+	// before committing on its own (default 2 s; less than RelocationTimeout).
+	CutoverFallback time.Duration
+	// RelayWait bounds how long a source waits for the relayed reply of a
+	// request it handed over before answering Unavailable (the caller then
+	// retries with the same operation id; default 5 s).
+	RelayWait time.Duration
+	// ChunkBytes is the STATE chunk size (default 1 MiB).
+	ChunkBytes int
+	// NodeBudgetBytes bounds STATE bytes in flight from this node (default 64 MiB).
+	NodeBudgetBytes int64
+	// PeerBudgetBytes bounds STATE bytes in flight to one peer (default 16 MiB).
+	PeerBudgetBytes int64
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §10.
@@ -62,6 +77,12 @@ func DefaultConfig() Config {
 		CallTimeout:        10 * time.Second,
 		DedupWindow:        60 * time.Second,
 		LogLevel:           "info",
+		RelocationTimeout:  10 * time.Second,
+		CutoverFallback:    2 * time.Second,
+		RelayWait:          5 * time.Second,
+		ChunkBytes:         1 << 20,
+		NodeBudgetBytes:    64 << 20,
+		PeerBudgetBytes:    16 << 20,
 	}
 }
 
@@ -101,6 +122,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.DedupWindow, "dedup-window", c.DedupWindow, "how long an operation id may be retried")
 	fs.DurationVar(&c.AcquireWait, "acquire-wait", c.AcquireWait, "wait at start for a crashed predecessor's owner key (default: lease TTL + 1s)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.DurationVar(&c.RelocationTimeout, "relocation-timeout", c.RelocationTimeout, "deadline of one relocation")
+	fs.DurationVar(&c.CutoverFallback, "cutover-fallback", c.CutoverFallback, "how long a target waits for CUTOVER after READY before committing alone")
+	fs.DurationVar(&c.RelayWait, "relay-wait", c.RelayWait, "how long a source waits for a relayed reply")
+	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
+	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
+	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
 }
 
 // ApplyEnv sets flags not given on the command line from MESHNODE_<FLAG>.
@@ -157,6 +184,18 @@ func (c *Config) Validate() error {
 	}
 	if c.AcquireWait < 0 {
 		return bad("--acquire-wait", "negative")
+	}
+	if c.RelocationTimeout <= 0 || c.CutoverFallback <= 0 || c.CutoverFallback >= c.RelocationTimeout {
+		return bad("--cutover-fallback", "must be positive and shorter than --relocation-timeout (%s)", c.RelocationTimeout)
+	}
+	if c.RelayWait <= 0 {
+		return bad("--relay-wait", "must be positive")
+	}
+	if c.ChunkBytes < 1024 || c.ChunkBytes > 16<<20 {
+		return bad("--chunk-bytes", "%d is outside [1 KiB, 16 MiB]", c.ChunkBytes)
+	}
+	if c.PeerBudgetBytes < int64(c.ChunkBytes) || c.NodeBudgetBytes < c.PeerBudgetBytes {
+		return bad("--peer-budget-bytes", "need chunk-bytes <= peer budget <= node budget")
 	}
 	return nil
 }

@@ -2,9 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -25,6 +29,33 @@ type peerServer struct {
 	n *Node
 }
 
-func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
-	return status.Error(codes.Unimplemented, errNotImplemented.Error()+": relocation")
+func errProtocol(msg string) error {
+	return status.Error(codes.InvalidArgument, "relocation protocol: "+msg)
+}
+
+// adminServer serves operators (through locationd).
+type adminServer struct {
+	rpcpb.UnimplementedAdminServiceServer
+	n *Node
+}
+
+func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.RelocationStatus, error) {
+	st, err := s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: time.Duration(c.GetTimeoutMs()) * time.Millisecond})
+	switch {
+	case err == nil:
+		return st, nil
+	case errors.Is(err, ErrNotHosted):
+		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, ErrAlreadyRelocating):
+		return nil, status.Error(codes.Aborted, err.Error())
+	case errors.Is(err, ErrNoTarget):
+		return nil, status.Error(codes.Unavailable, err.Error())
+	case errors.Is(err, keyspace.ErrInvalidName):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	return nil, status.Error(codes.Unavailable, err.Error())
+}
+
+func (s *adminServer) ListRelocations(context.Context, *pb.ListRelocationsRequest) (*pb.ListRelocationsResponse, error) {
+	return &pb.ListRelocationsResponse{Relocations: s.n.Relocations()}, nil
 }

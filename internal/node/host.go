@@ -40,14 +40,38 @@ type hosted struct {
 	running  bool
 	closed   bool
 	executed uint64
+
+	// Relocation (relocate.go). mode says where a new request goes.
+	mode       hostMode
+	relocating bool          // a source relocation of this object is running
+	sealWait   chan struct{} // closed by drain when it stopped for a seal
+	captured   []*work       // source: queue captured at the seal
+	boundary   []*work       // source: arrived after the seal, before CUTOVER
+	held       []*work       // source: arrived after CUTOVER
+	waiting    []*work       // target: arrived before admission
 }
+
+// hostMode is what happens to a request submitted now.
+type hostMode int
+
+const (
+	modeServing  hostMode = iota // queue and run
+	modeBoundary                 // source, sealed before CUTOVER: keep in order
+	modeHold                     // source, after CUTOVER: keep until the outcome
+	modeHidden                   // target, restored, before its commit: wait
+)
 
 // work is one mailbox item: a request or a timer fire.
 type work struct {
 	req   *pb.CallRequest
 	op    wire.OperationID
-	done  chan *pb.CallReply // buffered 1
+	done  chan *pb.CallReply // buffered 1; nil for a request relayed from a source
 	timer bool
+	// relay: where the reply goes when the request was captured elsewhere.
+	relay *relayRoute
+	// route: the reply route of this node's pending request while it runs
+	// elsewhere (0: none).
+	route uint64
 }
 
 func newHosted(n *Node, obj keyspace.Object, typ actor.Type) *hosted {
@@ -73,6 +97,20 @@ func (h *hosted) submit(w *work) bool {
 		h.mu.Unlock()
 		return false
 	}
+	switch h.mode {
+	case modeBoundary:
+		h.boundary = append(h.boundary, w)
+		h.mu.Unlock()
+		return true
+	case modeHold:
+		h.held = append(h.held, w)
+		h.mu.Unlock()
+		return true
+	case modeHidden:
+		h.waiting = append(h.waiting, w)
+		h.mu.Unlock()
+		return true
+	}
 	h.queue = append(h.queue, w)
 	start := !h.running
 	h.running = true
@@ -88,6 +126,14 @@ func (h *hosted) drain() {
 	defer h.n.work.Done()
 	for {
 		h.mu.Lock()
+		if h.sealWait != nil {
+			// A seal is waiting for the handler in progress: stop here.
+			h.running = false
+			close(h.sealWait)
+			h.sealWait = nil
+			h.mu.Unlock()
+			return
+		}
 		if len(h.queue) == 0 || h.closed {
 			q := h.queue
 			h.queue = nil
@@ -114,8 +160,14 @@ func (h *hosted) drain() {
 }
 
 func (h *hosted) answer(w *work, r *pb.CallReply) {
-	if w.done != nil {
-		w.done <- r
+	switch {
+	case w.relay != nil:
+		h.n.relayReply(w, r)
+	case w.done != nil:
+		select {
+		case w.done <- r:
+		default: // answered already (a relay raced a local answer)
+		}
 	}
 }
 
@@ -131,11 +183,17 @@ func (h *hosted) close() {
 	if idle {
 		h.queue = nil
 	}
+	rest := append(append(append(h.captured, h.boundary...), h.held...), h.waiting...)
+	h.captured, h.boundary, h.held, h.waiting = nil, nil, nil, nil
 	h.mu.Unlock()
 	if idle {
 		for _, w := range q {
 			h.answer(w, h.n.notHere(h.obj))
 		}
+	}
+	for _, w := range rest {
+		h.n.unroute(w)
+		h.answer(w, h.n.notHere(h.obj))
 	}
 }
 
@@ -168,7 +226,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	case dup:
 		r := h.reply(pb.Code(prev.Code), prev.Payload, prev.Message)
 		r.Replayed = true
-		n.metrics.replayed.Inc()
+		n.metrics.dedupHits.Inc()
 		return r
 	}
 	out, herr := h.inst.Handle(&handlerCtx{h: h, now: now}, w.req.GetMethod(), w.req.GetArgs())

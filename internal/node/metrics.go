@@ -13,6 +13,13 @@ type metrics struct {
 	replayed       prometheus.Counter
 	staleRefused   prometheus.Counter
 	fencedRefusals prometheus.Counter
+	dedupHits      prometheus.Counter
+	relocations    *prometheus.CounterVec
+	interruption   prometheus.Histogram
+	bytes          prometheus.Counter
+	chunks         prometheus.Counter
+	relayed        *prometheus.CounterVec
+	lateFrames     prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, node string) *metrics {
@@ -23,14 +30,24 @@ func newMetrics(reg *prometheus.Registry, node string) *metrics {
 			[]string{"code"}),
 		callSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_call_seconds", Help: "Time to answer a call on this node (routing included).",
 			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}),
-		forwards:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_forwards_total", Help: "Calls forwarded to another node.", ConstLabels: l}),
-		hosted:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_hosted_objects", Help: "Objects hosted on this node.", ConstLabels: l}),
-		activations:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activations_total", Help: "Objects activated on this node.", ConstLabels: l}),
-		recoveries:     prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_recoveries_total", Help: "Orphaned objects re-created on this node (state lost).", ConstLabels: l}),
-		replayed:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_replayed_replies_total", Help: "Retried operations answered from the de-duplication table.", ConstLabels: l}),
+		forwards:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_forwards_total", Help: "Calls forwarded to another node.", ConstLabels: l}),
+		hosted:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_hosted_objects", Help: "Objects hosted on this node.", ConstLabels: l}),
+		activations: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activations_total", Help: "Objects activated on this node.", ConstLabels: l}),
+		recoveries:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_recoveries_total", Help: "Orphaned objects re-created on this node (state lost).", ConstLabels: l}),
+		dedupHits:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_dedup_hits_total", Help: "Retried operations answered from the de-duplication table.", ConstLabels: l}),
+		replayed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_requests_replayed_total", Help: "Captured and DATA requests executed on this node as a relocation target.", ConstLabels: l}),
+		relocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocations_total", Help: "Relocations by role and outcome (the first outcome recorded wins).", ConstLabels: l},
+			[]string{"role", "outcome"}),
+		interruption: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_relocation_interruption_seconds", Help: "From the seal on the source to the target's admission (OUTCOME received).",
+			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(100e-6, 2, 18)}),
+		bytes:          prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_bytes_total", Help: "STATE bytes streamed as a source.", ConstLabels: l}),
+		chunks:         prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_chunks_total", Help: "STATE chunks streamed as a source.", ConstLabels: l}),
+		relayed:        prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_replies_relayed_total", Help: "Replies of relocated requests relayed to their requesters, by acknowledgement.", ConstLabels: l}, []string{"ack"}),
+		lateFrames:     prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_late_frames_total", Help: "Frames for finished (tombstoned) or unknown relocation stages, ignored.", ConstLabels: l}),
 		staleRefused:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_stale_fences_refused_total", Help: "Replies refused because their fence was older than one already seen.", ConstLabels: l}),
 		fencedRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_fenced_refusals_total", Help: "Requests refused because this owner could not confirm its lease.", ConstLabels: l}),
 	}
-	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals)
+	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
+		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames)
 	return m
 }

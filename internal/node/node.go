@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -71,6 +72,18 @@ type Node struct {
 	fmu    sync.Mutex
 	fences map[string]authority.Fence // highest fence seen per object (gateway)
 
+	// relocation (relocate.go)
+	routes      *pendingRoutes
+	budget      *budget
+	bmu         sync.Mutex
+	peerBudgets map[string]*budget
+	rmu         sync.Mutex
+	active      map[string]*relocationRecord
+	recent      []*pb.RelocationStatus
+	tombstones  *tombstones
+	draining    atomic.Bool
+	stopping    chan struct{} // closed when Stop begins
+
 	peers   *connPool
 	grpc    *grpc.Server
 	lis     net.Listener
@@ -113,7 +126,9 @@ func New(cfg Config, opts Options) (*Node, error) {
 		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
 		reg: opts.Registry, now: opts.Now, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
 		objects: map[string]*hosted{}, fences: map[string]authority.Fence{},
-		stopped: make(chan struct{}),
+		stopped: make(chan struct{}), stopping: make(chan struct{}),
+		routes: newPendingRoutes(), budget: newBudget(cfg.NodeBudgetBytes), peerBudgets: map[string]*budget{},
+		active: map[string]*relocationRecord{}, tombstones: newTombstones(1024),
 	}
 	reg := opts.Metrics
 	if reg == nil {
@@ -304,6 +319,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	n.closing = true
 	n.mu.Unlock()
+	close(n.stopping)
 	defer close(n.stopped)
 	if n.keeper != nil && n.keeper.Err() == nil {
 		uctx, cancel := context.WithTimeout(ctx, 2*time.Second)

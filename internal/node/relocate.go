@@ -1,0 +1,1105 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Errors of relocation requests.
+var (
+	// ErrNotHosted: the object is not hosted (serving) on this node.
+	ErrNotHosted = errors.New("node: object not hosted here")
+	// ErrAlreadyRelocating: a relocation of the object is in flight.
+	ErrAlreadyRelocating = errors.New("node: object already relocating")
+	// ErrNoTarget: no live serving node can take the object.
+	ErrNoTarget = errors.New("node: no relocation target")
+)
+
+// tickEvery drives the machines' clocks.
+const tickEvery = 20 * time.Millisecond
+
+// ---------------------------------------------------------------- reply routes
+
+// relayRoute is where the reply of a request captured on a source goes.
+type relayRoute struct {
+	address      string
+	route        uint64
+	relocationID []byte
+	op           []byte
+	requester    *pb.Requester
+}
+
+// pendingRoutes are this node's requests that run elsewhere (captured or
+// sent as DATA): their callers wait here for a relayed reply.
+type pendingRoutes struct {
+	mu    sync.Mutex
+	next  uint64
+	byID  map[uint64]*work
+	ended map[uint64]struct{} // recently answered, for alreadyTerminal
+	order []uint64
+}
+
+func newPendingRoutes() *pendingRoutes {
+	return &pendingRoutes{byID: map[uint64]*work{}, ended: map[uint64]struct{}{}}
+}
+
+func (p *pendingRoutes) add(w *work) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w.route == 0 {
+		p.next++
+		w.route = p.next
+	}
+	p.byID[w.route] = w
+	return w.route
+}
+
+// take removes and returns the pending work of route; terminal reports a
+// route answered before.
+func (p *pendingRoutes) take(route uint64) (w *work, terminal bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if w, ok := p.byID[route]; ok {
+		delete(p.byID, route)
+		p.ended[route] = struct{}{}
+		p.order = append(p.order, route)
+		if len(p.order) > 65536 {
+			delete(p.ended, p.order[0])
+			p.order = p.order[1:]
+		}
+		return w, false
+	}
+	_, terminal = p.ended[route]
+	return nil, terminal
+}
+
+func (n *Node) unroute(w *work) {
+	if w.route != 0 {
+		n.routes.take(w.route)
+	}
+}
+
+// requester is this node as the requester of captured work.
+func (n *Node) requester(route uint64) *pb.Requester {
+	return &pb.Requester{OwnerId: n.self.ID, OwnerGeneration: n.self.Generation, RoutingId: n.rid[:], Address: n.selfNode.Address, ReplyRoute: route}
+}
+
+// relayReply sends the reply of a relocated request to its requester,
+// acknowledged; retried a few times, then left to the caller's retry (the
+// de-duplication table answers it).
+func (n *Node) relayReply(w *work, r *pb.CallReply) {
+	rr := w.relay
+	msg := &pb.ReplyRelay{RelocationId: rr.relocationID, OperationId: rr.op, ReplyRoute: rr.route, Requester: rr.requester, Reply: r}
+	n.work.Add(1)
+	go func() {
+		defer n.work.Done()
+		for attempt := range 4 {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			conn, err := n.peers.get(rr.address)
+			var ack *pb.ReplyRelayAck
+			if err == nil {
+				ack, err = rpcpb.NewPeerServiceClient(conn).RelayReply(ctx, msg)
+			}
+			cancel()
+			if err == nil {
+				n.metrics.relayed.WithLabelValues(wire.CodeName(ack.GetCode())).Inc()
+				return
+			}
+			time.Sleep(time.Duration(attempt+1) * 50 * time.Millisecond)
+		}
+		n.metrics.relayed.WithLabelValues("failed").Inc()
+	}()
+}
+
+// RelayReply (PeerService) delivers a relayed reply to the waiting caller.
+func (s *peerServer) RelayReply(_ context.Context, m *pb.ReplyRelay) (*pb.ReplyRelayAck, error) {
+	n := s.n
+	rq := m.GetRequester()
+	if rq.GetOwnerId() != n.self.ID || rq.GetOwnerGeneration() != n.self.Generation || !n.rid.Equal(rq.GetRoutingId()) {
+		n.metrics.staleRefused.Inc()
+		return &pb.ReplyRelayAck{Code: pb.Code_CODE_STALE_FENCE}, nil
+	}
+	w, terminal := n.routes.take(m.GetReplyRoute())
+	if w == nil {
+		if terminal {
+			return &pb.ReplyRelayAck{Code: pb.Code_CODE_ALREADY_TERMINAL}, nil
+		}
+		return &pb.ReplyRelayAck{Code: pb.Code_CODE_NOT_FOUND}, nil
+	}
+	if string(w.op[:]) != string(m.GetOperationId()) {
+		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PROTOCOL_ERROR}, nil
+	}
+	if f := m.GetReply().GetFence(); f != nil && !n.acceptFence(w.req.GetObject(), f) {
+		n.metrics.staleRefused.Inc()
+		m.Reply = &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: "relayed reply older than a fence already seen"}
+	}
+	select {
+	case w.done <- m.GetReply():
+	default:
+	}
+	return &pb.ReplyRelayAck{Code: pb.Code_CODE_OK}, nil
+}
+
+// ---------------------------------------------------------------- byte budget
+
+// budget bounds bytes in flight (STATE chunks) for the node and per peer.
+type budget struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	max  int64
+	used int64
+}
+
+func newBudget(max int64) *budget {
+	b := &budget{max: max}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *budget) acquire(ctx context.Context, n int64) error {
+	n = min(n, b.max)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used+n > b.max {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		stop := context.AfterFunc(ctx, func() { b.mu.Lock(); b.cond.Broadcast(); b.mu.Unlock() })
+		b.cond.Wait()
+		stop()
+	}
+	b.used += n
+	return nil
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.max)
+	b.mu.Lock()
+	b.used -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+func (n *Node) peerBudget(addr string) *budget {
+	n.bmu.Lock()
+	defer n.bmu.Unlock()
+	b, ok := n.peerBudgets[addr]
+	if !ok {
+		b = newBudget(n.cfg.PeerBudgetBytes)
+		n.peerBudgets[addr] = b
+	}
+	return b
+}
+
+// ---------------------------------------------------------------- status
+
+type relocationRecord struct {
+	mu sync.Mutex
+	st *pb.RelocationStatus
+}
+
+func (r *relocationRecord) set(f func(*pb.RelocationStatus)) {
+	r.mu.Lock()
+	f(r.st)
+	r.mu.Unlock()
+}
+
+func (r *relocationRecord) snapshot() *pb.RelocationStatus {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return proto.Clone(r.st).(*pb.RelocationStatus)
+}
+
+func (n *Node) track(st *pb.RelocationStatus) *relocationRecord {
+	rec := &relocationRecord{st: st}
+	n.rmu.Lock()
+	n.active[string(st.RelocationId)+st.Role] = rec
+	n.rmu.Unlock()
+	return rec
+}
+
+func (n *Node) untrack(rec *relocationRecord) {
+	st := rec.snapshot()
+	n.rmu.Lock()
+	delete(n.active, string(st.RelocationId)+st.Role)
+	n.recent = append(n.recent, st)
+	if len(n.recent) > 256 {
+		n.recent = n.recent[len(n.recent)-256:]
+	}
+	n.rmu.Unlock()
+}
+
+// Relocations lists relocations in flight and the most recent ended ones.
+func (n *Node) Relocations() []*pb.RelocationStatus {
+	n.rmu.Lock()
+	defer n.rmu.Unlock()
+	out := make([]*pb.RelocationStatus, 0, len(n.active)+len(n.recent))
+	for _, r := range n.active {
+		out = append(out, r.snapshot())
+	}
+	for _, st := range n.recent {
+		out = append(out, proto.Clone(st).(*pb.RelocationStatus))
+	}
+	return out
+}
+
+// ---------------------------------------------------------------- source
+
+// RelocateOptions of one relocation.
+type RelocateOptions struct {
+	// Target owner id; empty: chosen by placement among serving nodes.
+	Target string
+	// Timeout is the relocation deadline from now (0: Config.RelocationTimeout).
+	Timeout time.Duration
+}
+
+// Relocate moves a hosted object to another node and returns when the
+// relocation ended, with its status. The object keeps serving until the seal,
+// and requests that arrive while it moves are executed by whichever side ends
+// up owning it, in order.
+func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) (*pb.RelocationStatus, error) {
+	obj, err := keyspace.ParseObject(name)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	h := n.objects[name]
+	n.mu.Unlock()
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, name)
+	}
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	h.mu.Lock()
+	if h.failReply != nil || h.closed || h.mode != modeServing {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, name)
+	}
+	if h.relocating {
+		h.mu.Unlock()
+		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, name)
+	}
+	h.relocating = true
+	h.mu.Unlock()
+	defer func() { h.mu.Lock(); h.relocating = false; h.mu.Unlock() }()
+
+	target, err := n.chooseTarget(obj, opts.Target)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := n.store.Read(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Record.Owner != n.self {
+		return nil, fmt.Errorf("%w: %s is owned by %s", ErrNotHosted, name, snap.Record.Owner)
+	}
+	timeout := opts.Timeout
+	if timeout == 0 {
+		timeout = n.cfg.RelocationTimeout
+	}
+	id := wire.NewRelocationID()
+	now := n.now()
+	src := relocation.NewSource(relocation.SourceConfig{
+		ID: id, Object: snap, Self: n.self, SelfRoutingID: n.rid,
+		Target:     relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation}, Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}},
+		AppVersion: n.cfg.ApplicationVersion, DeadlineMs: now.Add(timeout).UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
+	})
+	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: name, Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
+		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
+	defer n.untrack(rec)
+	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, events: make(chan relocation.Event, 64)}
+	r.run(ctx, now.Add(timeout+5*time.Second))
+	return rec.snapshot(), nil
+}
+
+// chooseTarget: a live serving owner other than this one, with weight > 0,
+// the same application version, hosting the type (DESIGN.md §4 step 1).
+func (n *Node) chooseTarget(obj keyspace.Object, want string) (lease.Owner, error) {
+	var cands []lease.Owner
+	for _, o := range n.dir.List() {
+		d := o.Descriptor
+		if d.OwnerID == n.self.ID || d.State != lease.StateServing || d.Weight <= 0 ||
+			d.ApplicationVersion != n.cfg.ApplicationVersion || !hostsType(d.Types, obj.Type) {
+			continue
+		}
+		if want != "" && d.OwnerID != want {
+			continue
+		}
+		cands = append(cands, o)
+	}
+	if len(cands) == 0 {
+		if want != "" {
+			return lease.Owner{}, fmt.Errorf("%w: %s is not a live serving node that hosts %s (and is not this node)", ErrNoTarget, want, obj.Type)
+		}
+		return lease.Owner{}, fmt.Errorf("%w for %s", ErrNoTarget, obj)
+	}
+	total := 0
+	for _, c := range cands {
+		total += c.Descriptor.Weight
+	}
+	x := rand.IntN(total)
+	for _, c := range cands {
+		if x -= c.Descriptor.Weight; x < 0 {
+			return c, nil
+		}
+	}
+	return cands[len(cands)-1], nil
+}
+
+type sourceRun struct {
+	n       *Node
+	h       *hosted
+	m       *relocation.Source
+	rec     *relocationRecord
+	id      wire.RelocationID
+	target  lease.Owner
+	events  chan relocation.Event
+	stream  rpcpb.PeerService_RelocateClient
+	sealAt  time.Time
+	payload int
+	settle  context.CancelFunc
+	settleT chan struct{} // a nudge to read again
+	wg      sync.WaitGroup
+	done    bool
+}
+
+func (r *sourceRun) emit(ev relocation.Event) {
+	select {
+	case r.events <- ev:
+	default:
+		go func() { r.events <- ev }() // never block an I/O goroutine on a full queue
+	}
+}
+
+func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
+	n := r.n
+	ctx, cancel := context.WithDeadline(context.Background(), hardStop)
+	defer cancel()
+	defer r.wg.Wait()
+	defer func() {
+		if r.settle != nil {
+			r.settle()
+		}
+	}()
+	conn, err := n.peers.get(r.target.Descriptor.Address)
+	if err == nil {
+		r.stream, err = rpcpb.NewPeerServiceClient(conn).Relocate(ctx)
+	}
+	if err != nil {
+		r.rec.set(func(s *pb.RelocationStatus) {
+			s.Outcome, s.Code, s.Message, s.EndedUnixMs = "aborted", pb.Code_CODE_UNAVAILABLE, "cannot reach the target: "+err.Error(), n.now().UnixMilli()
+		})
+		n.metrics.relocations.WithLabelValues("source", "aborted").Inc()
+		return
+	}
+	r.wg.Add(1)
+	go func() { // the receive loop
+		defer r.wg.Done()
+		for {
+			f, err := r.stream.Recv()
+			if err != nil {
+				r.emit(relocation.StreamBroken{Err: err})
+				return
+			}
+			r.emit(relocation.Received{Frame: f})
+		}
+	}()
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	queue := r.m.Start()
+	for {
+		for len(queue) > 0 {
+			a := queue[0]
+			queue = queue[1:]
+			evs := r.do(ctx, a)
+			for _, ev := range evs {
+				out, err := r.m.Step(ev)
+				if err != nil {
+					n.log.Warn().Err(err).Str("relocation", r.id.String()).Msg("source step")
+				}
+				queue = append(queue, out...)
+			}
+			r.rec.set(func(s *pb.RelocationStatus) { s.Phase = r.m.Phase().String() })
+		}
+		if r.done {
+			_ = r.stream.CloseSend()
+			return
+		}
+		var ev relocation.Event
+		select {
+		case ev = <-r.events:
+		case <-tick.C:
+			ev = relocation.Tick{NowMs: n.now().UnixMilli()}
+		case <-parent.Done():
+			ev = relocation.Stop{}
+		case <-ctx.Done():
+			ev = relocation.Stop{}
+		}
+		if rv, ok := ev.(relocation.Received); ok {
+			if o, ok := rv.Frame.GetFrame().(*pb.RelocationFrame_Outcome); ok && o.Outcome.GetCode() == pb.Code_CODE_OK && !r.sealAt.IsZero() {
+				n.metrics.interruption.Observe(n.now().Sub(r.sealAt).Seconds())
+				r.rec.set(func(s *pb.RelocationStatus) { s.InterruptionUs = n.now().Sub(r.sealAt).Microseconds() })
+				r.sealAt = time.Time{}
+			}
+		}
+		out, err := r.m.Step(ev)
+		if err != nil {
+			n.log.Warn().Err(err).Str("relocation", r.id.String()).Msg("source step")
+		}
+		queue = append(queue, out...)
+		if _, ok := ev.(relocation.Received); ok && r.settleT != nil {
+			select {
+			case r.settleT <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+// do carries out one action; it returns the events that are its results.
+func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Event {
+	n := r.n
+	switch a := a.(type) {
+	case relocation.WriteIntent:
+		res, err := n.store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Source: n.self, Intent: a.Intent, LeaseID: n.keeper.LeaseID()})
+		return []relocation.Event{relocation.IntentResult{Result: writeResult(res), Err: err}}
+	case relocation.Seal:
+		r.sealAt = n.now()
+		payload, err := n.seal(ctx, r.h, r.id)
+		r.payload = len(payload)
+		r.rec.set(func(s *pb.RelocationStatus) { s.PayloadBytes = uint64(len(payload)) })
+		return []relocation.Event{relocation.Captured{Payload: payload, Err: err}}
+	case relocation.Send:
+		if err := r.stream.Send(a.Frame); err != nil {
+			return []relocation.Event{relocation.StreamBroken{Err: err}}
+		}
+	case relocation.StreamChunks:
+		if err := r.streamChunks(ctx, a.Payload, a.Manifest); err != nil {
+			return []relocation.Event{relocation.StreamBroken{Err: err}}
+		}
+	case relocation.SendBoundary:
+		count, err := r.sendBoundary()
+		if err != nil {
+			n.log.Warn().Err(err).Str("relocation", r.id.String()).Msg("sending the boundary")
+		}
+		return []relocation.Event{relocation.BoundarySent{Count: count}}
+	case relocation.Settle:
+		r.startSettle(ctx)
+	case relocation.Preserve:
+		res, err := n.store.Preserve(ctx, authority.PreserveRequest{Seen: a.Seen, Source: n.self, RelocationID: r.id.String()})
+		return []relocation.Event{relocation.PreserveResult{Result: writeResult(res), Err: err}}
+	case relocation.Reopen:
+		n.reopen(r.h, a.Record)
+		r.sealAt = time.Time{}
+	case relocation.Drop:
+		n.drop(r.h, a.Committed, a.DataApplied)
+		if !r.sealAt.IsZero() {
+			n.metrics.interruption.Observe(n.now().Sub(r.sealAt).Seconds())
+		}
+	case relocation.FailPending:
+		n.failAll(r.h, a.Code, a.Message)
+	case relocation.Finish:
+		r.done = true
+		o := a.Outcome.String()
+		n.metrics.relocations.WithLabelValues("source", o).Inc()
+		r.rec.set(func(s *pb.RelocationStatus) {
+			s.Outcome, s.Code, s.Message, s.EndedUnixMs = o, a.Code, a.Message, n.now().UnixMilli()
+		})
+		n.log.Debug().Str("relocation", r.id.String()).Str("object", r.h.name).Str("outcome", o).Str("message", a.Message).Msg("relocation ended")
+	}
+	return nil
+}
+
+func writeResult(w authority.WriteResult) relocation.WriteResult {
+	return relocation.WriteResult{Written: w.Written, Found: w.Found, OwnerAlive: w.OwnerAlive, Snapshot: w.Snapshot}
+}
+
+func (r *sourceRun) streamChunks(ctx context.Context, payload []byte, m relocation.Manifest) error {
+	n := r.n
+	pb2 := n.peerBudget(r.target.Descriptor.Address)
+	for i := range m.Chunks {
+		start, end := m.ChunkSpan(i)
+		size := int64(end - start)
+		if err := n.budget.acquire(ctx, size); err != nil {
+			return err
+		}
+		if err := pb2.acquire(ctx, size); err != nil {
+			n.budget.release(size)
+			return err
+		}
+		err := r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: payload[start:end]}}})
+		pb2.release(size)
+		n.budget.release(size)
+		if err != nil {
+			return err
+		}
+		n.metrics.chunks.Inc()
+		n.metrics.bytes.Add(float64(size))
+	}
+	return nil
+}
+
+// sendBoundary sends the requests that arrived after the seal as DATA, then
+// CUTOVER; from now on new requests are held.
+func (r *sourceRun) sendBoundary() (int, error) {
+	n, h := r.n, r.h
+	h.mu.Lock()
+	h.mode = modeHold
+	ws := h.boundary
+	h.mu.Unlock()
+	var crc uint32
+	for i, w := range ws {
+		req := proto.Clone(w.req).(*pb.CallRequest)
+		req.Requester = n.requester(n.routes.add(w))
+		crc = wire.UpdateCRC32C(crc, relocation.RequestBytes(req))
+		if err := r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Data{Data: &pb.Data{RelocationId: r.id[:], Sequence: uint32(i), Request: req}}}); err != nil {
+			return i, err
+		}
+	}
+	err := r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Cutover{Cutover: &pb.Cutover{RelocationId: r.id[:], DataCount: uint32(len(ws)), DataCrc32C: crc}}})
+	return len(ws), err
+}
+
+// startSettle reads the object and this owner's key at one revision, then
+// again after every change of the object's record (a watch) or a nudge (a
+// frame from the target), until the machine leaves settling.
+func (r *sourceRun) startSettle(parent context.Context) {
+	if r.settle != nil {
+		select {
+		case r.settleT <- struct{}{}:
+		default:
+		}
+		return
+	}
+	n := r.n
+	ctx, cancel := context.WithCancel(parent)
+	r.settle = cancel
+	r.settleT = make(chan struct{}, 1)
+	key := n.keys.Authority(r.h.obj)
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		var wch clientv3.WatchChan
+		for ctx.Err() == nil {
+			v, err := n.store.ReadMany(ctx, []keyspace.Object{r.h.obj}, []string{n.self.ID})
+			r.emit(relocation.SettleResult{View: v, Err: err})
+			if wch == nil && err == nil {
+				wch = n.etcd.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(v.Revision+1))
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case _, ok := <-wch:
+				if !ok {
+					wch = nil
+				}
+			case <-r.settleT:
+			case <-time.After(250 * time.Millisecond): // the deadline check needs fresh reads too
+			}
+		}
+	}()
+}
+
+// seal stops dispatch to h (the handler in progress finishes), captures its
+// state, timers, de-duplication table and queue, and encodes the envelope.
+// Requests arriving from now on are kept as the boundary.
+func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([]byte, error) {
+	h.mu.Lock()
+	h.mode = modeBoundary
+	var wait chan struct{}
+	if h.running {
+		wait = make(chan struct{})
+		h.sealWait = wait
+	}
+	h.mu.Unlock()
+	if wait != nil {
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.timer != nil {
+		h.timer.Stop()
+		h.fireSet = false
+	}
+	state, err := h.inst.Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("snapshot %s: %w", h.name, err)
+	}
+	var timers []byte
+	if h.timers != nil {
+		timers = h.timers.Encode()
+	}
+	ps := &pb.ParticipantState{
+		Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
+			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version},
+		State: state, Timers: timers, Replies: h.replies.Encode(),
+	}
+	h.captured = nil
+	for _, w := range h.queue {
+		if w.timer {
+			continue // timer state travels in Timers; missed ticks fire on the target
+		}
+		req := proto.Clone(w.req).(*pb.CallRequest)
+		req.Requester = n.requester(n.routes.add(w))
+		ps.Queued = append(ps.Queued, req)
+		h.captured = append(h.captured, w)
+	}
+	h.queue = nil
+	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: []*pb.ParticipantState{ps}}
+	return proto.Marshal(env)
+}
+
+// reopen puts h back in service after an aborted relocation: captured, then
+// boundary, then held requests, in the order they were accepted.
+func (n *Node) reopen(h *hosted, rec record.Snapshot) {
+	h.mu.Lock()
+	ws := append(append(append([]*work(nil), h.captured...), h.boundary...), h.held...)
+	h.captured, h.boundary, h.held = nil, nil, nil
+	h.mode = modeServing
+	h.fence, h.version = rec.Fence(), rec.StoreVersion
+	h.queue = append(ws, h.queue...)
+	start := len(h.queue) > 0 && !h.running && !h.closed
+	if start {
+		h.running = true
+	}
+	h.mu.Unlock()
+	for _, w := range ws {
+		n.unroute(w)
+		w.route = 0
+	}
+	n.cache.Observe(rec)
+	if start {
+		n.work.Add(1)
+		go h.drain()
+	}
+	h.arm()
+}
+
+// drop discards the source's copy after the target committed: captured and
+// the first applied boundary requests wait for their relayed replies (or
+// their callers' retries); the rest are redirected to the new owner.
+func (n *Node) drop(h *hosted, committed record.Snapshot, applied int) {
+	n.cache.Observe(committed)
+	n.mu.Lock()
+	if n.objects[h.name] == h {
+		delete(n.objects, h.name)
+		n.metrics.hosted.Dec()
+	}
+	n.mu.Unlock()
+	h.mu.Lock()
+	h.closed = true
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	relayed := append([]*work(nil), h.captured...)
+	var redirect []*work
+	for i, w := range h.boundary {
+		if i < applied {
+			relayed = append(relayed, w)
+		} else {
+			redirect = append(redirect, w)
+		}
+	}
+	redirect = append(redirect, h.held...)
+	redirect = append(redirect, h.queue...)
+	h.captured, h.boundary, h.held, h.queue = nil, nil, nil, nil
+	h.mu.Unlock()
+	hint := n.notOwner(committed)
+	for _, w := range redirect {
+		n.unroute(w)
+		h.answer(w, hint)
+	}
+	// Relayed replies normally arrive within milliseconds; a caller whose
+	// reply is lost is answered Unavailable after a bound and retries with
+	// the same operation id (the target's table answers it).
+	if len(relayed) > 0 {
+		n.work.Add(1)
+		time.AfterFunc(n.cfg.RelayWait, func() {
+			defer n.work.Done()
+			for _, w := range relayed {
+				if pw, _ := n.routes.take(w.route); pw != nil {
+					h.answer(pw, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "reply of a relocated request was not relayed in time; retry with the same operation id"})
+				}
+			}
+		})
+	}
+}
+
+// failAll answers every pending request of h with code: the object was lost.
+func (n *Node) failAll(h *hosted, code pb.Code, msg string) {
+	n.mu.Lock()
+	if n.objects[h.name] == h {
+		delete(n.objects, h.name)
+		n.metrics.hosted.Dec()
+	}
+	n.mu.Unlock()
+	h.mu.Lock()
+	h.closed = true
+	ws := append(append(append(append([]*work(nil), h.captured...), h.boundary...), h.held...), h.queue...)
+	h.captured, h.boundary, h.held, h.queue = nil, nil, nil, nil
+	h.mu.Unlock()
+	for _, w := range ws {
+		n.unroute(w)
+		h.answer(w, &pb.CallReply{Code: code, Message: msg})
+	}
+}
+
+// ---------------------------------------------------------------- target
+
+// Relocate (PeerService) is the target side of one relocation attempt.
+func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
+	n := s.n
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	p := first.GetPrepare()
+	if p == nil {
+		n.metrics.lateFrames.Inc()
+		return errProtocol("the first frame of a relocation stream must be PREPARE")
+	}
+	id, err := wire.ParseRelocationIDBytes(p.GetRelocationId())
+	if err != nil {
+		return errProtocol(err.Error())
+	}
+	if ans, ok := n.tombstones.answer(id, relocation.Fingerprint(p)); ok {
+		n.metrics.lateFrames.Inc()
+		return stream.Send(ans)
+	}
+	t := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion, FallbackMs: n.cfg.CutoverFallback.Milliseconds()})
+	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: participantName(p), Source: fmt.Sprintf("%s@%d", p.GetCoordinator().GetOwnerId(), p.GetCoordinator().GetOwnerGeneration()),
+		Target: n.self.String(), Role: "target", Phase: t.Phase().String(), StartedUnixMs: n.now().UnixMilli(), PayloadBytes: p.GetPayloadLength()})
+	defer n.untrack(rec)
+	r := &targetRun{n: n, m: t, rec: rec, stream: stream, events: make(chan relocation.Event, 64)}
+	return r.run(relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load()})
+}
+
+func participantName(p *pb.Prepare) string {
+	if len(p.GetParticipants()) == 0 {
+		return ""
+	}
+	return p.GetParticipants()[0].GetObject()
+}
+
+type targetRun struct {
+	n      *Node
+	m      *relocation.Target
+	rec    *relocationRecord
+	stream rpcpb.PeerService_RelocateServer
+	events chan relocation.Event
+	hidden []*hosted
+	done   bool
+}
+
+func (r *targetRun) run(first relocation.Event) error {
+	n := r.n
+	ctx, cancel := context.WithCancel(r.stream.Context())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			f, err := r.stream.Recv()
+			var ev relocation.Event = relocation.Received{Frame: f}
+			if err != nil {
+				ev = relocation.StreamBroken{Err: err}
+			} else if p := f.GetPrepare(); p != nil {
+				ev = relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load()}
+			}
+			select {
+			case r.events <- ev:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	tick := time.NewTicker(tickEvery)
+	defer tick.Stop()
+	var queue []relocation.Action
+	step := func(ev relocation.Event) {
+		out, err := r.m.Step(ev)
+		if err != nil {
+			n.log.Warn().Err(err).Str("relocation", r.m.ID().String()).Msg("target step")
+		}
+		queue = append(queue, out...)
+	}
+	step(first)
+	for {
+		for len(queue) > 0 {
+			a := queue[0]
+			queue = queue[1:]
+			for _, ev := range r.do(ctx, a) {
+				step(ev)
+			}
+			r.rec.set(func(s *pb.RelocationStatus) { s.Phase = r.m.Phase().String() })
+		}
+		if r.done {
+			n.tombstones.remember(r.m.ID(), r.m.Fingerprint(), r.m.LastAnswer())
+			return nil
+		}
+		select {
+		case ev := <-r.events:
+			step(ev)
+		case <-tick.C:
+			step(relocation.Tick{NowMs: n.now().UnixMilli(), Draining: n.draining.Load()})
+		case <-n.stopping:
+			step(relocation.Stop{})
+		}
+	}
+}
+
+func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Event {
+	n := r.n
+	switch a := a.(type) {
+	case relocation.Send:
+		_ = r.stream.Send(a.Frame) // a broken stream shows up as StreamBroken from Recv
+	case relocation.Restore:
+		return []relocation.Event{relocation.Restored{Err: r.restore(a.Payload)}}
+	case relocation.Commit:
+		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, false)}
+	case relocation.ResolveCommit:
+		time.Sleep(50 * time.Millisecond)
+		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, true)}
+	case relocation.Admit:
+		n.admit(r.hidden, a.Committed, a.Data, r.m.ID())
+		r.hidden = nil
+	case relocation.Discard:
+		n.discard(r.hidden)
+		r.hidden = nil
+	case relocation.Finish:
+		r.done = true
+		o := a.Outcome.String()
+		n.metrics.relocations.WithLabelValues("target", o).Inc()
+		r.rec.set(func(s *pb.RelocationStatus) {
+			s.Outcome, s.Code, s.Message, s.EndedUnixMs = o, a.Code, a.Message, n.now().UnixMilli()
+		})
+	}
+	return nil
+}
+
+func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []record.Snapshot, resolve bool) relocation.Event {
+	n := r.n
+	req := authority.CommitRequest{RelocationID: id.String(), Target: n.self, TargetNode: n.selfNode}
+	for _, p := range ps {
+		req.Participants = append(req.Participants, authority.Participant{Expected: p})
+	}
+	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var res authority.CommitResult
+	var err error
+	if resolve {
+		res, err = n.store.ResolveCommit(cctx, req)
+	} else {
+		res, err = n.store.Commit(cctx, req)
+	}
+	if err != nil {
+		return relocation.CommitResult{Err: err}
+	}
+	return relocation.CommitResult{Committed: res.Committed, Records: res.Records}
+}
+
+// restore decodes the envelope and creates hidden instances: registered, so
+// requests for them wait, but admitting nothing until the commit.
+func (r *targetRun) restore(payload []byte) error {
+	n := r.n
+	var env pb.Envelope
+	if err := proto.Unmarshal(payload, &env); err != nil {
+		return fmt.Errorf("%w: envelope: %v", relocation.ErrProtocol, err)
+	}
+	if env.GetVersion() != wire.Version || len(env.GetParticipants()) == 0 {
+		return fmt.Errorf("%w: envelope version %d with %d participants", relocation.ErrProtocol, env.GetVersion(), len(env.GetParticipants()))
+	}
+	var made []*hosted
+	undo := func() { n.discard(made) }
+	for _, ps := range env.GetParticipants() {
+		obj, err := keyspace.ParseObject(ps.GetParticipant().GetObject())
+		if err != nil {
+			undo()
+			return fmt.Errorf("%w: %v", relocation.ErrProtocol, err)
+		}
+		typ, err := n.reg.Lookup(obj.Type)
+		if err != nil || !n.hosts[obj.Type] {
+			undo()
+			return fmt.Errorf("%w: this node does not host type %s", relocation.ErrProtocol, obj.Type)
+		}
+		h := newHosted(n, obj, typ)
+		close(h.ready)
+		h.inst = typ.New()
+		if err := h.inst.Restore(ps.GetState()); err != nil {
+			undo()
+			return fmt.Errorf("restore %s: %w", obj, err)
+		}
+		h.replies, err = actor.DecodeReplyTable(ps.GetReplies())
+		if err != nil {
+			undo()
+			return fmt.Errorf("de-duplication table of %s: %w", obj, err)
+		}
+		if len(ps.GetTimers()) > 0 {
+			if h.timers, err = actor.DecodeTimers(ps.GetTimers()); err != nil {
+				undo()
+				return fmt.Errorf("timers of %s: %w", obj, err)
+			}
+		}
+		for _, q := range ps.GetQueued() {
+			op, werr := wire.ValidateCall(q)
+			if werr != nil {
+				undo()
+				return fmt.Errorf("%w: captured request: %v", relocation.ErrProtocol, werr)
+			}
+			h.captured = append(h.captured, &work{req: q, op: op, relay: relayOf(q, env.GetRelocationId())})
+		}
+		h.mode = modeHidden
+		n.mu.Lock()
+		if cur, ok := n.objects[obj.String()]; ok && cur != nil {
+			n.mu.Unlock()
+			undo()
+			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, obj)
+		}
+		n.objects[obj.String()] = h
+		n.mu.Unlock()
+		made = append(made, h)
+	}
+	r.hidden = made
+	return nil
+}
+
+func relayOf(q *pb.CallRequest, relocationID []byte) *relayRoute {
+	rq := q.GetRequester()
+	if rq.GetAddress() == "" || rq.GetReplyRoute() == 0 {
+		return nil
+	}
+	return &relayRoute{address: rq.GetAddress(), route: rq.GetReplyRoute(), relocationID: relocationID, op: q.GetOperationId(), requester: rq}
+}
+
+// admit opens the hidden instances after the commit: captured requests, then
+// DATA, at the head of the mailbox (replies relayed), then requests that
+// waited here; timers resume.
+func (n *Node) admit(hs []*hosted, committed map[string]record.Snapshot, data []*pb.CallRequest, id wire.RelocationID) {
+	for _, h := range hs {
+		snap, ok := committed[h.name]
+		if !ok {
+			continue
+		}
+		n.cache.Observe(snap)
+		var ws []*work
+		ws = append(ws, h.captured...)
+		for _, q := range data {
+			if q.GetObject() != h.name {
+				continue
+			}
+			op, werr := wire.ValidateCall(q)
+			if werr != nil {
+				continue
+			}
+			ws = append(ws, &work{req: q, op: op, relay: relayOf(q, id[:])})
+		}
+		n.metrics.replayed.Add(float64(len(ws)))
+		h.mu.Lock()
+		h.fence, h.version = snap.Fence(), snap.StoreVersion
+		h.mode = modeServing
+		h.queue = append(append(ws, h.waiting...), h.queue...)
+		h.captured, h.waiting = nil, nil
+		start := len(h.queue) > 0 && !h.running
+		if start {
+			h.running = true
+		}
+		h.mu.Unlock()
+		n.metrics.hosted.Inc()
+		if start {
+			n.work.Add(1)
+			go h.drain()
+		}
+		h.arm()
+	}
+}
+
+// discard drops hidden instances; requests that waited for them are redirected.
+func (n *Node) discard(hs []*hosted) {
+	for _, h := range hs {
+		n.mu.Lock()
+		if n.objects[h.name] == h {
+			delete(n.objects, h.name)
+		}
+		n.mu.Unlock()
+		h.close()
+	}
+}
+
+// ---------------------------------------------------------------- tombstones
+
+// tombstones remember finished target stages (bounded), so a late or repeated
+// PREPARE gets the same answer and late frames are ignored, never re-applied.
+type tombstones struct {
+	mu    sync.Mutex
+	by    map[wire.RelocationID]tombstone
+	order []wire.RelocationID
+	max   int
+}
+
+type tombstone struct {
+	fp     [32]byte
+	answer *pb.RelocationFrame
+}
+
+func newTombstones(max int) *tombstones {
+	return &tombstones{by: map[wire.RelocationID]tombstone{}, max: max}
+}
+
+func (t *tombstones) remember(id wire.RelocationID, fp [32]byte, ans *pb.RelocationFrame) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, ok := t.by[id]; !ok {
+		t.order = append(t.order, id)
+	}
+	t.by[id] = tombstone{fp: fp, answer: ans}
+	for len(t.order) > t.max {
+		delete(t.by, t.order[0])
+		t.order = t.order[1:]
+	}
+}
+
+func (t *tombstones) answer(id wire.RelocationID, fp [32]byte) (*pb.RelocationFrame, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	ts, ok := t.by[id]
+	if !ok {
+		return nil, false
+	}
+	if ts.fp != fp {
+		return &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: id[:], Code: pb.Code_CODE_PROTOCOL_ERROR, Message: "PREPARE repeated with other bytes"}}}, true
+	}
+	if ts.answer == nil {
+		return &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: id[:], Code: pb.Code_CODE_ALREADY_TERMINAL, Message: "relocation already ended"}}}, true
+	}
+	return ts.answer, true
+}
