@@ -11,6 +11,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -106,6 +107,9 @@ func (n *Node) requester(route uint64) *pb.Requester {
 // de-duplication table answers it).
 func (n *Node) relayReply(w *work, r *pb.CallReply) {
 	rr := w.relay
+	if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {
+		return // the relay is lost: the caller's retry gets the reply from the de-duplication table
+	}
 	msg := &pb.ReplyRelay{RelocationId: rr.relocationID, OperationId: rr.op, ReplyRoute: rr.route, Requester: rr.requester, Reply: r}
 	n.work.Add(1)
 	go func() {
@@ -487,6 +491,9 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 	case relocation.Seal:
 		r.sealAt = n.now()
 		payload, err := n.seal(ctx, r.h, r.id)
+		if err == nil {
+			err = failpoint.Hit(failpoint.SourceAfterSeal)
+		}
 		r.payload = len(payload)
 		r.rec.set(func(s *pb.RelocationStatus) { s.PayloadBytes = uint64(len(payload)) })
 		return []relocation.Event{relocation.Captured{Payload: payload, Err: err}}
@@ -498,7 +505,13 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		if err := r.streamChunks(ctx, a.Payload, a.Manifest); err != nil {
 			return []relocation.Event{relocation.StreamBroken{Err: err}}
 		}
+		if err := failpoint.Hit(failpoint.SourceAfterLastChunk); err != nil {
+			return []relocation.Event{relocation.StreamBroken{Err: err}}
+		}
 	case relocation.SendBoundary:
+		if err := failpoint.Hit(failpoint.SourceBeforeCutover); err != nil {
+			return []relocation.Event{relocation.BoundarySent{}} // nothing sent: the target's fallback decides
+		}
 		count, err := r.sendBoundary()
 		if err != nil {
 			n.log.Warn().Err(err).Str("relocation", r.id.String()).Msg("sending the boundary")
@@ -548,7 +561,11 @@ func (r *sourceRun) streamChunks(ctx context.Context, payload []byte, m relocati
 			n.budget.release(size)
 			return err
 		}
-		err := r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: payload[start:end]}}})
+		err := failpoint.Hit(failpoint.SourceChunk)
+		if err == nil {
+			data := failpoint.Corrupt(failpoint.SourceChunkData, payload[start:end])
+			err = r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: data}}})
+		}
 		pb2.release(size)
 		n.budget.release(size)
 		if err != nil {
@@ -884,13 +901,26 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 	case relocation.Send:
 		_ = r.stream.Send(a.Frame) // a broken stream shows up as StreamBroken from Recv
 	case relocation.Restore:
-		return []relocation.Event{relocation.Restored{Err: r.restore(a.Payload)}}
+		err := r.restore(a.Payload)
+		if ferr := failpoint.Hit(failpoint.TargetBeforeReady); err == nil && ferr != nil {
+			n.discard(r.hidden)
+			r.hidden, err = nil, ferr
+		}
+		return []relocation.Event{relocation.Restored{Err: err}}
 	case relocation.Commit:
-		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, false)}
+		if err := failpoint.Hit(failpoint.TargetBeforeCommit); err != nil {
+			return []relocation.Event{relocation.CommitResult{Err: err}}
+		}
+		ev := r.commit(ctx, a.RelocationID, a.Participants, false)
+		if err := failpoint.Hit(failpoint.TargetAfterCommit); err != nil {
+			return []relocation.Event{relocation.CommitResult{Err: err}} // the reply "was lost": resolve by read-back
+		}
+		return []relocation.Event{ev}
 	case relocation.ResolveCommit:
 		time.Sleep(50 * time.Millisecond)
 		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, true)}
 	case relocation.Admit:
+		_ = failpoint.Hit(failpoint.TargetBeforeReplay)
 		n.admit(r.hidden, a.Committed, a.Data, r.m.ID())
 		r.hidden = nil
 	case relocation.Discard:
@@ -1103,3 +1133,8 @@ func (t *tombstones) answer(id wire.RelocationID, fp [32]byte) (*pb.RelocationFr
 	}
 	return ts.answer, true
 }
+
+// SetDraining marks the node as draining: new PREPAREs are refused with
+// ShuttingDown before anything is staged, and a target in READY does not
+// commit on its own without CUTOVER.
+func (n *Node) SetDraining(v bool) { n.draining.Store(v) }
