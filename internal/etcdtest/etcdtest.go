@@ -31,6 +31,7 @@ func Single(t testing.TB) *embedetcd.Server {
 	t.Helper()
 	c := embedetcd.Config{
 		Name:      "t0",
+		LogLevel:  "fatal", // etcd logs cancelled reads at error level: noise in tests
 		Dir:       t.TempDir(),
 		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
 		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
@@ -62,7 +63,7 @@ func Cluster(t testing.TB, n int) []*embedetcd.Server {
 		wg.Go(func() {
 			out[i], errs[i] = embedetcd.Start(context.Background(), embedetcd.Config{
 				Name: names[i], Dir: t.TempDir(), ClientURL: clients[i], PeerURL: peers[i],
-				InitialCluster: ic, ClusterToken: "etcdtest",
+				InitialCluster: ic, ClusterToken: "etcdtest", LogLevel: "fatal",
 			})
 		})
 	}
