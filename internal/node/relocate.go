@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
@@ -484,6 +483,7 @@ func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
 // do carries out one action; it returns the events that are its results.
 func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Event {
 	n := r.n
+
 	switch a := a.(type) {
 	case relocation.WriteIntent:
 		res, err := n.store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Source: n.self, Intent: a.Intent, LeaseID: n.keeper.LeaseID()})
@@ -598,9 +598,12 @@ func (r *sourceRun) sendBoundary() (int, error) {
 	return len(ws), err
 }
 
-// startSettle reads the object and this owner's key at one revision, then
-// again after every change of the object's record (a watch) or a nudge (a
-// frame from the target), until the machine leaves settling.
+// startSettle decides the outcome from etcd: a read of the object and this
+// owner's key at one revision, taken when the node's location cache (fed by
+// its watch on authority/) shows the record changed, when the target's
+// OUTCOME arrives, or every 250 ms (the deadline needs fresh reads too). It
+// adds no watch of its own: one watch per relocation would serialise on the
+// etcd client's watch stream.
 func (r *sourceRun) startSettle(parent context.Context) {
 	if r.settle != nil {
 		select {
@@ -613,29 +616,41 @@ func (r *sourceRun) startSettle(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	r.settle = cancel
 	r.settleT = make(chan struct{}, 1)
-	key := n.keys.Authority(r.h.obj)
+	seen := r.m.Prepare().GetCoordinator().GetStoreVersion()
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		var wch clientv3.WatchChan
-		for ctx.Err() == nil {
+		for r.waitSettle(ctx, seen) {
 			v, err := n.store.ReadMany(ctx, []keyspace.Object{r.h.obj}, []string{n.self.ID})
+			if cur, ok := v.Objects[r.h.name]; err == nil && ok {
+				seen = max(seen, cur.StoreVersion)
+			}
 			r.emit(relocation.SettleResult{View: v, Err: err})
-			if wch == nil && err == nil {
-				wch = n.etcd.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(v.Revision+1))
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case _, ok := <-wch:
-				if !ok {
-					wch = nil
-				}
-			case <-r.settleT:
-			case <-time.After(250 * time.Millisecond): // the deadline check needs fresh reads too
-			}
 		}
 	}()
+}
+
+// waitSettle returns true when it is time to read again: the cache holds a
+// record of the object newer than seen, a frame arrived from the target, or
+// 250 ms passed; false when settling ended.
+func (r *sourceRun) waitSettle(ctx context.Context, seen int64) bool {
+	t := time.NewTimer(250 * time.Millisecond)
+	defer t.Stop()
+	for {
+		changed := r.n.cache.Changed()
+		if loc, ok := r.n.cache.Lookup(r.h.obj); ok && loc.StoreVersion > seen {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-changed:
+		case <-r.settleT:
+			return true
+		case <-t.C:
+			return true
+		}
+	}
 }
 
 // seal stops dispatch to h (the handler in progress finishes), captures its

@@ -56,9 +56,6 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
 	defer cancel()
 	name := obj.String()
-	if k := n.knownGeneration(name); k > req.GetKnownObjectGeneration() {
-		req.KnownObjectGeneration = k
-	}
 	var last *pb.CallReply
 	backoff := 10 * time.Millisecond
 	for attempt := range maxRouteAttempts {
@@ -70,8 +67,11 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 		}
 		rep, retry := n.attempt(ctx, obj, typ, op, req)
 		if rep != nil && rep.GetFence() != nil && !n.acceptFence(name, rep.GetFence()) {
+			// A superseded owner answered: its state is abandoned, so the
+			// request is sent again to the current owner (same operation id).
 			n.metrics.staleRefused.Inc()
-			return &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: "refused a reply from " + rep.GetFence().GetOwnerId() + " older than a fence already seen for " + name}
+			rep, retry = &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: "refused a reply from " + rep.GetFence().GetOwnerId() + " older than a fence already seen for " + name}, true
+			n.refresh(ctx, obj)
 		}
 		if !retry || req.GetDirect() {
 			return rep
@@ -242,12 +242,6 @@ func rendezvous(object, owner string) uint64 {
 }
 
 // ---------------------------------------------------------------- fences
-
-func (n *Node) knownGeneration(name string) int64 {
-	n.fmu.Lock()
-	defer n.fmu.Unlock()
-	return n.fences[name].ObjectGeneration
-}
 
 // acceptFence records f if it is not older than the newest fence seen for the
 // object, and refuses it otherwise (a reply from a superseded owner).

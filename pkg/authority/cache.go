@@ -179,6 +179,13 @@ func (c *Cache) advanceLocked(rev int64, fresh bool) {
 	}
 }
 
+// Changed returns a channel closed when the cache next advances.
+func (c *Cache) Changed() <-chan struct{} {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.changed
+}
+
 // WaitRevision blocks until the cache is complete up to rev, or ctx ends.
 func (c *Cache) WaitRevision(ctx context.Context, rev int64) error {
 	for {

@@ -203,7 +203,11 @@ func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method
 			continue
 		}
 		if f := rep.GetFence(); f != nil && !c.accept(object, f) {
-			return nil, &wire.Error{Code: pb.Code_CODE_STALE_FENCE, Message: "refused a reply from " + f.GetOwnerId() + " older than a fence already seen"}
+			// A superseded owner answered: its state is abandoned; ask the
+			// current owner (same operation id).
+			last = &wire.Error{Code: pb.Code_CODE_STALE_FENCE, Message: "refused a reply from " + f.GetOwnerId() + " older than a fence already seen"}
+			c.forget(object)
+			continue
 		}
 		switch rep.GetCode() {
 		case pb.Code_CODE_OK:
