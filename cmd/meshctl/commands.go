@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/wire"
 )
 
 // Exit statuses.
@@ -37,9 +38,11 @@ func (e usageError) Unwrap() error { return e.err }
 type globals struct {
 	locationd string
 	node      string
-	output    string
-	timeout   time.Duration
-	lookup    func(string) (string, bool)
+	// etcdEndpoints, when set, make call route from etcd straight to owners.
+	etcdEndpoints []string
+	output        string
+	timeout       time.Duration
+	lookup        func(string) (string, bool)
 }
 
 // run is main without the process: it executes args and returns the exit
@@ -65,6 +68,8 @@ func errorLine(err error) string {
 		msg = "usage: " + err.Error() + " (see meshctl --help)"
 	} else if e, ok := api.AsError(err); ok {
 		msg = e.Code + ": " + e.Message
+	} else if we := new(*wire.Error); errors.As(err, we) {
+		msg = wireErrorMessage(err, *we)
 	} else {
 		msg = api.CodeInternal + ": " + err.Error()
 	}
@@ -75,8 +80,9 @@ func newRoot(stdout io.Writer, lookup func(string) (string, bool)) *cobra.Comman
 	g := &globals{lookup: lookup}
 	root := &cobra.Command{
 		Use:   "meshctl",
-		Short: "inspect a meshloc cluster through locationd",
-		Long: `meshctl inspects a meshloc cluster through locationd's API.
+		Short: "inspect a meshloc cluster through locationd, and call its objects",
+		Long: `meshctl inspects a meshloc cluster through locationd's API (owners,
+objects, get), and calls objects through a meshnode gateway (call).
 
 Global flags can also be set by the environment: MESHCTL_<FLAG>, e.g.
 MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins.
@@ -109,13 +115,14 @@ line on stderr: "meshctl: <code>: <message>".`,
 	}
 	pf := root.PersistentFlags()
 	pf.StringVar(&g.locationd, "locationd", "http://127.0.0.1:7070", "URL of locationd's API")
-	pf.StringVar(&g.node, "node", "127.0.0.1:7100", "gRPC address of a meshnode gateway (for call, relocate: not used yet)")
+	pf.StringVar(&g.node, "node", "127.0.0.1:7100", "gRPC address of a meshnode gateway (for call)")
+	pf.Var(cliutil.NewList(&g.etcdEndpoints), "etcd-endpoints", "comma-separated etcd client URLs: call routes from etcd straight to the owner instead of through --node")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (the API's JSON)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "bound on each request")
 	root.SetOut(stdout)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout))
+	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}

@@ -1,10 +1,14 @@
 // Command meshctl inspects and (later) operates a meshloc cluster through
 // locationd's API, in the manner of etcdctl: `meshctl owners`, `meshctl
-// objects --orphaned`, `meshctl get actor/counter/c1`, with -o table|json.
+// objects --orphaned`, `meshctl get actor/counter/c1`, with -o table|json;
+// and calls objects through a meshnode gateway: `meshctl call actor/counter/c1
+// add 2` (or, with --etcd-endpoints, straight to the owner).
 //
 // Exit status: 0 on success, 1 on an error, 2 on a usage error. An error is
 // one line on stderr: "meshctl: <code>: <message>", where <code> is the API's
-// (not_found, invalid_argument, unavailable, internal) or "usage".
+// (not_found, invalid_argument, unavailable, internal), a call's code
+// (wire.CodeName: state_lost, unknown_method, deadline_exceeded, ...), or
+// "usage".
 package main
 
 import (

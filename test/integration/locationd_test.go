@@ -7,98 +7,17 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/meshloc/meshloc/internal/etcdtest"
-	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 )
-
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// moduleRoot is the directory of the go.mod this test belongs to.
-func moduleRoot(t *testing.T) string {
-	t.Helper()
-	out, err := exec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		t.Fatalf("go env GOMOD: %v", err)
-	}
-	gomod := strings.TrimSpace(string(out))
-	if gomod == "" || gomod == os.DevNull {
-		t.Fatal("not inside a Go module")
-	}
-	return filepath.Dir(gomod)
-}
-
-// build compiles ./cmd/<name> of the module into dir.
-func build(t *testing.T, root, dir, name string) string {
-	t.Helper()
-	bin := filepath.Join(dir, name)
-	cmd := exec.Command("go", "build", "-o", bin, "./cmd/"+name)
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/%s: %v\n%s", name, err, out)
-	}
-	return bin
-}
-
-// syncBuffer collects a process's output for the failure message.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// process is a started binary; wait returns its exit error once.
-type process struct {
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan error
-}
-
-func startProcess(t *testing.T, bin string, args ...string) *process {
-	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), out: &syncBuffer{}, done: make(chan error, 1)}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", bin, err)
-	}
-	go func() { p.done <- p.cmd.Wait() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			t.Logf("output of %s:\n%s", filepath.Base(bin), p.out)
-		}
-	})
-	return p
-}
-
-func freeAddr(t *testing.T) string { return fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)) }
 
 // TestLocationdProcess: locationd as a process with its embedded etcd; an
 // owner and an object written through pkg/lease and pkg/authority are seen in
@@ -108,40 +27,9 @@ func TestLocationdProcess(t *testing.T) {
 		t.Skip("builds and runs binaries")
 	}
 	root := moduleRoot(t)
-	bin := build(t, root, t.TempDir(), "locationd")
-
-	clientURL := "http://" + freeAddr(t)
-	httpAddr := freeAddr(t)
-	p := startProcess(t, bin,
-		"--data-dir", filepath.Join(t.TempDir(), "locationd"),
-		"--listen-client", clientURL,
-		"--listen-peer", "http://"+freeAddr(t),
-		"--http", httpAddr,
-	)
-
-	// Wait for /readyz.
+	p, clientURL, cl := startLocationd(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cl, err := api.NewClient("http://"+httpAddr, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		rctx, rcancel := context.WithTimeout(ctx, 2*time.Second)
-		err := cl.Ready(rctx)
-		rcancel()
-		if err == nil {
-			break
-		}
-		select {
-		case perr := <-p.done:
-			p.done <- perr
-			t.Fatalf("locationd exited before ready: %v", perr)
-		case <-ctx.Done():
-			t.Fatalf("locationd not ready: %v", err)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 
 	// An owner and one object, through the packages the nodes use.
 	etcd := etcdtest.Client(t, clientURL)
@@ -208,15 +96,13 @@ func TestLocationdProcess(t *testing.T) {
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Fatalf("locationd exited with %v after SIGTERM", err)
-		}
-	case <-time.After(20 * time.Second):
+	if !p.wait(20 * time.Second) {
 		t.Fatal("locationd still running 20s after SIGTERM")
 	}
-	if c, err := net.DialTimeout("tcp", httpAddr, time.Second); err == nil {
+	if p.err != nil {
+		t.Fatalf("locationd exited with %v after SIGTERM", p.err)
+	}
+	if c, err := net.DialTimeout("tcp", strings.TrimPrefix(cl.Base(), "http://"), time.Second); err == nil {
 		c.Close()
 		t.Fatal("the API port still accepts connections after exit")
 	}

@@ -1,0 +1,155 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// callOutput is the -o json form of a successful call.
+type callOutput struct {
+	Object      string          `json:"object"`
+	Method      string          `json:"method"`
+	OperationID string          `json:"operationId"`
+	Payload     json.RawMessage `json:"payload"`
+	Fence       authority.Fence `json:"fence"`
+	// StoreVersion of the authority record the fence comes from.
+	StoreVersion int64 `json:"storeVersion"`
+	// Replayed: answered from the owner's de-duplication table (the
+	// operation id had already been executed).
+	Replayed bool `json:"replayed"`
+}
+
+// unknownOutcome wraps the error of a call that may or may not have been
+// executed (its deadline passed): the operation id lets the user retry it
+// safely with --op-id.
+type unknownOutcome struct {
+	err error
+	op  wire.OperationID
+}
+
+func (e unknownOutcome) Error() string {
+	return fmt.Sprintf("%v; outcome unknown: retry with --op-id %s", e.err, e.op)
+}
+
+func (e unknownOutcome) Unwrap() error { return e.err }
+
+// wireErrorMessage is "<code_name>: <message>" for an error carrying a
+// *wire.Error: the code of the first one in its chain, then err's text
+// without repeating the code.
+func wireErrorMessage(err error, we *wire.Error) string {
+	code := wire.CodeName(we.Code)
+	s := err.Error()
+	if strings.HasPrefix(s, code+": ") {
+		return s
+	}
+	return code + ": " + s
+}
+
+func callCmd(g *globals, out io.Writer) *cobra.Command {
+	var opID string
+	cmd := &cobra.Command{
+		Use:   "call OBJECT METHOD [ARG...]",
+		Short: "call a method of an object, e.g. call actor/counter/c1 add 2",
+		Long: `Call METHOD of OBJECT with string arguments, through the gateway --node
+(any meshnode), or, with --etcd-endpoints, straight to the object's owner
+routed from etcd.
+
+Table output is the reply's JSON payload on one line, then
+  served by <owner>@<generation> objectGeneration=<g> ownerGeneration=<g>
+with " (replayed)" when the owner answered from its de-duplication table.
+-o json prints {"object","method","operationId","payload","fence",
+"storeVersion","replayed"}.
+
+Every call carries an operation id (a UUIDv7, new unless --op-id gives one).
+A call whose deadline passes has an unknown outcome: its error line names the
+operation id; run the same call again with --op-id ID and it is executed at
+most once. Put "--" before arguments that begin with "-", e.g.
+  meshctl call actor/counter/c1 add -- -5`,
+		Args: func(cmd *cobra.Command, args []string) error {
+			if len(args) < 2 {
+				return usageError{fmt.Errorf("%s: requires OBJECT and METHOD, received %d arg(s)", cmd.CommandPath(), len(args))}
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			object, method := args[0], args[1]
+			op := wire.NewOperationID()
+			if cmd.Flags().Changed("op-id") {
+				var err error
+				if op, err = wire.ParseOperationID(opID); err != nil {
+					return usageError{fmt.Errorf("--op-id: %w", err)}
+				}
+			}
+			cfg := client.Config{Timeout: g.timeout}
+			if len(g.etcdEndpoints) > 0 {
+				cfg.EtcdEndpoints = g.etcdEndpoints
+			} else {
+				if g.node == "" {
+					return usageError{errors.New("--node is empty (give a gateway address like 127.0.0.1:7100, or --etcd-endpoints)")}
+				}
+				cfg.Nodes = []string{g.node}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			c, err := client.New(ctx, cfg)
+			if err != nil {
+				return &wire.Error{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("etcd %s: %v", strings.Join(g.etcdEndpoints, ","), err)}
+			}
+			defer c.Close()
+			argv := make([][]byte, len(args)-2)
+			for i, a := range args[2:] {
+				argv[i] = []byte(a)
+			}
+			r, err := c.CallOp(ctx, op, object, method, argv)
+			if err != nil {
+				var we *wire.Error
+				if !errors.As(err, &we) || we.Code == pb.Code_CODE_DEADLINE_EXCEEDED {
+					return unknownOutcome{err: err, op: op}
+				}
+				return err
+			}
+			payload := bytes.TrimSpace(r.Payload)
+			if len(payload) == 0 {
+				payload = []byte("null")
+			} else if !json.Valid(payload) {
+				payload, _ = json.Marshal(string(r.Payload))
+			}
+			if g.output == "json" {
+				b, err := json.Marshal(callOutput{
+					Object: object, Method: method, OperationID: op.String(), Payload: payload,
+					Fence: r.Fence, StoreVersion: r.StoreVersion, Replayed: r.Replayed,
+				})
+				if err != nil {
+					return err
+				}
+				return printJSON(out, b)
+			}
+			var line bytes.Buffer
+			if err := json.Compact(&line, payload); err != nil {
+				return err
+			}
+			fmt.Fprintf(&line, "\nserved by %s objectGeneration=%d ownerGeneration=%d",
+				r.Fence.Owner, r.Fence.ObjectGeneration, r.Fence.OwnerGeneration)
+			if r.Replayed {
+				line.WriteString(" (replayed)")
+			}
+			line.WriteByte('\n')
+			_, err = out.Write(line.Bytes())
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&opID, "op-id", "", "operation id (a UUIDv7) of an earlier call to retry: executed at most once")
+	return cmd
+}
