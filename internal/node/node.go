@@ -217,7 +217,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
 
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(wire.MaxMessageBytes), grpc.MaxSendMsgSize(wire.MaxMessageBytes))
+	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
+		// Large windows: STATE chunks are up to 16 MiB; the default 64 KiB
+		// window makes a relocation stream wait for window updates.
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow))
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -490,19 +491,23 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		return []relocation.Event{relocation.IntentResult{Result: writeResult(res), Err: err}}
 	case relocation.Seal:
 		r.sealAt = n.now()
-		payload, err := n.seal(ctx, r.h, r.id)
+		segs, err := n.seal(ctx, r.h, r.id)
 		if err == nil {
 			err = failpoint.Hit(failpoint.SourceAfterSeal)
 		}
-		r.payload = len(payload)
-		r.rec.set(func(s *pb.RelocationStatus) { s.PayloadBytes = uint64(len(payload)) })
-		return []relocation.Event{relocation.Captured{Payload: payload, Err: err}}
+		size := 0
+		for _, sg := range segs {
+			size += len(sg)
+		}
+		r.payload = size
+		r.rec.set(func(s *pb.RelocationStatus) { s.PayloadBytes = uint64(size) })
+		return []relocation.Event{relocation.Captured{Segments: segs, Err: err}}
 	case relocation.Send:
 		if err := r.stream.Send(a.Frame); err != nil {
 			return []relocation.Event{relocation.StreamBroken{Err: err}}
 		}
 	case relocation.StreamChunks:
-		if err := r.streamChunks(ctx, a.Payload, a.Manifest); err != nil {
+		if err := r.streamChunks(ctx, a.Segments, a.Manifest); err != nil {
 			return []relocation.Event{relocation.StreamBroken{Err: err}}
 		}
 		if err := failpoint.Hit(failpoint.SourceAfterLastChunk); err != nil {
@@ -548,9 +553,10 @@ func writeResult(w authority.WriteResult) relocation.WriteResult {
 	return relocation.WriteResult{Written: w.Written, Found: w.Found, OwnerAlive: w.OwnerAlive, Snapshot: w.Snapshot}
 }
 
-func (r *sourceRun) streamChunks(ctx context.Context, payload []byte, m relocation.Manifest) error {
+func (r *sourceRun) streamChunks(ctx context.Context, segs [][]byte, m relocation.Manifest) error {
 	n := r.n
 	pb2 := n.peerBudget(r.target.Descriptor.Address)
+	var scratch []byte
 	for i := range m.Chunks {
 		start, end := m.ChunkSpan(i)
 		size := int64(end - start)
@@ -563,7 +569,11 @@ func (r *sourceRun) streamChunks(ctx context.Context, payload []byte, m relocati
 		}
 		err := failpoint.Hit(failpoint.SourceChunk)
 		if err == nil {
-			data := failpoint.Corrupt(failpoint.SourceChunkData, payload[start:end])
+			scratch = relocation.Gather(segs, start, end, scratch)
+			data := failpoint.Corrupt(failpoint.SourceChunkData, scratch)
+			if len(data) > 0 && len(scratch) > 0 && &data[0] != &scratch[0] {
+				scratch = scratch[:0] // a corrupted copy was made; keep our buffer
+			}
 			err = r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: data}}})
 		}
 		pb2.release(size)
@@ -653,10 +663,14 @@ func (r *sourceRun) waitSettle(ctx context.Context, seen int64) bool {
 	}
 }
 
+// payloadMagic starts every relocation payload (see pb.Envelope).
+const payloadMagic = "MLRE"
+
 // seal stops dispatch to h (the handler in progress finishes), captures its
-// state, timers, de-duplication table and queue, and encodes the envelope.
+// state, timers, de-duplication table and queue, and encodes the payload:
+// the envelope header, then the state bytes as they are (no copy).
 // Requests arriving from now on are kept as the boundary.
-func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([]byte, error) {
+func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]byte, error) {
 	h.mu.Lock()
 	h.mode = modeBoundary
 	var wait chan struct{}
@@ -689,7 +703,7 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([]byt
 	ps := &pb.ParticipantState{
 		Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
 			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version},
-		State: state, Timers: timers, Replies: h.replies.Encode(),
+		StateLength: uint64(len(state)), Timers: timers, Replies: h.replies.Encode(),
 	}
 	h.captured = nil
 	for _, w := range h.queue {
@@ -703,7 +717,43 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([]byt
 	}
 	h.queue = nil
 	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: []*pb.ParticipantState{ps}}
-	return proto.Marshal(env)
+	hdr, err := proto.Marshal(env)
+	if err != nil {
+		return nil, err
+	}
+	head := make([]byte, 8, 8+len(hdr))
+	copy(head, payloadMagic)
+	binary.BigEndian.PutUint32(head[4:], uint32(len(hdr)))
+	return [][]byte{append(head, hdr...), state}, nil
+}
+
+// decodePayload splits an assembled payload into its envelope and each
+// participant's state (sub-slices of payload: no copy).
+func decodePayload(payload []byte) (*pb.Envelope, [][]byte, error) {
+	if len(payload) < 8 || string(payload[:4]) != payloadMagic {
+		return nil, nil, fmt.Errorf("%w: payload does not start with %q", relocation.ErrProtocol, payloadMagic)
+	}
+	hl := uint64(binary.BigEndian.Uint32(payload[4:8]))
+	if hl > uint64(len(payload)-8) {
+		return nil, nil, fmt.Errorf("%w: envelope of %d bytes in a payload of %d", relocation.ErrProtocol, hl, len(payload))
+	}
+	var env pb.Envelope
+	if err := proto.Unmarshal(payload[8:8+hl], &env); err != nil {
+		return nil, nil, fmt.Errorf("%w: envelope: %v", relocation.ErrProtocol, err)
+	}
+	rest := payload[8+hl:]
+	states := make([][]byte, len(env.GetParticipants()))
+	for i, ps := range env.GetParticipants() {
+		l := ps.GetStateLength()
+		if l > uint64(len(rest)) {
+			return nil, nil, fmt.Errorf("%w: state of %d bytes, %d left", relocation.ErrProtocol, l, len(rest))
+		}
+		states[i], rest = rest[:l:l], rest[l:]
+	}
+	if len(rest) != 0 {
+		return nil, nil, fmt.Errorf("%w: %d bytes after the last state", relocation.ErrProtocol, len(rest))
+	}
+	return &env, states, nil
 }
 
 // reopen puts h back in service after an aborted relocation: captured, then
@@ -977,16 +1027,16 @@ func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []recor
 // requests for them wait, but admitting nothing until the commit.
 func (r *targetRun) restore(payload []byte) error {
 	n := r.n
-	var env pb.Envelope
-	if err := proto.Unmarshal(payload, &env); err != nil {
-		return fmt.Errorf("%w: envelope: %v", relocation.ErrProtocol, err)
+	env, states, err := decodePayload(payload)
+	if err != nil {
+		return err
 	}
 	if env.GetVersion() != wire.Version || len(env.GetParticipants()) == 0 {
 		return fmt.Errorf("%w: envelope version %d with %d participants", relocation.ErrProtocol, env.GetVersion(), len(env.GetParticipants()))
 	}
 	var made []*hosted
 	undo := func() { n.discard(made) }
-	for _, ps := range env.GetParticipants() {
+	for i, ps := range env.GetParticipants() {
 		obj, err := keyspace.ParseObject(ps.GetParticipant().GetObject())
 		if err != nil {
 			undo()
@@ -1000,7 +1050,7 @@ func (r *targetRun) restore(payload []byte) error {
 		h := newHosted(n, obj, typ)
 		close(h.ready)
 		h.inst = typ.New()
-		if err := h.inst.Restore(ps.GetState()); err != nil {
+		if err := h.inst.Restore(states[i]); err != nil {
 			undo()
 			return fmt.Errorf("restore %s: %w", obj, err)
 		}

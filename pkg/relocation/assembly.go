@@ -41,6 +41,52 @@ func PlanChunks(payload []byte, chunkSize int) Manifest {
 	return Manifest{Length: n, Chunks: c, CRC32C: wire.CRC32C(payload)}
 }
 
+// PlanSegments returns the manifest of the concatenation of segs cut into
+// chunks of at most chunkSize bytes.
+func PlanSegments(segs [][]byte, chunkSize int) Manifest {
+	var n uint64
+	var crc uint32
+	for _, s := range segs {
+		n += uint64(len(s))
+		crc = wire.UpdateCRC32C(crc, s)
+	}
+	c := uint32(1)
+	if n > 0 {
+		c = uint32((n + uint64(chunkSize) - 1) / uint64(chunkSize))
+	}
+	return Manifest{Length: n, Chunks: c, CRC32C: crc}
+}
+
+// Gather copies bytes [start, end) of the concatenation of segs into buf
+// (grown as needed), or returns a sub-slice of one segment without copying
+// when the range lies inside it.
+func Gather(segs [][]byte, start, end uint64, buf []byte) []byte {
+	var off uint64
+	for i, s := range segs {
+		l := uint64(len(s))
+		if start >= off && end <= off+l {
+			return s[start-off : end-off]
+		}
+		if start < off+l {
+			buf = buf[:0]
+			for _, t := range segs[i:] {
+				lo := max(start, off)
+				hi := min(end, off+uint64(len(t)))
+				if lo < hi {
+					buf = append(buf, t[lo-off:hi-off]...)
+				}
+				off += uint64(len(t))
+				if off >= end {
+					break
+				}
+			}
+			return buf
+		}
+		off += l
+	}
+	return buf[:0]
+}
+
 // ChunkSpan is the [start, end) byte range of chunk i.
 func (m Manifest) ChunkSpan(i uint32) (uint64, uint64) {
 	cs := m.chunkSize()

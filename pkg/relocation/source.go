@@ -53,9 +53,14 @@ type (
 		Err    error
 	}
 	// Captured: the object is sealed and its envelope encoded (Err: capture failed).
+	//
+	// The payload is Payload, or, when Segments is set, the concatenation of
+	// Segments (a large state is streamed without being copied into one
+	// buffer first).
 	Captured struct {
-		Payload []byte
-		Err     error
+		Payload  []byte
+		Segments [][]byte
+		Err      error
 	}
 	// BoundarySent: DATA frames and CUTOVER were sent; Count requests.
 	BoundarySent struct{ Count int }
@@ -92,8 +97,9 @@ type (
 	// the envelope; result: Captured. From now on requests are AdmitBoundary.
 	Seal struct{}
 	// StreamChunks sends the payload as STATE chunks under the byte budgets.
+	// The payload is the concatenation of Segments.
 	StreamChunks struct {
-		Payload  []byte
+		Segments [][]byte
 		Manifest Manifest
 	}
 	// SendBoundary sends every boundary request as DATA (in order), then
@@ -168,6 +174,10 @@ type Source struct {
 	msg       string
 	outcome   Outcome
 	nowMs     int64
+	// aborting: abort was called, the object is on its way back to the
+	// source; a read that shows the record still ours is preserved again at
+	// once instead of waiting for the deadline.
+	aborting bool
 }
 
 // NewSource returns a machine in SourceIntent.
@@ -227,7 +237,10 @@ func (s *Source) finish(o Outcome, code pb.Code, msg string) Action {
 // abort starts the way back to the source: preserve first (so a target that
 // got PREPARE can never commit afterwards), then reopen.
 func (s *Source) abort(code pb.Code, msg string) []Action {
-	s.code, s.msg = code, msg
+	if !s.aborting { // a repeated preserve keeps the first reason
+		s.code, s.msg = code, msg
+	}
+	s.aborting = true
 	s.phase = SourcePreserving
 	return []Action{Preserve{Seen: s.seen}}
 }
@@ -241,17 +254,29 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 	case SourceIntent:
 		switch e := ev.(type) {
 		case IntentResult:
-			if e.Err != nil || !e.Result.Written {
-				why := "the record changed before the intent"
-				if e.Err != nil {
-					why = e.Err.Error()
+			// Nothing is sealed yet: the object still serves here. When the
+			// source still owns it the relocation is aborted (Admission
+			// stays AdmitServe), not failed. An uncertain intent that did
+			// land names no PREPARE, so no target can commit on it, and the
+			// next relocation's intent overwrites it.
+			if e.Err != nil {
+				return []Action{s.finish(Aborted, pb.Code_CODE_UNAVAILABLE, "intent uncertain: "+e.Err.Error())}, nil
+			}
+			if !e.Result.Written {
+				if s.stillOurs(e.Result) {
+					return []Action{s.finish(Aborted, pb.Code_CODE_STALE_FENCE, "intent not written: the record changed before the intent")}, nil
 				}
-				return []Action{s.finish(Failed, pb.Code_CODE_UNAVAILABLE, "intent not written: "+why)}, nil
+				return []Action{s.finish(Failed, pb.Code_CODE_UNAVAILABLE, "intent not written: the record is no longer this owner's")}, nil
 			}
 			s.seen = e.Result.Snapshot
 			s.phase = SourceCapturing
 			return []Action{Seal{}}, nil
 		case Tick:
+			return nil, nil
+		case StreamBroken:
+			// The stream is opened before Start (doc.go, driver duty 1) and
+			// may break before PREPARE: nothing is sealed yet; sending
+			// PREPARE will fail and abort before READY.
 			return nil, nil
 		case Stop:
 			return []Action{s.finish(Shutdown, pb.Code_CODE_SHUTTING_DOWN, "stopped before the seal")}, nil
@@ -262,12 +287,16 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			if e.Err != nil {
 				return s.abort(pb.Code_CODE_INTERNAL, "capture failed: "+e.Err.Error()), nil
 			}
-			s.manifest = PlanChunks(e.Payload, s.cfg.ChunkSize)
+			segs := e.Segments
+			if segs == nil {
+				segs = [][]byte{e.Payload}
+			}
+			s.manifest = PlanSegments(segs, s.cfg.ChunkSize)
 			s.prepare = s.buildPrepare()
 			s.phase = SourcePreparing
 			return []Action{
 				Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},
-				StreamChunks{Payload: e.Payload, Manifest: s.manifest},
+				StreamChunks{Segments: segs, Manifest: s.manifest},
 			}, nil
 		case Tick, StreamBroken:
 			return nil, nil // the capture result comes next
@@ -290,6 +319,15 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 					return nil, fmt.Errorf("%w: FAILED for another relocation", ErrProtocol)
 				}
 				return s.abort(f.Failed.GetCode(), "target refused: "+f.Failed.GetMessage()), nil
+			case *pb.RelocationFrame_Outcome:
+				// READY was lost and the target committed after its fallback
+				// wait. The store decides, as always; nothing went as DATA.
+				if !s.sameID(f.Outcome.GetRelocationId()) {
+					return nil, fmt.Errorf("%w: OUTCOME for another relocation", ErrProtocol)
+				}
+				s.applied = int(f.Outcome.GetDataApplied())
+				s.phase = SourceSettling
+				return []Action{Settle{}}, nil
 			}
 			return nil, fmt.Errorf("%w: %s before READY", ErrProtocol, frameName(e.Frame))
 		case StreamBroken:
@@ -320,7 +358,16 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 				s.applied = int(o.Outcome.GetDataApplied())
 			}
 			return nil, nil // the settle watch decides, not the target's word
-		case Tick, StreamBroken:
+		case Tick:
+			// A watch reports changes only: a target that died or drains
+			// after READY changes nothing, so the deadline is acted on here.
+			// Preserving the last record read as ours is safe whatever
+			// happened since: it is a compare-and-swap.
+			if e.NowMs >= s.cfg.DeadlineMs {
+				return s.abort(pb.Code_CODE_DEADLINE_EXCEEDED, "the target did not commit before the deadline"), nil
+			}
+			return nil, nil
+		case StreamBroken:
 			return nil, nil
 		case Stop:
 			return []Action{s.finish(Shutdown, pb.Code_CODE_SHUTTING_DOWN, "stopped while settling")}, nil
@@ -384,13 +431,24 @@ func (s *Source) settle(e SettleResult) ([]Action, error) {
 		if !e.View.Alive(s.cfg.Self) {
 			return s.lost("the source's lease ended before the target committed")
 		}
-		if s.nowMs >= s.cfg.DeadlineMs {
-			s.seen = cur
+		s.seen = cur
+		// Once aborting (a failure before READY, or a preserve that was
+		// uncertain or lost to a write that kept the record ours), preserve
+		// again now: nothing else would wake the machine before the deadline.
+		if s.aborting || s.nowMs >= s.cfg.DeadlineMs {
 			return s.abort(pb.Code_CODE_DEADLINE_EXCEEDED, "the target did not commit before the deadline"), nil
 		}
 		return nil, nil
 	}
 	return s.lost(fmt.Sprintf("the record moved to %s with object generation %d", r.Owner, r.ObjectGeneration))
+}
+
+// stillOurs reports whether a failed write's current record is still this
+// source's object at the generations it planned from, its owner alive.
+func (s *Source) stillOurs(w WriteResult) bool {
+	r, want := w.Snapshot.Record, s.cfg.Object.Record
+	return w.Found && w.OwnerAlive && r.Owner == s.cfg.Self &&
+		r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration
 }
 
 func (s *Source) dataApplied() int {

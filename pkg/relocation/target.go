@@ -110,6 +110,11 @@ type Target struct {
 	code         pb.Code
 	msg          string
 	cutover      bool
+	// draining is sticky: once the node drains (or stops) no stage finishes
+	// restoring and no cutover is self-ordered (seed-inventory §8 bugs 11-12).
+	draining bool
+	// resolving: the last commit was uncertain and is being read back.
+	resolving bool
 }
 
 // NewTarget returns a machine waiting for PREPARE.
@@ -181,14 +186,28 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 	switch e := ev.(type) {
 	case Tick:
 		t.nowMs = e.NowMs
+		t.draining = t.draining || e.Draining
+	case Stop:
+		t.draining = true
 	case PrepareEvent:
 		t.nowMs = e.NowMs
+		t.draining = t.draining || e.Draining
 		if t.phase != TargetNew {
 			return t.repeatedPrepare(e.Prepare)
 		}
 		return t.onPrepare(e)
 	}
 	switch t.phase {
+	case TargetNew:
+		switch e := ev.(type) {
+		case Received:
+			if _, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk); ok {
+				return nil, nil // its PREPARE was lost: a stray chunk, ignored (seed §2.6)
+			}
+			return nil, fmt.Errorf("%w: %s before PREPARE", ErrProtocol, frameName(e.Frame))
+		case Tick, StreamBroken, Stop:
+			return nil, nil
+		}
 	case TargetAssembling:
 		switch e := ev.(type) {
 		case Received:
@@ -200,7 +219,7 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 		case StreamBroken:
 			return []Action{t.finish(Failed, pb.Code_CODE_UNAVAILABLE, "source stream broke before READY")}, nil
 		case Tick:
-			if e.Draining {
+			if t.draining {
 				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target shutting down during assembly", false), nil
 			}
 			if t.nowMs >= t.prepare.GetDeadlineUnixMs() {
@@ -220,6 +239,9 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 				}
 				return t.fail(code, "restore: "+e.Err.Error(), true), nil
 			}
+			if t.draining { // seed §8 bug 12: a restore never finishes staging after drain began
+				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target shutting down during restore", true), nil
+			}
 			if t.nowMs >= t.prepare.GetDeadlineUnixMs() {
 				return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "READY would be past the deadline", true), nil
 			}
@@ -229,6 +251,9 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 			t.lastAnswer = f
 			return []Action{Send{Frame: f}}, nil
 		case Received:
+			if _, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk); ok {
+				return nil, nil // a duplicate of a chunk already assembled
+			}
 			return nil, fmt.Errorf("%w: %s before READY", ErrProtocol, frameName(e.Frame))
 		case Tick, StreamBroken, Stop:
 			return nil, nil // Restored comes next
@@ -249,14 +274,18 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 			// doc.go §5: without CUTOVER the target commits on its own after
 			// the fallback wait — unless it is draining (a sealed target
 			// never self-orders a cutover); then it gives up at the deadline.
-			if !e.Draining && t.nowMs >= t.readyAtMs+t.cfg.FallbackMs {
+			if !t.draining && t.nowMs >= t.readyAtMs+t.cfg.FallbackMs {
 				return t.commit(), nil
 			}
-			if e.Draining && t.nowMs >= t.prepare.GetDeadlineUnixMs()+t.cfg.FallbackMs {
+			if t.draining && t.nowMs >= t.prepare.GetDeadlineUnixMs()+t.cfg.FallbackMs {
 				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "draining target gave up waiting for CUTOVER", true), nil
 			}
 			return nil, nil
-		case StreamBroken, Stop:
+		case Stop:
+			// Nothing is committed: ending now is safe (the source preserves
+			// at its deadline), and a stopping node must not take the object.
+			return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target stopping before the commit", true), nil
+		case StreamBroken:
 			return nil, nil // the fallback (or the deadline when draining) decides
 		}
 	case TargetCommitting:
@@ -388,6 +417,18 @@ func (t *Target) onData(d *pb.Data) ([]Action, error) {
 	return nil, nil
 }
 
+// untouched reports whether every participant is still at the store
+// version the commit expects.
+func (t *Target) untouched(cur map[string]record.Snapshot) bool {
+	for _, p := range t.participants {
+		c, ok := cur[p.Object.String()]
+		if !ok || c.StoreVersion != p.StoreVersion {
+			return false
+		}
+	}
+	return true
+}
+
 // RequestBytes is the canonical encoding of a request for the CUTOVER CRC.
 func RequestBytes(r *pb.CallRequest) []byte {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
@@ -413,8 +454,20 @@ func (t *Target) commit() []Action {
 
 func (t *Target) onCommit(e CommitResult) []Action {
 	if e.Err != nil {
+		t.resolving = true
 		return []Action{ResolveCommit{RelocationID: t.id, Participants: t.participants}}
 	}
+	if !e.Committed && t.resolving && t.untouched(e.Records) {
+		// DESIGN.md §3: an uncertain commit is decided again, never taken
+		// as a failure. The read-back shows it did not land and nothing else
+		// wrote the records: commit again (the same compares keep it safe;
+		// seed §2.9 retries while the records are still the source's). A
+		// direct refusal of an untouched record is not retried: then the
+		// target's own owner key failed the compare.
+		t.resolving = false
+		return t.commit()
+	}
+	t.resolving = false
 	if !e.Committed {
 		out := t.fail(pb.Code_CODE_STALE_FENCE, "commit refused: the source's record changed (preserved or moved)", true)
 		return out

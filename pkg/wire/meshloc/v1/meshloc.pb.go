@@ -1137,7 +1137,9 @@ type ParticipantState struct {
 	// pkg/actor ReplyTable encoding (the de-duplication table).
 	Replies []byte `protobuf:"bytes,4,opt,name=replies,proto3" json:"replies,omitempty"`
 	// Requests queued at the source when it sealed, in order.
-	Queued        []*CallRequest `protobuf:"bytes,5,rep,name=queued,proto3" json:"queued,omitempty"`
+	Queued []*CallRequest `protobuf:"bytes,5,rep,name=queued,proto3" json:"queued,omitempty"`
+	// When state is carried outside the envelope (see Envelope), its length.
+	StateLength   uint64 `protobuf:"varint,6,opt,name=state_length,json=stateLength,proto3" json:"state_length,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1207,7 +1209,18 @@ func (x *ParticipantState) GetQueued() []*CallRequest {
 	return nil
 }
 
-// Envelope is the payload a relocation streams in STATE chunks.
+func (x *ParticipantState) GetStateLength() uint64 {
+	if x != nil {
+		return x.StateLength
+	}
+	return 0
+}
+
+// Envelope describes the payload a relocation streams in STATE chunks. The
+// payload is "MLRE", a 4-byte big-endian length, this Envelope with every
+// participant's state left out, then each participant's state (state_length
+// bytes) in order: large states are neither copied into nor out of a
+// protobuf buffer.
 type Envelope struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
@@ -1923,13 +1936,14 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x04code\x18\x02 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12/\n" +
 	"\tcommitted\x18\x03 \x01(\v2\x11.meshloc.v1.FenceR\tcommitted\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
-	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xc6\x01\n" +
+	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xe9\x01\n" +
 	"\x10ParticipantState\x129\n" +
 	"\vparticipant\x18\x01 \x01(\v2\x17.meshloc.v1.ParticipantR\vparticipant\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
 	"\x06timers\x18\x03 \x01(\fR\x06timers\x12\x18\n" +
 	"\areplies\x18\x04 \x01(\fR\areplies\x12/\n" +
-	"\x06queued\x18\x05 \x03(\v2\x17.meshloc.v1.CallRequestR\x06queued\"\x8b\x01\n" +
+	"\x06queued\x18\x05 \x03(\v2\x17.meshloc.v1.CallRequestR\x06queued\x12!\n" +
+	"\fstate_length\x18\x06 \x01(\x04R\vstateLength\"\x8b\x01\n" +
 	"\bEnvelope\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x12@\n" +
