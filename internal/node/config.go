@@ -55,6 +55,9 @@ type Config struct {
 	// request it handed over before answering Unavailable (the caller then
 	// retries with the same operation id; default 5 s).
 	RelayWait time.Duration
+	// ForwardWindow: how long requests for an object that moved away are
+	// forwarded to its new owner before they are redirected (default 5 s).
+	ForwardWindow time.Duration
 	// ChunkBytes is the STATE chunk size (default 1 MiB).
 	ChunkBytes int
 	// NodeBudgetBytes bounds STATE bytes in flight from this node (default 64 MiB).
@@ -80,6 +83,7 @@ func DefaultConfig() Config {
 		RelocationTimeout:  10 * time.Second,
 		CutoverFallback:    2 * time.Second,
 		RelayWait:          5 * time.Second,
+		ForwardWindow:      5 * time.Second,
 		ChunkBytes:         1 << 20,
 		NodeBudgetBytes:    64 << 20,
 		PeerBudgetBytes:    16 << 20,
@@ -125,6 +129,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RelocationTimeout, "relocation-timeout", c.RelocationTimeout, "deadline of one relocation")
 	fs.DurationVar(&c.CutoverFallback, "cutover-fallback", c.CutoverFallback, "how long a target waits for CUTOVER after READY before committing alone")
 	fs.DurationVar(&c.RelayWait, "relay-wait", c.RelayWait, "how long a source waits for a relayed reply")
+	fs.DurationVar(&c.ForwardWindow, "forward-window", c.ForwardWindow, "how long requests for a moved object are forwarded to its new owner")
 	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")

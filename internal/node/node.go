@@ -84,6 +84,7 @@ type Node struct {
 	draining    atomic.Bool
 	stopping    chan struct{} // closed when Stop begins
 
+	moved   movedAway
 	peers   *connPool
 	grpc    *grpc.Server
 	lis     net.Listener

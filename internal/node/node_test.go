@@ -63,7 +63,9 @@ func (m *mesh) add(t testing.TB, name string, mutate ...func(i int, c *node.Conf
 	cfg.EtcdEndpoints = []string{m.ep}
 	cfg.Listen = "127.0.0.1:0"
 	cfg.HTTP = ""
-	cfg.LeaseTTL = 2 * time.Second
+	// 5 s: tests share a loaded 2-core machine with other packages' tests; a
+	// 2 s lease can lapse under that load and fence a node mid-test.
+	cfg.LeaseTTL = 5 * time.Second
 	for _, f := range mutate {
 		f(len(m.nodes), &cfg)
 	}

@@ -787,6 +787,7 @@ func (n *Node) reopen(h *hosted, rec record.Snapshot) {
 // their callers' retries); the rest are redirected to the new owner.
 func (n *Node) drop(h *hosted, committed record.Snapshot, applied int) {
 	n.cache.Observe(committed)
+	n.rememberMove(h.name, committed.Record.Node.Address)
 	n.mu.Lock()
 	if n.objects[h.name] == h {
 		delete(n.objects, h.name)

@@ -115,6 +115,13 @@ func (n *Node) attempt(ctx context.Context, obj keyspace.Object, typ actor.Type,
 	n.mu.Lock()
 	h := n.objects[name]
 	n.mu.Unlock()
+	if h == nil && req.GetDirect() {
+		if addr, ok := n.movedTo(name); ok {
+			// DESIGN.md §4 step 7: a straggler for an object that just moved
+			// away is forwarded to the committed owner for a bounded window.
+			return n.forward(ctx, obj, addr, req)
+		}
+	}
 	if h != nil || req.GetDirect() {
 		return n.serveHere(ctx, obj, typ, op, req)
 	}
@@ -124,6 +131,14 @@ func (n *Node) attempt(ctx context.Context, obj keyspace.Object, typ actor.Type,
 	}
 	if addr == "" {
 		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "no serving node hosts type " + typ.Name}, true
+	}
+	return n.forward(ctx, obj, addr, req)
+}
+
+// forward sends the call to addr as its owner and returns its reply.
+func (n *Node) forward(ctx context.Context, obj keyspace.Object, addr string, req *pb.CallRequest) (*pb.CallReply, bool) {
+	if req.GetHops() >= wire.MaxHops {
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "request forwarded too often"}, false
 	}
 	fwd := &pb.CallRequest{
 		Version: req.GetVersion(), Object: req.GetObject(), Method: req.GetMethod(), Args: req.GetArgs(),
@@ -243,6 +258,48 @@ func rendezvous(object, owner string) uint64 {
 	h.Write([]byte{0})
 	h.Write([]byte(owner))
 	return h.Sum64()
+}
+
+// ---------------------------------------------------------------- moved objects
+
+// movedAway remembers, for a bounded window, where objects that left this
+// node went, so stragglers are forwarded instead of bounced.
+type movedAway struct {
+	mu sync.Mutex
+	to map[string]movedEntry
+}
+
+type movedEntry struct {
+	addr  string
+	until time.Time
+}
+
+func (n *Node) rememberMove(name, addr string) {
+	now := n.now()
+	n.moved.mu.Lock()
+	defer n.moved.mu.Unlock()
+	if n.moved.to == nil {
+		n.moved.to = map[string]movedEntry{}
+	}
+	if len(n.moved.to) > 4096 {
+		for k, e := range n.moved.to {
+			if now.After(e.until) {
+				delete(n.moved.to, k)
+			}
+		}
+	}
+	n.moved.to[name] = movedEntry{addr: addr, until: now.Add(n.cfg.ForwardWindow)}
+}
+
+func (n *Node) movedTo(name string) (string, bool) {
+	n.moved.mu.Lock()
+	defer n.moved.mu.Unlock()
+	e, ok := n.moved.to[name]
+	if !ok || n.now().After(e.until) {
+		delete(n.moved.to, name)
+		return "", false
+	}
+	return e.addr, true
 }
 
 // ---------------------------------------------------------------- fences
