@@ -408,3 +408,30 @@ func TestReadManyOneRevision(t *testing.T) {
 		}
 	}
 }
+
+// A commit ends the relocation: the record loses its intent and the
+// relocations/<id> key is deleted in the same transaction.
+func TestCommitClearsIntent(t *testing.T) {
+	c, s := setup(t)
+	src, lid := owner(t, c, "src", 30)
+	dst, _ := owner(t, c, "dst", 30)
+	obj := keyspace.Actor("counter", "c")
+	seen := activate(t, s, obj, src)
+	ctx := context.Background()
+	w, err := s.Intend(ctx, authority.IntentRequest{Seen: seen, Source: src, LeaseID: lid,
+		Intent: authority.Intent{RelocationID: "r9", Target: dst, TargetNode: node("dst"), DeadlineMs: 1}})
+	if err != nil || !w.Written {
+		t.Fatal(w, err)
+	}
+	res, err := s.Commit(ctx, authority.CommitRequest{RelocationID: "r9", Participants: []authority.Participant{{Expected: w.Snapshot}}, Target: dst, TargetNode: node("dst")})
+	if err != nil || !res.Committed {
+		t.Fatal(res, err)
+	}
+	got, _ := s.Read(ctx, obj)
+	if got.Record.Intent != nil || got.Record.State != authority.StateActive || got.Record.Owner != dst {
+		t.Fatalf("committed record %+v", got.Record)
+	}
+	if rk, _ := c.Get(ctx, keys.Relocation("r9")); len(rk.Kvs) != 0 {
+		t.Fatal("relocations key left after commit")
+	}
+}

@@ -229,6 +229,8 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 	ownerKey := s.keys.Owner(req.Target.ID)
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Target.Generation))
 	gets = append(gets, clientv3.OpGet(ownerKey))
+	// The relocation is over once committed: its intent key goes with it.
+	puts = append(puts, clientv3.OpDelete(s.keys.Relocation(req.RelocationID)))
 	resp, err := s.c.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
 		res, rerr := s.ResolveCommit(ctx, req)
