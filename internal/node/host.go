@@ -122,6 +122,33 @@ func (h *hosted) submit(w *work) bool {
 	return true
 }
 
+// runInline executes w on the caller's goroutine when the object is idle
+// (nothing running or queued): no goroutine or channel handoff on the common
+// path. It reports false, having done nothing, when w must be queued.
+func (h *hosted) runInline(w *work) (*pb.CallReply, bool) {
+	h.mu.Lock()
+	if h.closed || h.mode != modeServing || h.running || len(h.queue) > 0 {
+		h.mu.Unlock()
+		return nil, false
+	}
+	h.running = true
+	h.mu.Unlock()
+	h.n.work.Add(1)
+	r := h.execute(w)
+	h.mu.Lock()
+	if h.sealWait == nil && len(h.queue) == 0 && !h.closed {
+		h.running = false
+		h.mu.Unlock()
+		h.n.work.Done()
+		return r, true
+	}
+	h.mu.Unlock()
+	// Something queued meanwhile, a seal waits or the object closed: a drain
+	// takes over (it owns the work count taken above).
+	go h.drain()
+	return r, true
+}
+
 func (h *hosted) drain() {
 	defer h.n.work.Done()
 	for {

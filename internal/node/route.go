@@ -167,6 +167,9 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	if rep != nil {
 		return rep, wire.Retryable(rep.GetCode())
 	}
+	if r, ok := h.runInline(&work{req: req, op: op}); ok {
+		return r, false
+	}
 	w := &work{req: req, op: op, done: make(chan *pb.CallReply, 1)}
 	if !h.submit(w) {
 		return n.notHere(obj), true
