@@ -31,14 +31,11 @@ type Manifest struct {
 	CRC32C uint32
 }
 
-// PlanChunks returns the manifest of payload cut into chunks of at most chunkSize bytes.
+// PlanChunks returns the manifest of payload cut into chunks of at most
+// chunkSize bytes.
 func PlanChunks(payload []byte, chunkSize int) Manifest {
 	n := uint64(len(payload))
-	c := uint32(1)
-	if n > 0 {
-		c = uint32((n + uint64(chunkSize) - 1) / uint64(chunkSize))
-	}
-	return Manifest{Length: n, Chunks: c, CRC32C: wire.CRC32C(payload)}
+	return Manifest{Length: n, Chunks: chunkCount(n, chunkSize), CRC32C: wire.CRC32C(payload)}
 }
 
 // PlanSegments returns the manifest of the concatenation of segs cut into
@@ -50,11 +47,19 @@ func PlanSegments(segs [][]byte, chunkSize int) Manifest {
 		n += uint64(len(s))
 		crc = wire.UpdateCRC32C(crc, s)
 	}
-	c := uint32(1)
-	if n > 0 {
-		c = uint32((n + uint64(chunkSize) - 1) / uint64(chunkSize))
+	return Manifest{Length: n, Chunks: chunkCount(n, chunkSize), CRC32C: crc}
+}
+
+// chunkCount is the number of chunks of at most chunkSize bytes that carry n
+// bytes (one, empty, for none). A chunk size outside [1, MaxChunkBytes] is
+// clamped: zero would divide by zero inside Step, and larger chunks make a
+// manifest that every target refuses.
+func chunkCount(n uint64, chunkSize int) uint32 {
+	if n == 0 {
+		return 1
 	}
-	return Manifest{Length: n, Chunks: c, CRC32C: crc}
+	cs := uint64(min(max(chunkSize, 1), MaxChunkBytes))
+	return uint32((n + cs - 1) / cs)
 }
 
 // Gather copies bytes [start, end) of the concatenation of segs into buf

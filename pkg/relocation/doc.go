@@ -68,7 +68,8 @@
 //     frame; a stream error is StreamBroken.
 //  5. Settle: read all participants and the source's owner key at one
 //     revision, deliver SettleResult, and again after each watch event or
-//     OUTCOME frame, until the phase is no longer settling.
+//     OUTCOME frame, until the phase is no longer settling. No poll is
+//     needed for the deadline: a Tick past it makes the machine preserve.
 //  6. On Reopen, put captured, boundary and held requests back in that order;
 //     on Drop, wait for relayed replies of captured and the first DataApplied
 //     boundary requests and redirect the rest; on FailPending, answer all.

@@ -403,7 +403,7 @@ func (s *Source) buildPrepare() *pb.Prepare {
 			ObjectGeneration: r.ObjectGeneration, AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion},
 		Target: &pb.Fence{OwnerId: s.cfg.Target.Owner.ID, OwnerGeneration: s.cfg.Target.Owner.Generation, RoutingId: hexBytes(s.cfg.Target.Node.RoutingID)},
 		Participants: []*pb.Participant{{Object: s.seen.Object.String(), Type: r.Type, ObjectGeneration: r.ObjectGeneration,
-			AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion}},
+			AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion, Record: r.Encode()}},
 		PayloadLength: s.manifest.Length, ChunkCount: s.manifest.Chunks, Crc32C: s.manifest.CRC32C,
 		ApplicationVersion: s.cfg.AppVersion, DeadlineUnixMs: s.cfg.DeadlineMs,
 	}

@@ -358,10 +358,21 @@ func participants(p *pb.Prepare) ([]record.Snapshot, error) {
 		if pp.GetStoreVersion() <= 0 || pp.GetObjectGeneration() <= 0 || pp.GetAuthorityGeneration() <= 0 {
 			return nil, fmt.Errorf("%w: participant %s without generations", ErrProtocol, obj)
 		}
-		out = append(out, record.Snapshot{Object: obj, StoreVersion: pp.GetStoreVersion(), Record: record.Record{
+		rec := record.Record{
 			Kind: obj.Kind, Type: pp.GetType(), ObjectGeneration: pp.GetObjectGeneration(), OwnerGeneration: pp.GetAuthorityGeneration(),
 			Owner: record.OwnerRef{ID: c.GetOwnerId(), Generation: c.GetOwnerGeneration()},
-		}})
+		}
+		if b := pp.GetRecord(); len(b) > 0 {
+			full, err := record.DecodeRecord(b)
+			if err != nil {
+				return nil, fmt.Errorf("%w: participant %s: %v", ErrProtocol, obj, err)
+			}
+			if full.Kind != rec.Kind || full.ObjectGeneration != rec.ObjectGeneration || full.OwnerGeneration != rec.OwnerGeneration || full.Owner != rec.Owner {
+				return nil, fmt.Errorf("%w: participant %s: record disagrees with its fence", ErrProtocol, obj)
+			}
+			rec = full
+		}
+		out = append(out, record.Snapshot{Object: obj, StoreVersion: pp.GetStoreVersion(), Record: rec})
 	}
 	return out, nil
 }
@@ -429,6 +440,20 @@ func (t *Target) untouched(cur map[string]record.Snapshot) bool {
 	return true
 }
 
+// ownCommit reports whether every participant holds this relocation's
+// commit: owned by this target, same object generation, the owner
+// generation after the expected one, written by this relocation.
+func (t *Target) ownCommit(cur map[string]record.Snapshot) bool {
+	for _, p := range t.participants {
+		c, ok := cur[p.Object.String()]
+		if !ok || c.Record.Owner != t.cfg.Self || c.Record.ObjectGeneration != p.Record.ObjectGeneration ||
+			c.Record.OwnerGeneration != p.Record.OwnerGeneration+1 || c.Record.LastRelocation != t.id.String() {
+			return false
+		}
+	}
+	return true
+}
+
 // RequestBytes is the canonical encoding of a request for the CUTOVER CRC.
 func RequestBytes(r *pb.CallRequest) []byte {
 	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(r)
@@ -468,6 +493,13 @@ func (t *Target) onCommit(e CommitResult) []Action {
 		return t.commit()
 	}
 	t.resolving = false
+	if !e.Committed && t.ownCommit(e.Records) {
+		// An earlier, uncertain attempt landed after its read-back said it
+		// had not (etcd may still apply a request whose RPC failed): the
+		// records are exactly this relocation's commit. Discarding now
+		// would orphan an object the store says this node owns.
+		e.Committed = true
+	}
 	if !e.Committed {
 		out := t.fail(pb.Code_CODE_STALE_FENCE, "commit refused: the source's record changed (preserved or moved)", true)
 		return out

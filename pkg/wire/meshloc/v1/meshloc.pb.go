@@ -575,8 +575,12 @@ type Participant struct {
 	ObjectGeneration    int64                  `protobuf:"varint,3,opt,name=object_generation,json=objectGeneration,proto3" json:"object_generation,omitempty"`
 	AuthorityGeneration int64                  `protobuf:"varint,4,opt,name=authority_generation,json=authorityGeneration,proto3" json:"authority_generation,omitempty"`
 	StoreVersion        int64                  `protobuf:"varint,5,opt,name=store_version,json=storeVersion,proto3" json:"store_version,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// The authority record as the source read it (JSON): the target plans the
+	// committed record from it, so fields such as group membership and pinning
+	// survive the move. It must agree with the fields above.
+	Record        []byte `protobuf:"bytes,6,opt,name=record,proto3" json:"record,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Participant) Reset() {
@@ -642,6 +646,13 @@ func (x *Participant) GetStoreVersion() int64 {
 		return x.StoreVersion
 	}
 	return 0
+}
+
+func (x *Participant) GetRecord() []byte {
+	if x != nil {
+		return x.Record
+	}
+	return nil
 }
 
 type Prepare struct {
@@ -1890,13 +1901,14 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12'\n" +
 	"\x05fence\x18\x04 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\x12(\n" +
 	"\x04hint\x18\x05 \x01(\v2\x14.meshloc.v1.LocationR\x04hint\x12\x1a\n" +
-	"\breplayed\x18\x06 \x01(\bR\breplayed\"\xbe\x01\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\"\xd6\x01\n" +
 	"\vParticipant\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12+\n" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
-	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\"\xa0\x03\n" +
+	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xa0\x03\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
