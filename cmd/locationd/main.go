@@ -166,6 +166,7 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 	cmd.Flags().StringVar(&nodes, "nodes", nodes, "gRPC addresses of the in-process nodes (comma-separated)")
 	cmd.Flags().DurationVar(&dc.Every, "every", dc.Every, "interval between progress lines")
 	cmd.Flags().DurationVar(&dc.LeaseTTL, "lease-ttl", dc.LeaseTTL, "owner lease TTL of the nodes")
+	cmd.Flags().BoolVar(&dc.Relocate, "relocations", dc.Relocate, "keep moving the objects the workload uses between the nodes (--relocations=false: never move)")
 	return cmd
 }
 

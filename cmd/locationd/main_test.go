@@ -14,7 +14,7 @@ func TestUsage(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"demo"}, nil, exitUsage, "locationd: demo: not yet implemented"},
+		{[]string{"demo", "x"}, nil, exitUsage, "locationd: usage: locationd demo takes no arguments"},
 		{[]string{"--bogus"}, nil, exitUsage, "locationd: usage: unknown flag: --bogus"},
 		{[]string{"serve"}, nil, exitUsage, `locationd: usage: locationd takes no arguments, got ["serve"]`},
 		{[]string{"--http", "7070"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --http "7070" is not host:port`},

@@ -1,7 +1,8 @@
 // Package demo is `locationd demo`: an embedded etcd with locationd's API, three
 // meshnodes in this process on loopback, and a live workload over the
 // built-in types that checks every reply, printing one progress line at a
-// time. It is meshloc's main job in one command.
+// time, while a relocator keeps moving the objects the workload uses between
+// the nodes. It is meshloc's main job in one command.
 package demo
 
 import (
@@ -35,7 +36,11 @@ import (
 
 // Config of the demo.
 type Config struct {
-	// Locationd is the config of the embedded location service.
+	// Locationd is the config of the embedded location service. Its
+	// EtcdLogLevel left at locationd's default "error" runs at "fatal" here:
+	// the embedded etcd logs every cancelled read at error level (with a stack
+	// trace), and the nodes cancel reads whenever a relocation ends, which
+	// would bury the progress lines. Any other level is used as it is.
 	Locationd locationd.Config
 	// Nodes are the gRPC listen addresses of the in-process nodes.
 	Nodes []string
@@ -49,7 +54,14 @@ type Config struct {
 	Every time.Duration
 	// LeaseTTL of the nodes.
 	LeaseTTL time.Duration
+	// Relocate (--relocations, default true) keeps moving objects while the
+	// workload runs: up to RelocationsInFlight at a time, each a random object
+	// the workers have used, moved by its owner to a node placement chooses.
+	Relocate bool
 }
+
+// RelocationsInFlight bounds the relocator's concurrent relocations.
+const RelocationsInFlight = 4
 
 // DefaultConfig: nodes on 7100, 7110, 7120 (so `meshctl call --node
 // 127.0.0.1:7100` reaches the demo), 8 workers.
@@ -61,6 +73,7 @@ func DefaultConfig() Config {
 		Objects:   16,
 		Every:     2 * time.Second,
 		LeaseTTL:  5 * time.Second,
+		Relocate:  true,
 	}
 }
 
@@ -106,6 +119,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 	}
 	bg, stopAll := context.WithCancel(context.Background())
 	defer stopAll()
+	if cfg.Locationd.EtcdLogLevel == locationd.DefaultConfig().EtcdLogLevel {
+		cfg.Locationd.EtcdLogLevel = "fatal"
+	}
 
 	// 1. locationd with its embedded etcd.
 	srv, err := locationd.New(cfg.Locationd, log.With().Str("service", "locationd").Logger())
@@ -180,24 +196,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 		return err
 	}
 	defer gateway.Close()
-	fmt.Fprintf(out, "try: go run ./cmd/meshctl call --node %s actor/counter/w0-c0 get   |   go run ./cmd/meshctl objects\n", cfg.Nodes[0])
+	fmt.Fprintf(out, "try: go run ./cmd/meshctl call --node %s actor/counter/w0-c0 get   |   go run ./cmd/meshctl objects   |   go run ./cmd/meshctl relocations\n", cfg.Nodes[0])
 
-	// 4. The workload.
-	st := &stats{}
-	total := &stats{}
-	var wwg sync.WaitGroup
-	workers := make([]*worker, cfg.Workers)
-	for i := range workers {
-		c := direct
-		if i%2 == 1 {
-			c = gateway
-		}
-		workers[i] = newWorker(i, cfg.Objects, c)
-		wwg.Go(func() { workers[i].run(ctx, st, total) })
-	}
-	start := time.Now()
-	tick := time.NewTicker(cfg.Every)
-	defer tick.Stop()
 	ec, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
 		return err
@@ -208,11 +208,38 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 		return err
 	}
 	store := authority.New(ec, keys)
+
+	// 4. The workload, and the relocator moving what it uses.
+	st := &stats{}
+	total := &stats{}
+	used := newTouched()
+	var wwg sync.WaitGroup
+	workers := make([]*worker, cfg.Workers)
+	for i := range workers {
+		c := direct
+		if i%2 == 1 {
+			c = gateway
+		}
+		workers[i] = newWorker(i, cfg.Objects, c, used)
+		wwg.Go(func() { workers[i].run(ctx, st, total) })
+	}
+	rs := &relocStats{}
+	if cfg.Relocate {
+		r := &relocator{nodes: nodes, store: store, used: used, stats: rs, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
+		wwg.Go(func() { r.run(ctx) })
+	}
+	start := time.Now()
+	tick := time.NewTicker(cfg.Every)
+	defer tick.Stop()
 	progress := func() {
 		calls, errs, p50, p99 := st.take()
 		secs := cfg.Every.Seconds()
-		fmt.Fprintf(out, "[%5.0fs] %7.0f calls/s  p50 %6.2fms  p99 %6.2fms  errors %d  wrong %d  | %s\n",
-			time.Since(start).Seconds(), float64(calls)/secs, ms(p50), ms(p99), errs, total.wrong.Load(), placement(ctx, store))
+		relocs := ""
+		if cfg.Relocate {
+			relocs = rs.progress(secs)
+		}
+		fmt.Fprintf(out, "[%5.0fs] %7.0f calls/s  p50 %6.2fms  p99 %6.2fms  errors %d  wrong %d%s  | %s\n",
+			time.Since(start).Seconds(), float64(calls)/secs, ms(p50), ms(p99), errs, total.wrong.Load(), relocs, placement(ctx, store))
 	}
 loop:
 	for {
@@ -223,7 +250,7 @@ loop:
 			progress()
 		}
 	}
-	wwg.Wait()
+	wwg.Wait() // workers and relocator: every call and every relocation has ended
 
 	// 5. Check every object's final state with a fresh read.
 	vctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -235,6 +262,14 @@ loop:
 	el := time.Since(start)
 	fmt.Fprintf(out, "done: %d calls in %.1fs (%.0f/s), %d errors, %d wrong replies, %d final-state mismatches\n",
 		total.calls.Load(), el.Seconds(), float64(total.calls.Load())/el.Seconds(), total.errors.Load(), total.wrong.Load(), len(bad))
+	if cfg.Relocate {
+		fmt.Fprintln(out, rs.summary(el))
+		for _, m := range rs.messages() {
+			fmt.Fprintf(out, "  %s\n", m)
+		}
+	} else {
+		fmt.Fprintln(out, "relocations: off")
+	}
 	for _, b := range bad {
 		fmt.Fprintln(out, "  MISMATCH:", b)
 	}
@@ -279,11 +314,21 @@ type worker struct {
 	bankTx   int
 	bankOK   map[string]bool // acknowledged transfer ids
 	rng      *rand.Rand
+	used     *touched        // shared: the objects the relocator may move
+	mine     map[string]bool // the objects this worker already put in used
 }
 
-func newWorker(id, objects int, c *client.Client) *worker {
+func newWorker(id, objects int, c *client.Client, used *touched) *worker {
 	return &worker{id: id, c: c, counters: make([]int64, objects), lists: make([][]string, objects),
-		bankOK: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(id), 7))}
+		bankOK: map[string]bool{}, rng: rand.New(rand.NewPCG(uint64(id), 7)), used: used, mine: map[string]bool{}}
+}
+
+// touch records that name exists (a call to it succeeded).
+func (w *worker) touch(name string) {
+	if !w.mine[name] {
+		w.mine[name] = true
+		w.used.add(name)
+	}
 }
 
 func (w *worker) name(typ string, i int) string {
@@ -299,10 +344,12 @@ func (w *worker) run(stop context.Context, st, total *stats) {
 		i := w.rng.IntN(len(w.counters))
 		t0 := time.Now()
 		var err error
+		var name string
 		switch w.rng.IntN(3) {
 		case 0:
 			var r *client.Reply
-			r, err = w.c.Call(ctx, w.name("counter", i), "add", "1")
+			name = w.name("counter", i)
+			r, err = w.c.Call(ctx, name, "add", "1")
 			if err == nil {
 				w.counters[i]++
 				var v struct{ Value int64 }
@@ -313,7 +360,8 @@ func (w *worker) run(stop context.Context, st, total *stats) {
 		case 1:
 			item := fmt.Sprintf("%d", len(w.lists[i]))
 			var r *client.Reply
-			r, err = w.c.Call(ctx, w.name("list", i), "append", item)
+			name = w.name("list", i)
+			r, err = w.c.Call(ctx, name, "append", item)
 			if err == nil {
 				w.lists[i] = append(w.lists[i], item)
 				var v struct{ Length int }
@@ -328,7 +376,8 @@ func (w *worker) run(stop context.Context, st, total *stats) {
 			if to >= from {
 				to++
 			}
-			_, err = w.c.Call(ctx, fmt.Sprintf("actor/bank/w%d-b", w.id), "transfer", fmt.Sprintf("a%d", from), fmt.Sprintf("a%d", to), "1", tx)
+			name = fmt.Sprintf("actor/bank/w%d-b", w.id)
+			_, err = w.c.Call(ctx, name, "transfer", fmt.Sprintf("a%d", from), fmt.Sprintf("a%d", to), "1", tx)
 			if err == nil {
 				w.bankOK[tx] = true
 			} else if strings.Contains(err.Error(), "application_error") {
@@ -337,6 +386,9 @@ func (w *worker) run(stop context.Context, st, total *stats) {
 		}
 		cancel()
 		d := time.Since(t0)
+		if err == nil {
+			w.touch(name)
+		}
 		st.record(d, err)
 		total.record(d, err)
 	}

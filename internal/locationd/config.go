@@ -75,7 +75,20 @@ type Config struct {
 	// EtcdStartTimeout (--etcd-start-timeout, default 30s) bounds the start of
 	// the embedded etcd (it replays its WAL at start: a large data dir is slow).
 	EtcdStartTimeout time.Duration
+	// RelocationTimeout (--relocation-timeout, default 10s) is the deadline of
+	// a relocation asked with POST /v1/relocations without timeoutMs. The
+	// request itself waits up to RelocationSlack longer: the node's own hard
+	// stop comes 5 s after the deadline.
+	RelocationTimeout time.Duration
 }
+
+// RelocationSlack is how much longer than a relocation's deadline POST
+// /v1/relocations waits for the node's answer before it gives up waiting.
+const RelocationSlack = 15 * time.Second
+
+// NodeListTimeout bounds each node's answer to GET /v1/relocations; a node
+// that does not answer in time is listed as unreachable.
+const NodeListTimeout = 2 * time.Second
 
 // ReadyTimeout bounds the etcd read of /readyz: a store that cannot answer a
 // linearizable read in 1s is reported not ready.
@@ -95,6 +108,8 @@ func DefaultConfig() Config {
 		RequestTimeout:   5 * time.Second,
 		ShutdownTimeout:  10 * time.Second,
 		EtcdStartTimeout: 30 * time.Second,
+
+		RelocationTimeout: 10 * time.Second,
 	}
 }
 
@@ -113,6 +128,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "bound on the etcd reads of one API request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on the wait for API requests in flight at shutdown")
 	fs.DurationVar(&c.EtcdStartTimeout, "etcd-start-timeout", c.EtcdStartTimeout, "bound on the start of the embedded etcd")
+	fs.DurationVar(&c.RelocationTimeout, "relocation-timeout", c.RelocationTimeout, "deadline of a relocation asked through the API without timeoutMs")
 }
 
 // Embedded reports whether c runs an embedded etcd (no endpoints given).
@@ -151,6 +167,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RequestTimeout <= 0 || c.ShutdownTimeout <= 0 || c.EtcdStartTimeout <= 0 {
 		return fmt.Errorf("%w: --request-timeout, --shutdown-timeout and --etcd-start-timeout must be positive", ErrInvalidConfig)
+	}
+	if c.RelocationTimeout <= 0 || c.RelocationTimeout > maxRelocationTimeout {
+		return fmt.Errorf("%w: --relocation-timeout %s must be positive and at most %s", ErrInvalidConfig, c.RelocationTimeout, maxRelocationTimeout)
 	}
 	if !c.Embedded() {
 		for _, e := range c.EtcdEndpoints {

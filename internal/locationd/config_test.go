@@ -32,6 +32,8 @@ func TestValidate(t *testing.T) {
 		"http not host:port":   func(c *Config) { c.HTTP = "7070" },
 		"zero request timeout": func(c *Config) { c.RequestTimeout = 0 },
 		"negative shutdown":    func(c *Config) { c.ShutdownTimeout = -time.Second },
+		"zero relocation":      func(c *Config) { c.RelocationTimeout = 0 },
+		"huge relocation":      func(c *Config) { c.RelocationTimeout = time.Hour },
 		"client not a URL":     func(c *Config) { c.ListenClient = "127.0.0.1:2379" },
 		"peer not a URL":       func(c *Config) { c.ListenPeer = "" },
 		"client = peer":        func(c *Config) { c.ListenPeer = c.ListenClient },

@@ -1,11 +1,32 @@
 // Package locationd is the server logic of the locationd binary (DESIGN.md
 // §8): it runs an embedded etcd (or uses an existing cluster), and serves the
 // location API over HTTP — who the live owners are, who owns which object, and
-// which objects lost their owner — with /healthz, /readyz and /metrics.
+// which objects lost their owner — with /healthz, /readyz and /metrics; and it
+// asks nodes to relocate objects and lists their relocations.
 //
-// What it is not (yet): it writes nothing. Placement, recovery, relocation,
-// drain and the rebalancer come later; every ownership write goes through
+// What it is not (yet): it writes nothing to etcd. Placement, recovery, drain
+// and the rebalancer come later; every ownership write goes through
 // pkg/authority and its fenced transactions, never through this package.
+//
+// # Relocations
+//
+// POST /v1/relocations reads the object's record and its owner's key at one
+// revision, refuses an owner that is not alive (503 unavailable, "owner not
+// alive") or a named target that cannot take the object (409 conflict), then
+// calls the owner's AdminService.Relocate over gRPC and answers with the
+// node's final status when the relocation ended. The node's gRPC codes map to
+// the API's: FailedPrecondition (not hosted there) and Aborted (already
+// relocating) → 409 conflict, InvalidArgument → 400, Unavailable,
+// DeadlineExceeded, Canceled and Unimplemented → 503 unavailable. The wait is
+// bounded by the relocation's timeout plus RelocationSlack, and is detached
+// from the HTTP request: a caller that goes away does not stop the relocation.
+//
+// GET /v1/relocations asks every live owner's AdminService.ListRelocations
+// concurrently, each bounded by NodeListTimeout; a node that does not answer
+// is listed under "unreachable", not as an error of the request.
+//
+// The gRPC connections to the nodes live in one pool: one connection per
+// address, closed after poolIdle unused, and all closed at shutdown.
 //
 // # Lifecycle of Server.Run
 //
@@ -13,14 +34,16 @@
 //     Config.EtcdEndpoints is set. Run blocks until it is ready
 //     (bounded by Config.EtcdStartTimeout and ctx).
 //  2. Create an etcd client (it does not wait for a connection: /readyz says
-//     whether etcd answers).
+//     whether etcd answers), and the pool of node connections.
 //  3. Listen on Config.HTTP and serve. Ready() is closed and HTTPAddr() is
 //     known from here on.
 //  4. Wait until ctx is done, the HTTP server fails, or the embedded etcd
 //     reports a fatal error.
 //  5. Shut down in reverse order: http.Server.Shutdown (requests in flight
 //     may finish, bounded by Config.ShutdownTimeout, then their connections are
-//     closed), close the etcd client, close the embedded etcd (which waits for
+//     closed), close the node pool (it cancels the node calls still in flight
+//     — a relocation cancelled this way is stopped by its node — and waits for
+//     them), close the etcd client, close the embedded etcd (which waits for
 //     its goroutines). Run returns only after all of this: no goroutine it
 //     started is left behind.
 //

@@ -42,6 +42,9 @@ var errorTable = []struct {
 	code string
 }{
 	{errInvalidArgument, api.CodeInvalidArgument},
+	{errConflict, api.CodeConflict},
+	{errOwnerNotAlive, api.CodeUnavailable},
+	{errNodeUnavailable, api.CodeUnavailable},
 	{keyspace.ErrInvalidName, api.CodeInvalidArgument},
 	{authority.ErrInvalidRequest, api.CodeInvalidArgument},
 	{authority.ErrNotFound, api.CodeNotFound},
@@ -100,28 +103,54 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type apiHandler func(ctx context.Context, r *http.Request) (any, error)
 
 type handlers struct {
-	s   *Server
-	st  *authority.Store
-	cli *clientv3.Client
+	s    *Server
+	st   *authority.Store
+	cli  *clientv3.Client
+	pool *adminPool
 }
 
-// routes is the API's mux. Every route is GET (HEAD too); anything else gets
-// a typed 405, and an unknown path a typed 404.
-func (s *Server) routes(st *authority.Store, cli *clientv3.Client) http.Handler {
-	h := &handlers{s: s, st: st, cli: cli}
+// serve answers a request with f. timeout > 0 bounds f's ctx; 0 leaves the
+// bound to f.
+func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		if timeout > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		v, err := f(ctx, r)
+		if err != nil {
+			s.writeError(w, r, pattern, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, v)
+	}
+}
+
+// routes is the API's mux. Every route is GET (HEAD too), but
+// /v1/relocations, which is GET or POST; any other method gets a typed 405,
+// and an unknown path a typed 404.
+func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPool) http.Handler {
+	h := &handlers{s: s, st: st, cli: cli, pool: pool}
 	mux := http.NewServeMux()
 	handle := func(pattern string, f apiHandler) {
-		mux.Handle(pattern, s.m.instrument(pattern, s.getOnly(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.RequestTimeout)
-			defer cancel()
-			v, err := f(ctx, r)
-			if err != nil {
-				s.writeError(w, r, pattern, err)
-				return
-			}
-			writeJSON(w, http.StatusOK, v)
-		}))))
+		mux.Handle(pattern, s.m.instrument(pattern, s.getOnly(s.serve(pattern, f, s.cfg.RequestTimeout))))
 	}
+	const relocations = "/v1/relocations"
+	list, move := s.serve(relocations, h.relocations, s.cfg.RequestTimeout), s.serve(relocations, h.relocate, 0)
+	mux.Handle(relocations, s.m.instrument(relocations, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.Method {
+		case http.MethodGet, http.MethodHead:
+			list(w, r)
+		case http.MethodPost:
+			r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+			move(w, r)
+		default:
+			w.Header().Set("Allow", "GET, HEAD, POST")
+			s.writeError(w, r, relocations, fmt.Errorf("%w: %s %s (GET or POST only)", errMethodNotAllowed, r.Method, r.URL.Path))
+		}
+	})))
 	handle("/v1/owners", h.owners)
 	handle("/v1/objects", h.objects)
 	handle("/v1/objects/{object...}", h.object)

@@ -137,6 +137,11 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("locationd: etcd client %v: %w", endpoints, err)
 	}
 	defer cli.Close()
+	// The connections to the nodes' AdminService (relocation routes). Closed
+	// after the API (deferred, so before the client): it cancels the node
+	// calls still in flight after the shutdown bound and waits for them.
+	pool := newAdminPool(poolIdle)
+	defer pool.close()
 
 	// 3. The API.
 	ln, err := net.Listen("tcp", cfg.HTTP)
@@ -144,7 +149,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("locationd: listen --http %s: %w", cfg.HTTP, err)
 	}
 	hs := &http.Server{
-		Handler:           s.routes(authority.New(cli, s.keys), cli),
+		Handler:           s.routes(authority.New(cli, s.keys), cli, pool),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          stdlog.New(s.log.With().Str("component", "http").Logger(), "", 0),

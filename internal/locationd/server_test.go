@@ -38,8 +38,9 @@ func testLogger(t *testing.T) zerolog.Logger {
 	return zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.InfoLevel)
 }
 
-// start runs a Server until the test ends (or stop is called).
-func start(t *testing.T, mutate func(*Config)) *running {
+// start runs a Server until the test ends (or stop is called). hooks run
+// on the Server before Run.
+func start(t *testing.T, mutate func(*Config), hooks ...func(*Server)) *running {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.DataDir = t.TempDir()
@@ -52,6 +53,9 @@ func start(t *testing.T, mutate func(*Config)) *running {
 	srv, err := New(cfg, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
+	}
+	for _, h := range hooks {
+		h(srv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{srv: srv, cancel: cancel, done: make(chan error, 1)}

@@ -224,6 +224,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow))
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
+	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})
 	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })
 
 	if n.cfg.HTTP != "" && n.opts.Metrics == nil {

@@ -5,11 +5,14 @@
 // sides agree on one definition of every field. It imports neither etcd nor the
 // server, so a client binary stays small.
 //
-// Routes (all GET; every error is an [Error] body with the matching status):
+// Routes (GET unless marked; every error is an [Error] body with the matching
+// status):
 //
 //	/v1/owners                                   live owners              → OwnersResponse
 //	/v1/objects?kind=actor|group&owner=ID&orphaned=true|false             → ObjectsResponse
 //	/v1/objects/{object}                         one object, e.g. actor/counter/c1 → ObjectResponse
+//	POST /v1/relocations  RelocateRequest        move one object; answers when it ended → Relocation
+//	/v1/relocations?object=O&inflight=true|false relocations of every live node → RelocationsResponse
 //	/healthz                                     the process is up        → {"status":"ok"}
 //	/readyz                                      etcd answers a read       → {"status":"ok"}
 //	/metrics                                     Prometheus text format
@@ -82,6 +85,84 @@ type ObjectResponse struct {
 	Revision int64 `json:"revision"`
 }
 
+// RelocateRequest is the body of POST /v1/relocations.
+type RelocateRequest struct {
+	// Object to move, e.g. actor/counter/c1 (required).
+	Object string `json:"object"`
+	// Target owner id; empty: the owner's placement chooses a live, serving
+	// node with weight > 0 that hosts the type.
+	Target string `json:"target,omitempty"`
+	// TimeoutMs is the relocation's deadline from its start, in milliseconds;
+	// 0: locationd's --relocation-timeout. At most MaxRelocationTimeoutMs.
+	TimeoutMs int64 `json:"timeoutMs,omitempty"`
+}
+
+// MaxRelocationTimeoutMs bounds RelocateRequest.TimeoutMs (10 minutes).
+const MaxRelocationTimeoutMs = 10 * 60 * 1000
+
+// Relocation is one relocation as a node reports it (one side of it: the
+// source and the target each report their own, with Role "source" or
+// "target").
+type Relocation struct {
+	// RelocationID is the relocation's UUID.
+	RelocationID string `json:"relocationId"`
+	Object       string `json:"object"`
+	// Source and Target are owner pairs, "id@generation".
+	Source string `json:"source"`
+	Target string `json:"target"`
+	// Role of the reporting node: "source" or "target".
+	Role string `json:"role"`
+	// Node is the owner id of the node that reported it.
+	Node string `json:"node"`
+	// Phase is the protocol phase reached (the last one when it ended).
+	Phase string `json:"phase"`
+	// Outcome is completed, aborted (the source kept the object), failed,
+	// or shutdown; "" while in flight.
+	Outcome string `json:"outcome"`
+	// Code is the outcome's wire code name (ok, deadline_exceeded,
+	// unavailable, ...); Message says why, when it did not complete.
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// Started and Ended are RFC 3339 times in UTC ("" when unknown or in
+	// flight), with the same instants in Unix milliseconds.
+	Started       string `json:"started"`
+	StartedUnixMs int64  `json:"startedUnixMs"`
+	Ended         string `json:"ended"`
+	EndedUnixMs   int64  `json:"endedUnixMs"`
+	// InterruptionMicros is the time from the seal on the source to the
+	// admission on the target (0 when unknown or not reached).
+	InterruptionMicros int64 `json:"interruptionMicros"`
+	// PayloadBytes is the size of the captured state.
+	PayloadBytes uint64 `json:"payloadBytes"`
+}
+
+// InFlight reports whether the relocation has not ended yet.
+func (r Relocation) InFlight() bool { return r.Outcome == "" }
+
+// Outcomes of a relocation.
+const (
+	OutcomeCompleted = "completed"
+	OutcomeAborted   = "aborted"
+	OutcomeFailed    = "failed"
+	OutcomeShutdown  = "shutdown"
+)
+
+// UnreachableNode is a live owner that did not answer GET /v1/relocations in
+// time (its relocations are missing from the list).
+type UnreachableNode struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Error   string `json:"error"`
+}
+
+// RelocationsResponse answers GET /v1/relocations: the in-flight relocations
+// first (newest start first), then the ended ones, the most recently ended
+// first.
+type RelocationsResponse struct {
+	Relocations []Relocation      `json:"relocations"`
+	Unreachable []UnreachableNode `json:"unreachable"`
+}
+
 // Status answers /healthz and /readyz.
 type Status struct {
 	Status string `json:"status"`
@@ -93,6 +174,7 @@ const (
 	CodeInvalidArgument  = "invalid_argument"   // 400: bad input; nothing was changed
 	CodeNotFound         = "not_found"          // 404: no such object or route
 	CodeMethodNotAllowed = "method_not_allowed" // 405: the route exists for other methods
+	CodeConflict         = "conflict"           // 409: the cluster's state does not allow it now (e.g. already relocating)
 	CodeUnavailable      = "unavailable"        // 503: etcd did not answer in time; retry
 	CodeInternal         = "internal"           // 500: a bug or a corrupt record
 )
@@ -118,6 +200,7 @@ func (e *Error) Is(target error) bool {
 var (
 	ErrInvalidArgument = &Error{Code: CodeInvalidArgument}
 	ErrNotFound        = &Error{Code: CodeNotFound}
+	ErrConflict        = &Error{Code: CodeConflict}
 	ErrUnavailable     = &Error{Code: CodeUnavailable}
 	ErrInternal        = &Error{Code: CodeInternal}
 )
@@ -136,6 +219,8 @@ func StatusOf(code string) int {
 		return http.StatusNotFound
 	case CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
+	case CodeConflict:
+		return http.StatusConflict
 	case CodeUnavailable:
 		return http.StatusServiceUnavailable
 	default:
@@ -153,6 +238,8 @@ func codeOf(status int) string {
 		return CodeNotFound
 	case status == http.StatusMethodNotAllowed:
 		return CodeMethodNotAllowed
+	case status == http.StatusConflict:
+		return CodeConflict
 	case status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout, status == http.StatusBadGateway:
 		return CodeUnavailable
 	default:

@@ -34,7 +34,7 @@ func TestErrorIs(t *testing.T) {
 	if e, ok := AsError(err); !ok || e.Error() != "not_found: x" {
 		t.Fatal(e)
 	}
-	for code, status := range map[string]int{CodeInvalidArgument: 400, CodeNotFound: 404, CodeMethodNotAllowed: 405, CodeUnavailable: 503, CodeInternal: 500} {
+	for code, status := range map[string]int{CodeInvalidArgument: 400, CodeNotFound: 404, CodeMethodNotAllowed: 405, CodeConflict: 409, CodeUnavailable: 503, CodeInternal: 500} {
 		if StatusOf(code) != status || codeOf(status) != code {
 			t.Errorf("%s ↔ %d", code, status)
 		}
@@ -59,5 +59,17 @@ func TestObjectsQueryValues(t *testing.T) {
 	}
 	if got := (ObjectsQuery{}).Values().Encode(); got != "" {
 		t.Fatal(got)
+	}
+}
+
+func TestRelocationsQueryValues(t *testing.T) {
+	if got := (RelocationsQuery{Object: "actor/counter/c1", InFlight: new(true)}).Values().Encode(); got != "inflight=true&object=actor%2Fcounter%2Fc1" {
+		t.Fatal(got)
+	}
+	if got := (RelocationsQuery{}).Values().Encode(); got != "" {
+		t.Fatal(got)
+	}
+	if !(Relocation{}).InFlight() || (Relocation{Outcome: OutcomeAborted}).InFlight() {
+		t.Fatal("InFlight")
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -41,38 +42,57 @@ func (c *Client) Base() string { return c.base.String() }
 // 2xx answer as it came. Any other answer is an *Error; a transport failure is
 // an *Error with CodeUnavailable.
 func (c *Client) Raw(ctx context.Context, path string, q url.Values) ([]byte, error) {
+	return c.do(ctx, http.MethodGet, path, q, nil)
+}
+
+// do sends one request (body nil: none; else JSON) and returns the body of a
+// 2xx answer; see Raw.
+func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte) ([]byte, error) {
 	u := *c.base
 	u.Path += path
 	u.RawQuery = q.Encode()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), rd)
 	if err != nil {
 		return nil, &Error{Code: CodeInvalidArgument, Message: err.Error()}
 	}
 	req.Header.Set("Accept", "application/json")
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("locationd %s: %v", c.base, err)}
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody))
 	if err != nil {
 		return nil, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("locationd %s: reading answer: %v", c.base, err)}
 	}
 	if resp.StatusCode/100 != 2 {
-		return nil, DecodeError(resp.StatusCode, body)
+		return nil, DecodeError(resp.StatusCode, answer)
 	}
-	return body, nil
+	return answer, nil
 }
 
 func (c *Client) get(ctx context.Context, path string, q url.Values, out any) ([]byte, error) {
-	body, err := c.Raw(ctx, path, q)
-	if err != nil {
-		return nil, err
+	return c.decode(path, out)(c.Raw(ctx, path, q))
+}
+
+// decode returns a function that unmarshals a successful answer of path into out.
+func (c *Client) decode(path string, out any) func([]byte, error) ([]byte, error) {
+	return func(body []byte, err error) ([]byte, error) {
+		if err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal(body, out); err != nil {
+			return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("locationd %s%s: undecodable answer: %v", c.base, path, err)}
+		}
+		return body, nil
 	}
-	if err := json.Unmarshal(body, out); err != nil {
-		return nil, &Error{Code: CodeInternal, Message: fmt.Sprintf("locationd %s%s: undecodable answer: %v", c.base, path, err)}
-	}
-	return body, nil
 }
 
 // Owners lists the live owners. The raw JSON body is returned too, for
@@ -126,4 +146,48 @@ func (c *Client) Object(ctx context.Context, name string) (ObjectResponse, []byt
 func (c *Client) Ready(ctx context.Context) error {
 	_, err := c.Raw(ctx, "/readyz", nil)
 	return err
+}
+
+// Relocate asks locationd to move one object (POST /v1/relocations) and
+// returns when the relocation ended: a Relocation whose Outcome says how (an
+// outcome other than completed is not an error here: the relocation ran).
+// Bound ctx above the relocation's timeout (req.TimeoutMs, or locationd's
+// default of 10 s) plus a few seconds: a ctx that ends first only stops the
+// wait, not the relocation, which GET /v1/relocations still lists.
+func (c *Client) Relocate(ctx context.Context, req RelocateRequest) (Relocation, []byte, error) {
+	var r Relocation
+	body, err := json.Marshal(req)
+	if err != nil {
+		return r, nil, &Error{Code: CodeInvalidArgument, Message: err.Error()}
+	}
+	raw, err := c.decode("/v1/relocations", &r)(c.do(ctx, http.MethodPost, "/v1/relocations", nil, body))
+	return r, raw, err
+}
+
+// RelocationsQuery filters Relocations. Zero fields do not filter.
+type RelocationsQuery struct {
+	// Object keeps the relocations of this object.
+	Object string
+	// InFlight nil: all; true: only relocations in flight; false: only ended ones.
+	InFlight *bool
+}
+
+// Values is the query string of q.
+func (q RelocationsQuery) Values() url.Values {
+	v := url.Values{}
+	if q.Object != "" {
+		v.Set("object", q.Object)
+	}
+	if q.InFlight != nil {
+		v.Set("inflight", fmt.Sprint(*q.InFlight))
+	}
+	return v
+}
+
+// Relocations lists the in-flight and recent relocations of every live node
+// (GET /v1/relocations). Nodes that did not answer are listed in Unreachable.
+func (c *Client) Relocations(ctx context.Context, q RelocationsQuery) (RelocationsResponse, []byte, error) {
+	var r RelocationsResponse
+	raw, err := c.get(ctx, "/v1/relocations", q.Values(), &r)
+	return r, raw, err
 }

@@ -1,0 +1,368 @@
+package locationd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Errors of the relocation routes (classified by errorTable).
+var (
+	// errConflict: the cluster's state does not allow the request now (the
+	// owner does not host the object, it is already relocating, the target is
+	// not eligible).
+	errConflict = errors.New("locationd: conflict")
+	// errOwnerNotAlive: the object's owner has no live key of its generation;
+	// nobody can move the object until it is recovered (its next call does it).
+	errOwnerNotAlive = errors.New("locationd: owner not alive")
+	// errNodeUnavailable: the node did not answer, or could not do it now.
+	errNodeUnavailable = errors.New("locationd: node unavailable")
+)
+
+// maxRelocationTimeout bounds --relocation-timeout and timeoutMs.
+const maxRelocationTimeout = api.MaxRelocationTimeoutMs * time.Millisecond
+
+// maxRequestBody bounds the body of POST /v1/relocations.
+const maxRequestBody = 64 << 10
+
+// timeJSON is the API's time format (RFC 3339, milliseconds, UTC); "" for 0.
+func timeJSON(unixMs int64) string {
+	if unixMs <= 0 {
+		return ""
+	}
+	return time.UnixMilli(unixMs).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+}
+
+// relocationJSON converts a node's status; node is the reporting owner id.
+func relocationJSON(st *pb.RelocationStatus, node string) api.Relocation {
+	var id wire.RelocationID
+	copy(id[:], st.GetRelocationId())
+	out := api.Relocation{
+		RelocationID:       id.String(),
+		Object:             st.GetObject(),
+		Source:             st.GetSource(),
+		Target:             st.GetTarget(),
+		Role:               st.GetRole(),
+		Node:               node,
+		Phase:              st.GetPhase(),
+		Outcome:            st.GetOutcome(),
+		Message:            st.GetMessage(),
+		Started:            timeJSON(st.GetStartedUnixMs()),
+		StartedUnixMs:      st.GetStartedUnixMs(),
+		Ended:              timeJSON(st.GetEndedUnixMs()),
+		EndedUnixMs:        st.GetEndedUnixMs(),
+		InterruptionMicros: st.GetInterruptionUs(),
+		PayloadBytes:       st.GetPayloadBytes(),
+	}
+	if out.Outcome != "" { // in flight, the code says nothing yet
+		out.Code = wire.CodeName(st.GetCode())
+	}
+	return out
+}
+
+// nodeError classifies the gRPC error of a node's AdminService (see the
+// node's adminServer for the codes it answers).
+func nodeError(err error, owner, addr, object string) error {
+	st, _ := status.FromError(err)
+	where := fmt.Sprintf("node %s (%s)", owner, addr)
+	switch st.Code() {
+	case codes.FailedPrecondition:
+		return fmt.Errorf("%w: %s does not host %s (not active in its memory, or it just moved): %s", errConflict, where, object, st.Message())
+	case codes.Aborted:
+		return fmt.Errorf("%w: %s: %s", errConflict, where, st.Message())
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %s: %s", errInvalidArgument, where, st.Message())
+	case codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("%w: %s did not answer in time (%s); the relocation may still end: see GET /v1/relocations?object=%s",
+			errNodeUnavailable, where, st.Message(), object)
+	case codes.Unimplemented:
+		return fmt.Errorf("%w: %s does not serve AdminService: %s", errNodeUnavailable, where, st.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %s: %s", errNodeUnavailable, where, st.Message())
+	}
+	return fmt.Errorf("%s: %s: %s", where, st.Code(), st.Message())
+}
+
+// decodeRelocateRequest reads exactly one JSON object with known fields.
+func decodeRelocateRequest(r *http.Request) (api.RelocateRequest, error) {
+	var req api.RelocateRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return req, fmt.Errorf(`%w: empty body (want {"object":"actor/counter/c1","target":"n2","timeoutMs":10000})`, errInvalidArgument)
+		}
+		return req, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return req, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
+	}
+	return req, nil
+}
+
+// relocationPlan is what a relocation needs from etcd: the record, its live
+// owner's address, and the target's descriptor, all at one revision.
+type relocationPlan struct {
+	snap  authority.Snapshot
+	owner lease.Descriptor
+}
+
+// plan reads the record, its owner's key and the target's at one revision
+// (retrying if the owner changed between the reads) and refuses what cannot
+// work: an owner that is not alive, a target that is not eligible.
+func (h *handlers) plan(ctx context.Context, obj keyspace.Object, target string) (relocationPlan, error) {
+	const attempts = 3
+	for range attempts {
+		first, err := h.st.Read(ctx, obj)
+		if err != nil {
+			return relocationPlan{}, err
+		}
+		id := first.Record.Owner.ID
+		if err := keyspace.ValidateOwnerID(id); err != nil {
+			return relocationPlan{}, fmt.Errorf("%w: %s has owner id %q: %w", authority.ErrInvalidRecord, obj, id, err)
+		}
+		ids := []string{id}
+		if target != "" && target != id {
+			ids = append(ids, target)
+		}
+		v, err := h.st.ReadMany(ctx, []keyspace.Object{obj}, ids)
+		if err != nil {
+			return relocationPlan{}, err
+		}
+		snap, ok := v.Objects[obj.String()]
+		if !ok {
+			return relocationPlan{}, fmt.Errorf("%w: %s", authority.ErrNotFound, obj)
+		}
+		if snap.Record.Owner.ID != id {
+			continue
+		}
+		rec := snap.Record
+		if !v.Alive(rec.Owner) {
+			return relocationPlan{}, fmt.Errorf("%w: %s of %s has no live key of that generation (the object is recovered on a live node when it is next called)",
+				errOwnerNotAlive, rec.Owner, obj)
+		}
+		owner, err := lease.DecodeDescriptor(v.Owners[id].Value)
+		if err != nil || owner.Address == "" {
+			return relocationPlan{}, fmt.Errorf("%w: owner %s advertises no gRPC address", errNodeUnavailable, rec.Owner)
+		}
+		if target != "" {
+			if err := eligible(obj, rec, owner, target, v.Owners[target]); err != nil {
+				return relocationPlan{}, err
+			}
+		}
+		return relocationPlan{snap: snap, owner: owner}, nil
+	}
+	return relocationPlan{}, fmt.Errorf("%w: %s changed owner during %d reads", errUnavailable, obj, attempts)
+}
+
+// eligible applies the target rules of DESIGN.md §4 step 1 that locationd can
+// judge from the owner keys (the node checks them again).
+func eligible(obj keyspace.Object, rec authority.Record, owner lease.Descriptor, target string, key authority.OwnerKey) error {
+	if target == rec.Owner.ID {
+		return fmt.Errorf("%w: %s is already owned by %s", errConflict, obj, rec.Owner)
+	}
+	if key.Generation == 0 {
+		return fmt.Errorf("%w: target %s is not a live owner", errConflict, target)
+	}
+	d, err := lease.DecodeDescriptor(key.Value)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: target %s has an undecodable descriptor", errConflict, target)
+	case d.State != lease.StateServing:
+		return fmt.Errorf("%w: target %s is %s, not serving", errConflict, target, d.State)
+	case d.Weight <= 0:
+		return fmt.Errorf("%w: target %s has weight %d: nothing is moved onto it", errConflict, target, d.Weight)
+	case obj.Kind == keyspace.KindActor && len(d.Types) > 0 && !slices.Contains(d.Types, obj.Type):
+		return fmt.Errorf("%w: target %s does not host type %s (it hosts %s)", errConflict, target, obj.Type, strings.Join(d.Types, ","))
+	case d.ApplicationVersion != owner.ApplicationVersion:
+		return fmt.Errorf("%w: target %s runs application version %q, the owner %q", errConflict, target, d.ApplicationVersion, owner.ApplicationVersion)
+	}
+	return nil
+}
+
+// relocate is POST /v1/relocations: it asks the object's owner to move it and
+// answers when the relocation ended. ctx is the request's, without a bound:
+// the etcd reads get Config.RequestTimeout, the node's answer the relocation's
+// timeout plus RelocationSlack. The call to the node does not end with the
+// HTTP request: a caller that goes away does not stop the relocation (it is
+// listed by GET /v1/relocations); locationd's shutdown does.
+func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	req, err := decodeRelocateRequest(r)
+	if err != nil {
+		return nil, err
+	}
+	if req.Object == "" {
+		return nil, fmt.Errorf(`%w: "object" is required`, errInvalidArgument)
+	}
+	obj, err := keyspace.ParseObject(req.Object)
+	if err != nil {
+		return nil, err
+	}
+	if req.Target != "" {
+		if err := keyspace.ValidateOwnerID(req.Target); err != nil {
+			return nil, fmt.Errorf("%w: target: %w", errInvalidArgument, err)
+		}
+	}
+	if req.TimeoutMs < 0 || req.TimeoutMs > api.MaxRelocationTimeoutMs {
+		return nil, fmt.Errorf("%w: timeoutMs %d (want 0 for the default %s, or 1..%d)", errInvalidArgument, req.TimeoutMs, h.s.cfg.RelocationTimeout, int64(api.MaxRelocationTimeoutMs))
+	}
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	if timeout == 0 {
+		timeout = h.s.cfg.RelocationTimeout
+	}
+
+	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
+	p, err := h.plan(rctx, obj, req.Target)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	addr := p.owner.Address
+	owner := p.snap.Record.Owner
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+RelocationSlack)
+	defer cancel()
+	var st *pb.RelocationStatus
+	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
+		var err error
+		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: req.Target, TimeoutMs: timeout.Milliseconds()})
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, errNodeUnavailable) {
+			return nil, err
+		}
+		return nil, nodeError(err, owner.String(), addr, obj.String())
+	}
+	out := relocationJSON(st, owner.ID)
+	h.s.log.Info().Str("relocation", out.RelocationID).Str("object", out.Object).Str("source", out.Source).Str("target", out.Target).
+		Str("outcome", out.Outcome).Int64("interruptionMicros", out.InterruptionMicros).Str("message", out.Message).Msg("relocation asked through the API ended")
+	return out, nil
+}
+
+// relocations is GET /v1/relocations: every live owner's in-flight and recent
+// relocations, asked concurrently, each node bounded by NodeListTimeout; a
+// node that does not answer is listed as unreachable.
+func (h *handlers) relocations(ctx context.Context, r *http.Request) (any, error) {
+	q, err := query(r, "object", "inflight")
+	if err != nil {
+		return nil, err
+	}
+	object, filterObject := q["object"]
+	if filterObject {
+		obj, err := keyspace.ParseObject(object)
+		if err != nil {
+			return nil, err
+		}
+		object = obj.String()
+	}
+	var inflight *bool
+	if v, given := q["inflight"]; given {
+		switch v {
+		case "true":
+			inflight = new(true)
+		case "false":
+			inflight = new(false)
+		default:
+			return nil, fmt.Errorf("%w: inflight %q (want true or false)", errInvalidArgument, v)
+		}
+	}
+	owners, _, err := lease.ListOwners(ctx, h.cli, h.s.keys)
+	if err != nil {
+		return nil, err
+	}
+	out := api.RelocationsResponse{Relocations: []api.Relocation{}, Unreachable: []api.UnreachableNode{}}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, o := range owners {
+		d := o.Descriptor
+		if d.Address == "" {
+			mu.Lock()
+			out.Unreachable = append(out.Unreachable, api.UnreachableNode{ID: d.OwnerID, Error: "advertises no gRPC address"})
+			mu.Unlock()
+			continue
+		}
+		addr := d.Address
+		wg.Go(func() {
+			nctx, cancel := context.WithTimeout(ctx, NodeListTimeout)
+			defer cancel()
+			var resp *pb.ListRelocationsResponse
+			err := h.pool.call(nctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
+				var err error
+				resp, err = c.ListRelocations(ctx, &pb.ListRelocationsRequest{})
+				return err
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				msg := err.Error()
+				if st, ok := status.FromError(err); ok {
+					msg = st.Code().String() + ": " + st.Message()
+				}
+				out.Unreachable = append(out.Unreachable, api.UnreachableNode{ID: d.OwnerID, Address: d.Address, Error: msg})
+				return
+			}
+			for _, st := range resp.GetRelocations() {
+				rel := relocationJSON(st, d.OwnerID)
+				if filterObject && rel.Object != object {
+					continue
+				}
+				if inflight != nil && *inflight != rel.InFlight() {
+					continue
+				}
+				out.Relocations = append(out.Relocations, rel)
+			}
+		})
+	}
+	wg.Wait()
+	sortRelocations(out.Relocations)
+	slices.SortFunc(out.Unreachable, func(a, b api.UnreachableNode) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// sortRelocations puts the in-flight relocations first (newest start first),
+// then the ended ones, the most recently ended first; ties by id, then role.
+func sortRelocations(rs []api.Relocation) {
+	slices.SortStableFunc(rs, func(a, b api.Relocation) int {
+		if a.InFlight() != b.InFlight() {
+			if a.InFlight() {
+				return -1
+			}
+			return 1
+		}
+		ka, kb := a.EndedUnixMs, b.EndedUnixMs
+		if a.InFlight() {
+			ka, kb = a.StartedUnixMs, b.StartedUnixMs
+		}
+		if ka != kb {
+			if ka > kb {
+				return -1
+			}
+			return 1
+		}
+		if c := strings.Compare(a.RelocationID, b.RelocationID); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Role, b.Role)
+	})
+}
