@@ -15,9 +15,13 @@ build:
 vet:
 	$(GO) vet ./...
 
-## test: vet, then every test once (no cache), bounded by $(TIMEOUT)
+## test: vet, then every test once (no cache), bounded by $(TIMEOUT); then
+## the relocation fault tests, which need the failpoints build tag
+## (internal/node/*_fault_test.go; docs/seed-bugs.md)
 test: vet
 	$(GO) test -count=1 -timeout $(TIMEOUT) ./...
+	$(GO) vet -tags failpoints ./internal/node/ ./internal/failpoint/
+	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug' ./internal/node/
 
 ## test-race: the same under the race detector (about twice as slow on 2 cores)
 test-race: vet

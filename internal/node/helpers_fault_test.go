@@ -18,6 +18,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -408,11 +409,13 @@ type appender struct {
 	attempted map[string]bool
 	errs      []error
 	stop      chan struct{}
+	once      sync.Once
 	done      chan struct{}
 }
 
-func startAppender(c *client.Client, object, prefix string) *appender {
+func startAppender(t *testing.T, c *client.Client, object, prefix string) *appender {
 	a := &appender{attempted: map[string]bool{}, stop: make(chan struct{}), done: make(chan struct{})}
+	t.Cleanup(a.end) // a test that fails early stops it before its client closes
 	go func() {
 		defer close(a.done)
 		for k := 0; ; k++ {
@@ -439,11 +442,15 @@ func startAppender(c *client.Client, object, prefix string) *appender {
 	return a
 }
 
+func (a *appender) end() {
+	a.once.Do(func() { close(a.stop) })
+	<-a.done
+}
+
 // halt stops the appender and returns what was acknowledged.
 func (a *appender) halt(t *testing.T) []string {
 	t.Helper()
-	close(a.stop)
-	<-a.done
+	a.end()
 	for _, err := range a.errs {
 		t.Errorf("caller: %v", err)
 	}
@@ -524,9 +531,13 @@ func (fm *faultMesh) serves(t *testing.T, n *node.Node, c *client.Client, object
 	if snap.Record.Owner != n.Self() || snap.Record.State != "active" || snap.Record.Intent != nil {
 		t.Errorf("%s: record %+v, want active and owned by %s", object, snap.Record, n.Self())
 	}
-	r, err := c.Call(context.Background(), object, "read")
+	method := "read"
+	if strings.HasPrefix(object, "actor/blob/") {
+		method = "hash"
+	}
+	r, err := c.Call(context.Background(), object, method)
 	if err != nil {
-		t.Errorf("%s: read: %v", object, err)
+		t.Errorf("%s: %s: %v", object, method, err)
 		return
 	}
 	if r.Fence.Owner != n.Self() {

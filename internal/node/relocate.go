@@ -91,6 +91,13 @@ func (p *pendingRoutes) take(route uint64) (w *work, terminal bool) {
 	return nil, terminal
 }
 
+// peek returns the pending work of route without taking it.
+func (p *pendingRoutes) peek(route uint64) *work {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.byID[route]
+}
+
 func (n *Node) unroute(w *work) {
 	if w.route != 0 {
 		n.routes.take(w.route)
@@ -139,6 +146,9 @@ func (s *peerServer) RelayReply(_ context.Context, m *pb.ReplyRelay) (*pb.ReplyR
 	if rq.GetOwnerId() != n.self.ID || rq.GetOwnerGeneration() != n.self.Generation || !n.rid.Equal(rq.GetRoutingId()) {
 		n.metrics.staleRefused.Inc()
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_STALE_FENCE}, nil
+	}
+	if w := n.routes.peek(m.GetReplyRoute()); w != nil && string(w.op[:]) != string(m.GetOperationId()) {
+		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PROTOCOL_ERROR}, nil
 	}
 	w, terminal := n.routes.take(m.GetReplyRoute())
 	if w == nil {
@@ -431,6 +441,7 @@ func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
 	}()
 	tick := time.NewTicker(tickEvery)
 	defer tick.Stop()
+	stopping := n.stopping
 	queue := r.m.Start()
 	for {
 		for len(queue) > 0 {
@@ -456,6 +467,9 @@ func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
 		case <-tick.C:
 			ev = relocation.Tick{NowMs: n.now().UnixMilli()}
 		case <-parent.Done():
+			ev = relocation.Stop{}
+		case <-stopping:
+			stopping = nil
 			ev = relocation.Stop{}
 		case <-ctx.Done():
 			ev = relocation.Stop{}
@@ -647,6 +661,9 @@ func (r *sourceRun) waitSettle(ctx context.Context, seen int64) bool {
 	t := time.NewTimer(250 * time.Millisecond)
 	defer t.Stop()
 	for {
+		if ctx.Err() != nil {
+			return false // settling ended: never read again (a read on a canceled ctx fails, seen stays behind: a hot loop)
+		}
 		changed := r.n.cache.Changed()
 		if loc, ok := r.n.cache.Lookup(r.h.obj); ok && loc.StoreVersion > seen {
 			return true
@@ -822,14 +839,20 @@ func (n *Node) drop(h *hosted, committed record.Snapshot, applied int) {
 	// the same operation id (the target's table answers it).
 	if len(relayed) > 0 {
 		n.work.Add(1)
-		time.AfterFunc(n.cfg.RelayWait, func() {
+		go func() {
 			defer n.work.Done()
+			t := time.NewTimer(n.cfg.RelayWait)
+			defer t.Stop()
+			select {
+			case <-t.C:
+			case <-n.stopping: // a stopping node answers at once
+			}
 			for _, w := range relayed {
 				if pw, _ := n.routes.take(w.route); pw != nil {
 					h.answer(pw, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "reply of a relocated request was not relayed in time; retry with the same operation id"})
 				}
 			}
-		})
+		}()
 	}
 }
 
@@ -903,8 +926,12 @@ func (r *targetRun) run(first relocation.Event) error {
 	n := r.n
 	ctx, cancel := context.WithCancel(r.stream.Context())
 	defer cancel()
+	// The receive goroutine ends when the handler returns (Recv fails once
+	// the RPC is over): waiting for it here would hold a finished stage's
+	// stream open until the source closes it.
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	runDone := make(chan struct{})
+	defer close(runDone)
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -918,7 +945,7 @@ func (r *targetRun) run(first relocation.Event) error {
 			}
 			select {
 			case r.events <- ev:
-			case <-ctx.Done():
+			case <-runDone: // not ctx: a broken stream cancels it, and StreamBroken must still arrive
 				return
 			}
 			if err != nil {
@@ -972,7 +999,9 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 			n.discard(r.hidden)
 			r.hidden, err = nil, ferr
 		}
-		return []relocation.Event{relocation.Restored{Err: err}}
+		// The restore took time: the machine decides READY on the clock and
+		// drain state of now, not of before the restore.
+		return []relocation.Event{relocation.Tick{NowMs: n.now().UnixMilli(), Draining: n.draining.Load()}, relocation.Restored{Err: err}}
 	case relocation.Commit:
 		if err := failpoint.Hit(failpoint.TargetBeforeCommit); err != nil {
 			return []relocation.Event{relocation.CommitResult{Err: err}}

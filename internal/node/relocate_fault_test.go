@@ -10,6 +10,7 @@ package node_test
 // lost or executed twice.
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/client"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -26,7 +28,7 @@ import (
 // it, and returns the relocation's status and the acknowledged appends.
 func relocateUnderLoad(t *testing.T, c *client.Client, src, dst *node.Node, object string, timeout time.Duration) (*pb.RelocationStatus, *appender, []string) {
 	t.Helper()
-	a := startAppender(c, object, "x")
+	a := startAppender(t, c, object, "x")
 	time.Sleep(50 * time.Millisecond)
 	st := waitRelocation(t, relocateAsync(src, object, node.RelocateOptions{Target: dst.Self().ID, Timeout: timeout}), 30*time.Second)
 	time.Sleep(100 * time.Millisecond)
@@ -263,4 +265,107 @@ func TestFaultRelayLost(t *testing.T) {
 	fm.serves(t, dst, c, obj)
 	fm.checkOutcomeMetric(t, src, "source", "completed")
 	fm.checkOutcomeMetric(t, dst, "target", "completed")
+}
+
+// A target whose stage is done (here: committed after its fallback wait,
+// the source being held before CUTOVER) ends its side of the relocation
+// stream at once: stopping the target does not wait for the source to
+// close the stream.
+func TestFaultStopNotBlockedByFinishedStage(t *testing.T) {
+	fm := startFaultMesh(t, 2)
+	c := newClient(t, client.Config{Etcd: fm.etcd})
+	const obj = "actor/list/finished"
+	fill(t, c, obj, "a")
+	src := fm.owner(t, obj)
+	dst := fm.other(t, src)
+	arm(t, failpoint.SourceBeforeCutover, "sleep:3s@1")
+
+	reloc := relocateAsync(src, obj, node.RelocateOptions{Target: dst.Self().ID})
+	if ta := targetAttempt(t, dst, obj, 3*time.Second); ta.GetOutcome() != "completed" {
+		t.Fatalf("target attempt %v", ta)
+	}
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := dst.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Errorf("stopping the target took %v: its finished relocation stream was held open until the source, asleep, "+
+			"closed it (targetRun.run waits for its receive goroutine, blocked in stream.Recv, before the handler returns)", took.Round(time.Millisecond))
+	}
+	st := waitRelocation(t, reloc, 15*time.Second)
+	wantOutcome(t, st, "completed", pb.Code_CODE_OK)
+}
+
+// The target is stuck before its commit past the deadline (after READY and
+// CUTOVER): the source, settling, preserves at its deadline and reopens; the
+// target's late commit then fails on the store version the preserve bumped,
+// and it discards its stage (DESIGN.md §3: exactly one of commit and
+// preserve wins). Every attempt ends promptly: the source's settle reads stop
+// with the relocation (repeated, since the end of settling races with the
+// watch event of the preserve).
+func TestFaultLateCommitLosesToPreserve(t *testing.T) {
+	fm := startFaultMesh(t, 2)
+	c := newClient(t, client.Config{Etcd: fm.etcd})
+	const obj = "actor/list/latecommit"
+	first := []string{"a", "b"}
+	fill(t, c, obj, first...)
+	src := fm.owner(t, obj)
+	dst := fm.other(t, src)
+	arm(t, failpoint.TargetBeforeCommit, "sleep:1200ms")
+
+	a := startAppender(t, c, obj, "x")
+	for round := range 4 {
+		st := waitRelocation(t, relocateAsync(src, obj, node.RelocateOptions{Target: dst.Self().ID, Timeout: 800 * time.Millisecond}), 10*time.Second)
+		wantOutcome(t, st, "aborted", pb.Code_CODE_DEADLINE_EXCEEDED)
+		if ta := targetAttempt(t, dst, obj, 5*time.Second); round == 0 && (ta.GetOutcome() != "failed" || ta.GetCode() != pb.Code_CODE_STALE_FENCE) {
+			t.Errorf("target attempt: %s %v (%s), want failed STALE_FENCE (its late commit lost)", ta.GetOutcome(), ta.GetCode(), ta.GetMessage())
+		}
+		deadline := time.Now().Add(5 * time.Second)
+		for dst.Hosted() != 0 && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	acked := a.halt(t)
+	fm.serves(t, src, c, obj)
+	checkList(t, c, obj, first, a, acked)
+	hostsNothing(t, dst)
+}
+
+// The source's stream breaks while the target assembles (the source died,
+// or its connection did): the target ends its attempt at once, failed
+// UNAVAILABLE with nothing staged — not at the relocation's deadline.
+// Repeated, since the stream's end races with the cancellation of its
+// context.
+func TestFaultSourceStreamBrokenMidAssembly(t *testing.T) {
+	fm := startFaultMesh(t, 1)
+	n := fm.nodes[0]
+	rid := fm.routingID(t, n)
+	for i := range 8 {
+		object := fmt.Sprintf("actor/list/broken%d", i)
+		p := rawPrepare(n, rid[:], object, "list", make([]byte, 2048), time.Now().Add(10*time.Second))
+		p.ChunkCount = 2
+		ctx, cancel := context.WithCancel(context.Background())
+		s, err := rpcpb.NewPeerServiceClient(dial(t, n)).Relocate(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: p}}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: p.GetRelocationId(), Index: 0, Data: make([]byte, 1024)}}}); err != nil {
+			t.Fatal(err)
+		}
+		waitPhase(t, n, object, "target", "new", 2*time.Second) // the attempt exists
+		cancel()
+		broken := time.Now()
+		ta := targetAttempt(t, n, object, 12*time.Second)
+		if took := time.Since(broken); took > time.Second || ta.GetCode() != pb.Code_CODE_UNAVAILABLE {
+			t.Fatalf("attempt %d ended %v after its stream broke: %s %v (%s); want failed UNAVAILABLE at once "+
+				"(targetRun.run's receive goroutine drops StreamBroken when the stream context is already canceled)",
+				i, took.Round(time.Millisecond), ta.GetOutcome(), ta.GetCode(), ta.GetMessage())
+		}
+	}
+	hostsNothing(t, n)
 }

@@ -53,7 +53,8 @@ func (fm *faultMesh) waitOwner(t *testing.T, object string, owner authority.Owne
 }
 
 // Bugs 1 and 3: the target commits (after its fallback wait: the source is
-// held before CUTOVER), then restarts — the same owner id under a new
+// held before CUTOVER), then "restarts" — its lease ends (revoked in etcd, as
+// when its process dies) and the same owner id comes back under a new
 // generation — before the source reads. The record names the committed
 // owner pair, no longer alive: same object generation, larger owner
 // generation, an owner pair other than the source's = committed, not lost.
@@ -70,7 +71,7 @@ func TestSeedBug01_03_SettleCommittedAfterTargetRestart(t *testing.T) {
 	fm.waitOwner(t, obj, dst.Self(), 3*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := dst.Stop(ctx); err != nil {
+	if _, err := fm.etcd.Revoke(ctx, dst.Keeper().LeaseID()); err != nil {
 		t.Fatal(err)
 	}
 	again := fm.add(t, dst.Self().ID)
@@ -107,10 +108,12 @@ func TestSeedBug01_02_SettleCommittedAfterObjectMovedOn(t *testing.T) {
 	dst := fm.other(t, src)
 	third := fm.other(t, src, dst)
 	arm(t, failpoint.SourceBeforeCutover, "sleep:3s@1")
-	a := startAppender(c, obj, "x")
+	a := startAppender(t, c, obj, "x")
 
 	reloc := relocateAsync(src, obj, node.RelocateOptions{Target: dst.Self().ID})
-	fm.waitOwner(t, obj, dst.Self(), 3*time.Second)
+	if ta := targetAttempt(t, dst, obj, 3*time.Second); ta.GetOutcome() != "completed" { // committed and admitted
+		t.Fatalf("target attempt %v", ta)
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st2, err := dst.Relocate(ctx, obj, node.RelocateOptions{Target: third.Self().ID})
@@ -337,9 +340,9 @@ func rawPrepare(n *node.Node, targetRID []byte, object, typ string, payload []by
 	id := wire.NewRelocationID()
 	coord := wire.NewRoutingID()
 	return &pb.Prepare{Version: wire.Version, RelocationId: id[:],
-		Coordinator: &pb.Fence{OwnerId: "ghost", OwnerGeneration: 1, RoutingId: coord[:], ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1},
-		Target:      &pb.Fence{OwnerId: n.Self().ID, OwnerGeneration: n.Self().Generation, RoutingId: targetRID},
-		Participants: []*pb.Participant{{Object: object, Type: typ, ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1}},
+		Coordinator:   &pb.Fence{OwnerId: "ghost", OwnerGeneration: 1, RoutingId: coord[:], ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1},
+		Target:        &pb.Fence{OwnerId: n.Self().ID, OwnerGeneration: n.Self().Generation, RoutingId: targetRID},
+		Participants:  []*pb.Participant{{Object: object, Type: typ, ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1}},
 		PayloadLength: uint64(len(payload)), ChunkCount: 1, Crc32C: wire.CRC32C(payload), ApplicationVersion: "1",
 		DeadlineUnixMs: deadline.UnixMilli()}
 }
