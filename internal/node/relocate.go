@@ -342,7 +342,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: name, Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
 		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
 	defer n.untrack(rec)
-	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, events: make(chan relocation.Event, 64)}
+	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, events: make(chan relocation.Event, 64), ended: make(chan struct{})}
 	r.run(ctx, now.Add(timeout+5*time.Second))
 	return rec.snapshot(), nil
 }
@@ -396,25 +396,36 @@ type sourceRun struct {
 	settleT chan struct{} // a nudge to read again
 	wg      sync.WaitGroup
 	done    bool
+	ended   chan struct{} // closed when run returns: late events are dropped
 }
 
 func (r *sourceRun) emit(ev relocation.Event) {
 	select {
 	case r.events <- ev:
+	case <-r.ended:
 	default:
-		go func() { r.events <- ev }() // never block an I/O goroutine on a full queue
+		go func() { // never block an I/O goroutine on a full queue
+			select {
+			case r.events <- ev:
+			case <-r.ended:
+			}
+		}()
 	}
 }
 
 func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
 	n := r.n
 	ctx, cancel := context.WithDeadline(context.Background(), hardStop)
-	defer cancel()
-	defer r.wg.Wait()
 	defer func() {
+		// Order matters: stop settling and the stream first (a paused
+		// target must not hold this relocation), then wait for the
+		// goroutines, then release any late emitter.
 		if r.settle != nil {
 			r.settle()
 		}
+		cancel()
+		r.wg.Wait()
+		close(r.ended)
 	}()
 	conn, err := n.peers.get(r.target.Descriptor.Address)
 	if err == nil {

@@ -1,0 +1,173 @@
+package verify
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+)
+
+// Counter is the counter workload: streams add 1 and read. Every value a
+// reply shows (a read, or an add's result) lies between the acknowledged
+// adds of its generation that returned before it was called and the adds
+// (acknowledged in its generation, or of unknown outcome) called before it
+// returned; the final value between Σ acknowledged and Σ attempted adds.
+// Below is lost (or stale), above is duplicated.
+type Counter struct {
+	Prefix string
+	N      int
+	Think  time.Duration
+}
+
+// NewCounter returns the workload on n objects.
+func NewCounter(prefix string, n int) *Counter { return &Counter{Prefix: prefix, N: n} }
+
+// Name implements Workload.
+func (w *Counter) Name() string { return "counter" }
+
+// Objects implements Workload.
+func (w *Counter) Objects() []string { return objectNames("counter", w.Prefix+"k", w.N) }
+
+// FinalRead implements Workload.
+func (w *Counter) FinalRead() (string, []string) { return "get", nil }
+
+// Run implements Workload.
+func (w *Counter) Run(ctx context.Context, s Stream, h *History) {
+	rng := newRand(s.ID)
+	objs := w.Objects()
+	var mustRead string
+	for ctx.Err() == nil {
+		obj := pick(rng, objs)
+		var op Op
+		if mustRead != "" || rng.IntN(10) < 2 {
+			if mustRead != "" {
+				obj = mustRead
+			}
+			op = Invoke(ctx, s, h, w.Name(), obj, "get")
+			if op.Outcome == OK {
+				mustRead = ""
+			}
+		} else {
+			op = Invoke(ctx, s, h, w.Name(), obj, "add", "1")
+		}
+		if op.Outcome == Unknown {
+			mustRead = obj
+		}
+		pause(ctx, w.Think)
+	}
+}
+
+type counterReply struct {
+	Value *int64 `json:"value"`
+}
+
+// Check implements Workload.
+func (w *Counter) Check(h *History, final FinalState) Result {
+	res := Result{Workload: w.Name()}
+	ops := opsOf(h, w.Name())
+	res.count(ops)
+	losses := DeclaredLosses(ops)
+	per := byObject(ops)
+	objs := make([]string, 0, len(per))
+	for o := range per {
+		objs = append(objs, o)
+	}
+	sort.Strings(objs)
+	for _, obj := range objs {
+		oops := per[obj]
+		var adds, unknown, lost []Op
+		type obs struct {
+			op Op
+			v  int64
+		}
+		var seen []obs
+		for _, o := range oops {
+			if o.Kind == "add" {
+				switch o.Outcome {
+				case OK:
+					adds = append(adds, o)
+					res.Acked++
+				case Unknown:
+					unknown = append(unknown, o)
+				case Fail:
+					if o.StateLost() {
+						lost = append(lost, o)
+					}
+				}
+			}
+			if o.Outcome == OK {
+				var r counterReply
+				if err := json.Unmarshal(o.Output, &r); err != nil || r.Value == nil {
+					res.violate("reply", obj, fmt.Sprintf("reply %q", o.Output), o)
+					continue
+				}
+				seen = append(seen, obs{o, *r.Value})
+			}
+		}
+		for _, s := range seen {
+			g := s.op.Fence.ObjectGeneration
+			var lower, upper int64
+			for _, a := range adds {
+				if a.Fence.ObjectGeneration != g {
+					continue
+				}
+				if a.Return < s.op.Call || a.ID == s.op.ID {
+					lower++
+				}
+				if a.Call < s.op.Return {
+					upper++
+				}
+			}
+			for _, u := range unknown {
+				if u.Call < s.op.Return {
+					upper++
+				}
+			}
+			for _, l := range lost { // may have run on the owner that died
+				if l.Call < s.op.Return && l.Fence.ObjectGeneration > g {
+					upper++
+				}
+			}
+			switch {
+			case s.v < lower:
+				if s.op.Final {
+					continue // counted below as lost
+				}
+				res.StaleReads++
+				res.violate("counter-bounds", obj, fmt.Sprintf("value %d below the %d adds acknowledged before it was called", s.v, lower), s.op)
+			case s.v > upper:
+				res.Duplicated += int(s.v - upper)
+				res.violate("counter-bounds", obj, fmt.Sprintf("value %d above the %d adds attempted before it returned: executed twice", s.v, upper), s.op)
+			}
+		}
+		fin, ok := final.Reads[obj]
+		if !ok {
+			continue
+		}
+		var r counterReply
+		_ = json.Unmarshal(fin.Output, &r)
+		if r.Value == nil {
+			continue
+		}
+		var lower int64
+		var lastAcked Op
+		for _, a := range adds {
+			switch f := writeFate(a.Fence.ObjectGeneration, fin.Fence.ObjectGeneration, losses[obj]); f {
+			case mustBePresent:
+				lower++
+				lastAcked = a
+			default:
+				res.account(f, false, obj, "add 1", a, fin)
+			}
+		}
+		if *r.Value < lower {
+			res.Lost += int(lower - *r.Value)
+			res.SilentLost += int(lower - *r.Value)
+			res.violate("lost", obj, fmt.Sprintf("final value %d, below the %d adds acknowledged in its generation", *r.Value, lower), lastAcked, fin)
+		}
+		res.figure("final-sum", *r.Value)
+	}
+	res.finish()
+	return res
+}
