@@ -304,7 +304,18 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	h.mu.Lock()
+	// An object that just arrived is hidden until its target admits it
+	// (moments after the commit that the previous relocation waited for).
+	for wait := time.Now().Add(2 * time.Second); ; {
+		h.mu.Lock()
+		if h.mode != modeHidden || h.closed || time.Now().After(wait) {
+			break
+		}
+		h.mu.Unlock()
+		if !sleepCtx(ctx, 5*time.Millisecond) {
+			return nil, ctx.Err()
+		}
+	}
 	if h.failReply != nil || h.closed || h.mode != modeServing {
 		h.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s", ErrNotHosted, name)
@@ -816,12 +827,7 @@ func (n *Node) reopen(h *hosted, rec record.Snapshot) {
 func (n *Node) drop(h *hosted, committed record.Snapshot, applied int) {
 	n.cache.Observe(committed)
 	n.rememberMove(h.name, committed.Record.Node.Address)
-	n.mu.Lock()
-	if n.objects[h.name] == h {
-		delete(n.objects, h.name)
-		n.metrics.hosted.Dec()
-	}
-	n.mu.Unlock()
+	n.unhost(h)
 	h.mu.Lock()
 	h.closed = true
 	if h.timer != nil {
@@ -867,14 +873,19 @@ func (n *Node) drop(h *hosted, committed record.Snapshot, applied int) {
 	}
 }
 
-// failAll answers every pending request of h with code: the object was lost.
-func (n *Node) failAll(h *hosted, code pb.Code, msg string) {
+// unhost removes h from the hosted objects if it is still the one registered.
+func (n *Node) unhost(h *hosted) {
 	n.mu.Lock()
 	if n.objects[h.name] == h {
 		delete(n.objects, h.name)
 		n.metrics.hosted.Dec()
 	}
 	n.mu.Unlock()
+}
+
+// failAll answers every pending request of h with code: the object was lost.
+func (n *Node) failAll(h *hosted, code pb.Code, msg string) {
+	n.unhost(h)
 	h.mu.Lock()
 	h.closed = true
 	ws := append(append(append(append([]*work(nil), h.captured...), h.boundary...), h.held...), h.queue...)

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/relist"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -207,29 +207,13 @@ func (c *Cache) WaitRevision(ctx context.Context, rev int64) error {
 // watch re-lists at the current revision and resumes; the cache never goes
 // backwards.
 func (c *Cache) Run(ctx context.Context) error {
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
+	return relist.Run(ctx, func(ctx context.Context) error {
 		rev, err := c.load(ctx)
-		if err == nil {
-			err = c.follow(ctx, rev)
+		if err != nil {
+			return err
 		}
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			backoff = 50 * time.Millisecond
-			continue
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-	return nil
+		return c.follow(ctx, rev)
+	})
 }
 
 func (c *Cache) decode(kv *mvccpb.KeyValue) (string, Location, bool) {

@@ -2,14 +2,12 @@ package lease
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
-	"time"
 
-	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/relist"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -84,27 +82,7 @@ func (d *Directory) notifyLocked() {
 
 // Run loads and follows owners/ until ctx ends, re-listing after compaction
 // or a broken watch.
-func (d *Directory) Run(ctx context.Context) error {
-	backoff := 50 * time.Millisecond
-	for ctx.Err() == nil {
-		err := d.runOnce(ctx)
-		if ctx.Err() != nil {
-			return nil
-		}
-		if errors.Is(err, rpctypes.ErrCompacted) {
-			continue
-		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return nil
-		}
-		backoff = min(backoff*2, 2*time.Second)
-	}
-	return nil
-}
+func (d *Directory) Run(ctx context.Context) error { return relist.Run(ctx, d.runOnce) }
 
 func (d *Directory) runOnce(ctx context.Context) error {
 	list, rev, err := ListOwners(ctx, d.c, d.keys)
