@@ -187,10 +187,24 @@ func TestRelocateThroughAPI(t *testing.T) {
 	}
 	t.Logf("relocated %s → %s, interruption %dµs", rel.Source, rel.Target, rel.InterruptionMicros)
 
-	// 2. GET lists both sides of it.
-	list, raw, err := lc.Relocations(ctx, api.RelocationsQuery{})
-	if err != nil {
-		t.Fatal(err)
+	// 2. GET lists both sides of it. The POST returns when the source saw
+	// the commit in etcd; the target records its end moments later.
+	var list api.RelocationsResponse
+
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		list, raw, err = lc.Relocations(ctx, api.RelocationsQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ended := 0
+		for _, r := range list.Relocations {
+			if !r.InFlight() && r.Outcome != "" {
+				ended++
+			}
+		}
+		if ended == len(list.Relocations) || time.Now().After(deadline) {
+			break
+		}
 	}
 	if len(list.Relocations) != 2 || len(list.Unreachable) != 0 {
 		t.Fatalf("list: %s", raw)

@@ -329,6 +329,18 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	defer func() { h.mu.Lock(); h.relocating = false; h.mu.Unlock() }()
 
 	target, err := n.chooseTarget(obj, opts.Target)
+	if errors.Is(err, ErrNoTarget) {
+		// The owner directory may be catching up (a node's descriptor
+		// update in flight): look once more after its next change.
+		t := time.NewTimer(time.Second)
+		select {
+		case <-n.dir.Changed():
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		target, err = n.chooseTarget(obj, opts.Target)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -477,7 +489,9 @@ func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
 				}
 				queue = append(queue, out...)
 			}
-			r.rec.set(func(s *pb.RelocationStatus) { s.Phase = r.m.Phase().String() })
+			if !r.done {
+				r.rec.set(func(s *pb.RelocationStatus) { s.Phase = r.m.Phase().String() })
+			}
 		}
 		if r.done {
 			_ = r.stream.CloseSend()
@@ -568,8 +582,11 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		r.sealAt = time.Time{}
 	case relocation.Drop:
 		n.drop(r.h, a.Committed, a.DataApplied)
-		if !r.sealAt.IsZero() {
-			n.metrics.interruption.Observe(n.now().Sub(r.sealAt).Seconds())
+		if !r.sealAt.IsZero() { // the commit was seen before the target's OUTCOME
+			d := n.now().Sub(r.sealAt)
+			n.metrics.interruption.Observe(d.Seconds())
+			r.rec.set(func(s *pb.RelocationStatus) { s.InterruptionUs = d.Microseconds() })
+			r.sealAt = time.Time{}
 		}
 	case relocation.FailPending:
 		n.failAll(r.h, a.Code, a.Message)
@@ -578,7 +595,7 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		o := a.Outcome.String()
 		n.metrics.relocations.WithLabelValues("source", o).Inc()
 		r.rec.set(func(s *pb.RelocationStatus) {
-			s.Outcome, s.Code, s.Message, s.EndedUnixMs = o, a.Code, a.Message, n.now().UnixMilli()
+			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", o, a.Code, a.Message, n.now().UnixMilli()
 		})
 		n.log.Debug().Str("relocation", r.id.String()).Str("object", r.h.name).Str("outcome", o).Str("message", a.Message).Msg("relocation ended")
 	}
@@ -993,7 +1010,9 @@ func (r *targetRun) run(first relocation.Event) error {
 			for _, ev := range r.do(ctx, a) {
 				step(ev)
 			}
-			r.rec.set(func(s *pb.RelocationStatus) { s.Phase = r.m.Phase().String() })
+			if !r.done {
+				r.rec.set(func(s *pb.RelocationStatus) { s.Phase = r.m.Phase().String() })
+			}
 		}
 		if r.done {
 			n.tombstones.remember(r.m.ID(), r.m.Fingerprint(), r.m.LastAnswer())
@@ -1048,7 +1067,7 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		o := a.Outcome.String()
 		n.metrics.relocations.WithLabelValues("target", o).Inc()
 		r.rec.set(func(s *pb.RelocationStatus) {
-			s.Outcome, s.Code, s.Message, s.EndedUnixMs = o, a.Code, a.Message, n.now().UnixMilli()
+			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", o, a.Code, a.Message, n.now().UnixMilli()
 		})
 	}
 	return nil
