@@ -150,11 +150,7 @@ func (w *Bank) Check(h *History, final FinalState) Result {
 		for _, id := range r.Ledger {
 			present[id] = true
 		}
-		for id, t := range transfers {
-			if t.Outcome == OK {
-				res.account(writeFate(t.Fence.ObjectGeneration, fin.Fence.ObjectGeneration, losses[obj]), present[id], obj, "transfer "+id, t, fin)
-			}
-		}
+		res.accountAll(obj, "transfer", transfers, present, fin, losses[obj])
 		res.figure("final-ledger", int64(len(r.Ledger)))
 	}
 	res.finish()

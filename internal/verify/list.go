@@ -196,11 +196,7 @@ func (w *List) Check(h *History, final FinalState) Result {
 		for _, v := range items.Items {
 			present[v] = true
 		}
-		for v, a := range appends {
-			if a.Outcome == OK {
-				res.account(writeFate(a.Fence.ObjectGeneration, fin.Fence.ObjectGeneration, losses[obj]), present[v], obj, "append "+v, a, fin)
-			}
-		}
+		res.accountAll(obj, "append", appends, present, fin, losses[obj])
 		res.figure("final-items", int64(len(items.Items)))
 	}
 	res.finish()

@@ -243,3 +243,13 @@ func excerpt(ops []Op, n int) []Op {
 	}
 	return ops
 }
+
+// accountAll checks every acknowledged write of one object against the
+// final read: present holds what the final read shows, by write key.
+func (r *Result) accountAll(obj, kind string, writes map[string]Op, present map[string]bool, final Op, losses []DeclaredLoss) {
+	for key, w := range writes {
+		if w.Outcome == OK {
+			r.account(writeFate(w.Fence.ObjectGeneration, final.Fence.ObjectGeneration, losses), present[key], obj, kind+" "+key, w, final)
+		}
+	}
+}
