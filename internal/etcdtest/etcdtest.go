@@ -5,7 +5,9 @@ package etcdtest
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -15,33 +17,52 @@ import (
 	"github.com/meshloc/meshloc/internal/embedetcd"
 )
 
-// FreePort returns a free loopback TCP port.
+// FreePort returns a free loopback TCP port for a server that binds it later.
+// It is picked at random below Linux's ephemeral range (32768–60999), so the
+// kernel does not hand it to some other process's connection or ":0"
+// listener between this check and the bind; only another FreePort caller
+// could pick it too, which is unlikely among 12,000 ports.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for range 1000 {
+		p := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+		if err == nil {
+			l.Close()
+			return p
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("free port: none found in 20000-31999")
+	return 0
 }
 
-// Single starts one member; it is closed when the test ends.
+// Single starts one member; it is closed when the test ends. The free ports
+// it picks can be taken by another process before etcd binds them (tests of
+// other packages run at the same time), so a bind failure is retried with
+// new ports.
 func Single(t testing.TB) *embedetcd.Server {
 	t.Helper()
-	c := embedetcd.Config{
-		Name:      "t0",
-		LogLevel:  "fatal", // etcd logs cancelled reads at error level: noise in tests
-		Dir:       t.TempDir(),
-		ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
-		PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+	var err error
+	for range 5 {
+		c := embedetcd.Config{
+			Name:      "t0",
+			LogLevel:  "fatal", // etcd logs cancelled reads at error level: noise in tests
+			Dir:       t.TempDir(),
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+			PeerURL:   fmt.Sprintf("http://127.0.0.1:%d", FreePort(t)),
+		}
+		var s *embedetcd.Server
+		s, err = embedetcd.Start(context.Background(), c)
+		if err == nil {
+			t.Cleanup(s.Close)
+			return s
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
 	}
-	s, err := embedetcd.Start(context.Background(), c)
-	if err != nil {
-		t.Fatalf("etcd: %v", err)
-	}
-	t.Cleanup(s.Close)
-	return s
+	t.Fatalf("etcd: %v", err)
+	return nil
 }
 
 // Cluster starts n members forming one cluster.

@@ -211,22 +211,43 @@ func httpClient(t *testing.T) *http.Client {
 // startLocationd starts locationd with its embedded etcd on free ports and
 // waits until /readyz answers. It returns the process, etcd's client URL and
 // an API client.
+//
+// The free ports it picks can be taken by another process before locationd
+// binds them (other packages' tests run at the same time): a start that
+// exits with "address already in use" is retried with new ports.
 func startLocationd(t *testing.T) (*process, string, *api.Client) {
 	t.Helper()
-	clientURL := "http://" + freeAddr(t)
-	httpAddr := freeAddr(t)
-	p := startProcess(t, "locationd", binary(t, "locationd"),
-		"--data-dir", filepath.Join(t.TempDir(), "locationd"),
-		"--listen-client", clientURL,
-		"--listen-peer", "http://"+freeAddr(t),
-		"--http", httpAddr,
-	)
-	cl, err := api.NewClient("http://"+httpAddr, httpClient(t))
-	if err != nil {
-		t.Fatal(err)
+	for attempt := 1; ; attempt++ {
+		clientURL := "http://" + freeAddr(t)
+		httpAddr := freeAddr(t)
+		p := startProcess(t, "locationd", binary(t, "locationd"),
+			"--data-dir", filepath.Join(t.TempDir(), "locationd"),
+			"--listen-client", clientURL,
+			"--listen-peer", "http://"+freeAddr(t),
+			"--http", httpAddr,
+		)
+		cl, err := api.NewClient("http://"+httpAddr, httpClient(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(2 * time.Minute)
+		for {
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			err = cl.Ready(ctx)
+			cancel()
+			if err == nil {
+				return p, clientURL, cl
+			}
+			if !p.alive() || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		if attempt < 5 && !p.alive() && strings.Contains(p.out.String(), "address already in use") {
+			continue
+		}
+		t.Fatalf("locationd ready: %v (exited: %v)\n%s", err, !p.alive(), p.out.String())
 	}
-	waitFor(t, 2*time.Minute, "locationd ready", func(ctx context.Context) error { return cl.Ready(ctx) }, p)
-	return p, clientURL, cl
 }
 
 // waitFor polls cond every 50 ms until it returns nil, failing the test on
