@@ -80,6 +80,17 @@ func newRoot(stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobr
 /v1/objects/{object}, /healthz, /readyz, /metrics) on --http. With no
 --etcd-endpoints it runs an embedded etcd in --data-dir.
 
+The embedded etcd can be one member of a cluster: start one locationd per
+member, each with its --name, --data-dir and URLs, and the same
+--initial-cluster (name=peerURL,…) and --initial-cluster-token, e.g.
+
+  locationd --name m1 --data-dir d1 --http 127.0.0.1:7071 \
+    --listen-client http://127.0.0.1:12379 --listen-peer http://127.0.0.1:12380 \
+    --initial-cluster m1=http://127.0.0.1:12380,m2=http://127.0.0.1:22380,m3=http://127.0.0.1:32380
+
+Every member serves the API. A member restarted with its --data-dir rejoins
+(etcd then ignores the --initial-cluster* flags).
+
 Every flag can also be set by the environment: LOCATIOND_<FLAG>, e.g.
 LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 		Args:          noArgs,

@@ -21,6 +21,12 @@ func TestUsage(t *testing.T) {
 		{nil, map[string]string{"LOCATIOND_PREFIX": "nope"}, exitUsage, "locationd: usage: locationd: invalid config: --prefix/--cluster"},
 		{nil, map[string]string{"LOCATIOND_REQUEST_TIMEOUT": "soon"}, exitUsage, `locationd: usage: environment LOCATIOND_REQUEST_TIMEOUT="soon"`},
 		{[]string{"--log-level", "loud"}, nil, exitUsage, `locationd: usage: --log-level "loud"`},
+		{[]string{"--etcd-endpoints", "http://a:2379", "--initial-cluster", "m1=http://a:2380"}, nil, exitUsage,
+			`locationd: usage: locationd: invalid config: --initial-cluster "m1=http://a:2380": means nothing with --etcd-endpoints`},
+		{[]string{"--name", "m9", "--initial-cluster", "m1=http://127.0.0.1:2380"}, nil, exitUsage,
+			`locationd: usage: locationd: invalid config: --name "m9": is not a member of --initial-cluster (members: m1)`},
+		{[]string{"--initial-cluster", "m1=127.0.0.1:2380"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --initial-cluster "m1=127.0.0.1:2380": member m1`},
+		{nil, map[string]string{"LOCATIOND_INITIAL_CLUSTER_STATE": "old"}, exitUsage, `locationd: usage: locationd: invalid config: --initial-cluster-state "old": want new or existing`},
 	} {
 		var out, errb bytes.Buffer
 		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
@@ -35,7 +41,8 @@ func TestUsage(t *testing.T) {
 func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"--help"}, &out, &errb, func(string) (string, bool) { return "", false })
-	if code != exitOK || !strings.Contains(out.String(), "--etcd-endpoints") || !strings.Contains(out.String(), "LOCATIOND_") {
+	if code != exitOK || !strings.Contains(out.String(), "--etcd-endpoints") || !strings.Contains(out.String(), "LOCATIOND_") ||
+		!strings.Contains(out.String(), "--initial-cluster-state") {
 		t.Errorf("--help: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 }

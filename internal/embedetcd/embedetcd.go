@@ -3,7 +3,7 @@
 // mock). It is a thin, validated wrapper over go.etcd.io/etcd/server/v3/embed.
 //
 // It is not a cluster manager: a 3-member cluster is three Servers started with
-// the same InitialCluster string (see StartCluster).
+// the same InitialCluster string (see ClusterString, and etcdtest.Cluster).
 package embedetcd
 
 import (
@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,6 +40,12 @@ type Config struct {
 	InitialCluster string
 	// ClusterToken separates clusters that share peer ports by accident.
 	ClusterToken string
+	// ClusterState is "new" (the default: the members in InitialCluster
+	// bootstrap a cluster together) or "existing" (join a running cluster
+	// that this member was added to). Like InitialCluster, it is ignored by a
+	// member whose Dir already holds a WAL: that member restarts as the
+	// member its WAL says it is.
+	ClusterState string
 	// LogLevel of etcd's own zap logger ("error" by default: etcd is chatty).
 	LogLevel string
 	// StartTimeout bounds how long Start waits for readiness (default 30 s).
@@ -51,9 +58,10 @@ type Config struct {
 
 // Server is a running embedded member.
 type Server struct {
-	e       *embed.Etcd
-	cfg     Config
-	closing *atomic.Bool
+	e         *embed.Etcd
+	cfg       Config
+	closing   *atomic.Bool
+	closeOnce sync.Once
 }
 
 // quietOnClose drops etcd's log entries once Close has begun: closing the
@@ -120,6 +128,14 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if c.ClusterToken != "" {
 		ec.InitialClusterToken = c.ClusterToken
 	}
+	switch c.ClusterState {
+	case "", embed.ClusterStateFlagNew:
+		ec.ClusterState = embed.ClusterStateFlagNew
+	case embed.ClusterStateFlagExisting:
+		ec.ClusterState = embed.ClusterStateFlagExisting
+	default:
+		return nil, fmt.Errorf("embedetcd: ClusterState %q (want %q or %q)", c.ClusterState, embed.ClusterStateFlagNew, embed.ClusterStateFlagExisting)
+	}
 	ec.LogLevel = c.LogLevel
 	closing := new(atomic.Bool)
 	zc := logutil.DefaultZapLoggerConfig
@@ -166,10 +182,15 @@ func (s *Server) Err() <-chan error { return s.e.Err() }
 // Etcd exposes the underlying member (tests: move-leader, member id).
 func (s *Server) Etcd() *embed.Etcd { return s.e }
 
-// Close stops the member and waits for its goroutines to end.
+// Close stops the member and waits for its goroutines to end. It may be
+// called more than once (a test that stops a member, and its cleanup): the
+// calls after the first wait for it and do nothing more (embed.Etcd.Close
+// panics when called twice).
 func (s *Server) Close() {
-	s.closing.Store(true)
-	s.e.Close()
+	s.closeOnce.Do(func() {
+		s.closing.Store(true)
+		s.e.Close()
+	})
 }
 
 // ClusterString builds an InitialCluster value from names and peer URLs.

@@ -5,8 +5,6 @@ package etcdtest
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"strings"
 	"sync"
 	"testing"
@@ -15,25 +13,18 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/internal/freeport"
 )
 
-// FreePort returns a free loopback TCP port for a server that binds it later.
-// It is picked at random below Linux's ephemeral range (32768–60999), so the
-// kernel does not hand it to some other process's connection or ":0"
-// listener between this check and the bind; only another FreePort caller
-// could pick it too, which is unlikely among 12,000 ports.
+// FreePort returns a free loopback TCP port for a server that binds it later
+// (see freeport.Get: it is picked below Linux's ephemeral range).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	for range 1000 {
-		p := 20000 + rand.IntN(12000)
-		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err == nil {
-			l.Close()
-			return p
-		}
+	p, err := freeport.Get()
+	if err != nil {
+		t.Fatal(err)
 	}
-	t.Fatal("free port: none found in 20000-31999")
-	return 0
+	return p
 }
 
 // Single starts one member; it is closed when the test ends. The free ports

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -22,6 +24,33 @@ const EnvPrefix = "LOCATIOND_"
 // ErrInvalidConfig is returned by Validate for a field, or a relation between
 // fields, that cannot work.
 var ErrInvalidConfig = errors.New("locationd: invalid config")
+
+// FlagError is the error of Validate for a flag value that cannot work, with
+// the flag, its value and why. It is an ErrInvalidConfig (errors.Is).
+type FlagError struct {
+	Flag   string // e.g. "--initial-cluster"
+	Value  string
+	Reason string
+}
+
+func (e *FlagError) Error() string {
+	return fmt.Sprintf("%v: %s %q: %s", ErrInvalidConfig, e.Flag, e.Value, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidConfig) true.
+func (e *FlagError) Is(target error) bool { return target == ErrInvalidConfig }
+
+// Defaults of the embedded etcd's cluster flags.
+const (
+	// DefaultMemberName is --name's default (etcd's own).
+	DefaultMemberName = "default"
+	// DefaultClusterToken is --initial-cluster-token's default.
+	DefaultClusterToken = "meshloc"
+	// ClusterStateNew and ClusterStateExisting are the values of
+	// --initial-cluster-state.
+	ClusterStateNew      = "new"
+	ClusterStateExisting = "existing"
+)
 
 // Config of one locationd process (DESIGN.md §8, flags of §10).
 type Config struct {
@@ -43,8 +72,33 @@ type Config struct {
 	// EtcdEndpoints (--etcd-endpoints, comma list, default empty) are the
 	// client URLs of an existing etcd cluster. Set: no embedded etcd is started
 	// and DataDir, ListenClient and ListenPeer are ignored. Empty: the embedded
-	// etcd, the default that serves one machine.
+	// etcd, the default that serves one machine. The cluster fields below are
+	// refused with it (they would mean nothing).
 	EtcdEndpoints []string
+
+	// The embedded etcd's cluster (etcd's flags of the same names). A
+	// 3-member cluster is three locationd processes, each with its own
+	// MemberName, DataDir and URLs, and the same InitialCluster and
+	// InitialClusterToken; each serves the API through its own member. A
+	// member restarted with its DataDir rejoins as the member its WAL says it
+	// is: etcd then ignores InitialCluster, InitialClusterState and
+	// InitialClusterToken.
+
+	// MemberName (--name, default "default") is the member's name, unique in
+	// its cluster.
+	MemberName string
+	// InitialCluster (--initial-cluster, default empty) is the cluster that
+	// bootstraps, "name=peerURL,name=peerURL,…". It must name MemberName with
+	// ListenPeer as its URL. Empty: a single member, MemberName=ListenPeer.
+	InitialCluster string
+	// InitialClusterState (--initial-cluster-state, default "new") is "new"
+	// (the members of InitialCluster bootstrap together) or "existing" (this
+	// member was added to a running cluster with `etcdctl member add`).
+	InitialClusterState string
+	// InitialClusterToken (--initial-cluster-token, default "meshloc") keeps
+	// clusters that share peer URLs by accident apart.
+	InitialClusterToken string
+
 	// HTTP (--http, default 127.0.0.1:7070) is the host:port of the location
 	// API, /metrics, /healthz and /readyz. Loopback by default: the API has no
 	// authentication yet. Port 0 picks a free port (tests); Server.HTTPAddr
@@ -73,7 +127,9 @@ type Config struct {
 	// before it closes their connections.
 	ShutdownTimeout time.Duration
 	// EtcdStartTimeout (--etcd-start-timeout, default 30s) bounds the start of
-	// the embedded etcd (it replays its WAL at start: a large data dir is slow).
+	// the embedded etcd (it replays its WAL at start: a large data dir is slow;
+	// a member of a cluster is ready only once a quorum of members answers,
+	// so start the members of a new cluster together).
 	EtcdStartTimeout time.Duration
 	// RelocationTimeout (--relocation-timeout, default 10s) is the deadline of
 	// a relocation asked with POST /v1/relocations without timeoutMs. The
@@ -109,6 +165,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout:  10 * time.Second,
 		EtcdStartTimeout: 30 * time.Second,
 
+		MemberName:          DefaultMemberName,
+		InitialClusterState: ClusterStateNew,
+		InitialClusterToken: DefaultClusterToken,
+
 		RelocationTimeout: 10 * time.Second,
 	}
 }
@@ -120,6 +180,10 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ListenClient, "listen-client", c.ListenClient, "client URL of the embedded etcd")
 	fs.StringVar(&c.ListenPeer, "listen-peer", c.ListenPeer, "peer URL of the embedded etcd")
 	fs.Var(cliutil.NewList(&c.EtcdEndpoints), "etcd-endpoints", "comma list of an existing etcd cluster's client URLs; set: no embedded etcd")
+	fs.StringVar(&c.MemberName, "name", c.MemberName, "member name of the embedded etcd, unique in its cluster")
+	fs.StringVar(&c.InitialCluster, "initial-cluster", c.InitialCluster, "members of the embedded etcd's cluster, name=peerURL,… (with --name=--listen-peer among them); empty: a single member")
+	fs.StringVar(&c.InitialClusterState, "initial-cluster-state", c.InitialClusterState, "new (bootstrap the members of --initial-cluster together) or existing (join a running cluster after etcdctl member add)")
+	fs.StringVar(&c.InitialClusterToken, "initial-cluster-token", c.InitialClusterToken, "token of the embedded etcd's cluster, the same on every member")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "host:port of the location API, /metrics, /healthz and /readyz")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
@@ -177,7 +241,7 @@ func (c *Config) Validate() error {
 				return err
 			}
 		}
-		return nil
+		return c.refuseClusterFlags()
 	}
 	switch c.EtcdLogLevel {
 	case "debug", "info", "warn", "error", "panic", "fatal":
@@ -201,5 +265,94 @@ func (c *Config) Validate() error {
 	if c.HTTP == cu.Host || c.HTTP == pu.Host {
 		return fmt.Errorf("%w: --http %s is also an etcd URL's address", ErrInvalidConfig, c.HTTP)
 	}
+	_, err = c.EtcdInitialCluster()
+	return err
+}
+
+// refuseClusterFlags refuses, with --etcd-endpoints, a cluster flag that is
+// not at its default: there is no embedded etcd for it to configure.
+func (c *Config) refuseClusterFlags() error {
+	for _, f := range []struct {
+		flag, value string
+		unset       []string
+	}{
+		{"--name", c.MemberName, []string{"", DefaultMemberName}},
+		{"--initial-cluster", c.InitialCluster, []string{""}},
+		{"--initial-cluster-state", c.InitialClusterState, []string{"", ClusterStateNew}},
+		{"--initial-cluster-token", c.InitialClusterToken, []string{"", DefaultClusterToken}},
+	} {
+		if !slices.Contains(f.unset, f.value) {
+			return &FlagError{Flag: f.flag, Value: f.value, Reason: "means nothing with --etcd-endpoints (no embedded etcd is started)"}
+		}
+	}
 	return nil
+}
+
+// EtcdInitialCluster checks the embedded etcd's cluster fields and returns
+// the initial cluster to start it with: InitialCluster without blanks, or
+// MemberName=ListenPeer for a single member. Every error is a *FlagError.
+func (c *Config) EtcdInitialCluster() (string, error) {
+	if c.MemberName == "" || strings.ContainsAny(c.MemberName, ",= \t") {
+		return "", &FlagError{Flag: "--name", Value: c.MemberName, Reason: "want a non-empty member name without commas, '=' or blanks"}
+	}
+	switch c.InitialClusterState {
+	case ClusterStateNew, ClusterStateExisting:
+	default:
+		return "", &FlagError{Flag: "--initial-cluster-state", Value: c.InitialClusterState, Reason: "want new or existing"}
+	}
+	if c.InitialClusterToken == "" {
+		return "", &FlagError{Flag: "--initial-cluster-token", Value: "", Reason: "must not be empty"}
+	}
+	pu, err := checkURL("--listen-peer", c.ListenPeer)
+	if err != nil {
+		return "", err
+	}
+	if c.InitialCluster == "" {
+		if c.InitialClusterState == ClusterStateExisting {
+			return "", &FlagError{Flag: "--initial-cluster-state", Value: c.InitialClusterState,
+				Reason: "joining an existing cluster needs --initial-cluster (its members, and this one)"}
+		}
+		return c.MemberName + "=" + pu.String(), nil
+	}
+	bad := func(reason string) (string, error) {
+		return "", &FlagError{Flag: "--initial-cluster", Value: c.InitialCluster, Reason: reason}
+	}
+	var (
+		parts   []string
+		mine    []string              // URLs of MemberName
+		members []string              // names, in order, once each
+		owner   = map[string]string{} // peer URL → member name
+	)
+	for e := range strings.SplitSeq(c.InitialCluster, ",") {
+		e = strings.TrimSpace(e)
+		name, raw, ok := strings.Cut(e, "=")
+		name, raw = strings.TrimSpace(name), strings.TrimSpace(raw)
+		if !ok || name == "" || raw == "" {
+			return bad(fmt.Sprintf("element %q is not name=peerURL", e))
+		}
+		u, err := url.Parse(raw)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || (u.Path != "" && u.Path != "/") {
+			return bad(fmt.Sprintf("member %s: %q is not a peer URL like http://127.0.0.1:2380", name, raw))
+		}
+		us := u.Scheme + "://" + u.Host
+		if other, dup := owner[us]; dup {
+			return bad(fmt.Sprintf("peer URL %s is given to both %s and %s", us, other, name))
+		}
+		owner[us] = name
+		if !slices.Contains(members, name) {
+			members = append(members, name)
+		}
+		if name == c.MemberName {
+			mine = append(mine, us)
+		}
+		parts = append(parts, name+"="+us)
+	}
+	if len(mine) == 0 {
+		return "", &FlagError{Flag: "--name", Value: c.MemberName,
+			Reason: fmt.Sprintf("is not a member of --initial-cluster (members: %s)", strings.Join(members, ", "))}
+	}
+	if me := pu.Scheme + "://" + pu.Host; len(mine) != 1 || mine[0] != me {
+		return bad(fmt.Sprintf("gives member %s the peer URL(s) %s, but --listen-peer is %s", c.MemberName, strings.Join(mine, ", "), me))
+	}
+	return strings.Join(parts, ","), nil
 }

@@ -32,7 +32,10 @@
 //
 //  1. Start the embedded etcd in Config.DataDir/etcd, unless
 //     Config.EtcdEndpoints is set. Run blocks until it is ready
-//     (bounded by Config.EtcdStartTimeout and ctx).
+//     (bounded by Config.EtcdStartTimeout and ctx). The member may be one of
+//     a cluster (Config.InitialCluster): it is ready once the cluster has a
+//     quorum, and the process's client uses this member only, so each member
+//     serves the API, and /readyz says whether it is in a quorum.
 //  2. Create an etcd client (it does not wait for a connection: /readyz says
 //     whether etcd answers), and the pool of node connections.
 //  3. Listen on Config.HTTP and serve. Ready() is closed and HTTPAddr() is

@@ -25,9 +25,6 @@ import (
 // ErrAlreadyRun is returned by a second call of Server.Run.
 var ErrAlreadyRun = errors.New("locationd: server already run")
 
-// EtcdMemberName is the member name of the embedded etcd.
-const EtcdMemberName = "locationd"
-
 // dialTimeout bounds the etcd client's first connection attempt.
 const dialTimeout = 5 * time.Second
 
@@ -104,14 +101,24 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	endpoints := cfg.EtcdEndpoints
 	if cfg.Embedded() {
 		dir := filepath.Join(cfg.DataDir, "etcd")
-		s.log.Info().Str("dir", dir).Str("client", cfg.ListenClient).Str("peer", cfg.ListenPeer).Msg("starting embedded etcd")
+		var ic string
+		ic, err = cfg.EtcdInitialCluster() // checked by New
+		if err != nil {
+			return err
+		}
+		s.log.Info().Str("dir", dir).Str("client", cfg.ListenClient).Str("peer", cfg.ListenPeer).
+			Str("name", cfg.MemberName).Str("initialCluster", ic).Str("initialClusterState", cfg.InitialClusterState).
+			Msg("starting embedded etcd")
 		etcd, err = embedetcd.Start(ctx, embedetcd.Config{
-			Name:         EtcdMemberName,
-			Dir:          dir,
-			ClientURL:    cfg.ListenClient,
-			PeerURL:      cfg.ListenPeer,
-			StartTimeout: cfg.EtcdStartTimeout,
-			LogLevel:     cfg.EtcdLogLevel,
+			Name:           cfg.MemberName,
+			Dir:            dir,
+			ClientURL:      cfg.ListenClient,
+			PeerURL:        cfg.ListenPeer,
+			InitialCluster: ic,
+			ClusterToken:   cfg.InitialClusterToken,
+			ClusterState:   cfg.InitialClusterState,
+			StartTimeout:   cfg.EtcdStartTimeout,
+			LogLevel:       cfg.EtcdLogLevel,
 		})
 		if err != nil {
 			if ctx.Err() != nil {
