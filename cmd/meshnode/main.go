@@ -14,6 +14,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
@@ -65,6 +66,13 @@ func run(args []string) int {
 	case <-ctx.Done():
 		log.Info().Msg("signal: stopping")
 	case <-n.Keeper().Done():
+		if failpoint.Planted(failpoint.BugWokenOwnerServes) {
+			// Planted (failpoints builds only): a fenced node serves on
+			// until it is told to stop.
+			log.Error().Err(n.Keeper().Err()).Msg("lease ended: serving on (planted bug woken-owner-serves)")
+			<-ctx.Done()
+			break
+		}
 		log.Error().Err(n.Keeper().Err()).Msg("lease ended: stopping")
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

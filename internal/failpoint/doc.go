@@ -11,11 +11,30 @@
 //	crash      the process kills itself with SIGKILL at that point (kill -9)
 //	pause      the goroutine blocks forever (a hung process; SIGKILL it)
 //	sleep:D    sleep for the duration D (e.g. sleep:3s)
-//	corrupt    Corrupt flips one byte of the data passing the point
+//	corrupt    Corrupt flips the lowest bit (XOR 0x01) of the last ASCII
+//	           digit of a copy of the data passing the point (of its middle
+//	           byte if it has none): a digit stays a digit, so the payload
+//	           usually still decodes and only a checksum can tell; in a
+//	           relocation payload that digit is in the object's state
 //
 // A suffix @N fires the action only at the N-th hit of the point (1-based);
-// without it every hit fires. Every firing is logged on stderr as
+// a suffix %N fires it at every N-th hit (hits N, 2N, 3N, …); without either
+// every hit fires. Every firing is logged on stderr as
 // "failpoint: <name> <action>" so a test can wait for it.
+//
+// # Planted bugs
+//
+// The same build tag compiles in switches that plant known bugs, so that the
+// verification suite can prove its checkers catch them (TESTING.md, "Checking
+// the checkers"). Planted(bug) reports whether a bug is planted; the code
+// that the bug changes asks it only at the place where the correct code
+// would act (refuse, compare, check), and the first time it answers true for
+// a bug it logs "planted: <bug>" on stderr. Bugs are planted for a whole
+// process from the environment, MESHLOC_PLANT="crc-ignored,no-generation-check"
+// (read at init; unknown names are reported on stderr and ignored), or in
+// process with Plant, which returns its undo. Without the build tag Planted is
+// the constant false and Plant does nothing: a production binary cannot be
+// planted.
 package failpoint
 
 import "errors"
@@ -36,4 +55,54 @@ const (
 	TargetBeforeReplay   = "target.before-replay"    // committed, before captured requests run
 	TargetBeforeRelay    = "target.before-relay"     // before a reply relay is sent
 	DrainStep            = "drain"                   // during drain, between objects
+	// NodeBeforeReply: an owner executed a request and passed its last lease
+	// check; the reply is about to leave the node (the verification plan's
+	// R8, a pause between execute and reply). Hit on the RPC goroutine, after
+	// the object's mailbox is free again: a sleep here holds only this reply.
+	// Action "error" loses the reply: the request executed, the caller gets a
+	// gRPC UNAVAILABLE error and retries with the same operation id.
+	NodeBeforeReply = "node.before-reply"
 )
+
+// The planted bugs (Planted, Plant). Each names what the bug skips and, after
+// the colon, the fault that exposes it.
+const (
+	// BugAckBeforeCommit: a relocation target runs the captured and DATA
+	// requests and relays their replies before its commit transaction instead
+	// of after it: target.before-commit=error (or a sleep past the deadline).
+	BugAckBeforeCommit = "ack-before-commit"
+	// BugNoGenerationCheck: owners serve callers that knew another object
+	// generation (no StateLost, also not on recovery), and gateways and
+	// clients accept replies with an older fence: kill -9 of an owner.
+	BugNoGenerationCheck = "no-generation-check"
+	// BugDedupNotTransferred: a relocation carries an empty de-duplication
+	// table: a lost reply retried after the object moved (node.before-reply=error%20).
+	BugDedupNotTransferred = "dedup-not-transferred"
+	// BugCommitWithoutCompare: the commit transaction drops its
+	// ModRevision compares (the target owner's key is still compared):
+	// target.before-commit=sleep past the relocation deadline.
+	BugCommitWithoutCompare = "commit-without-compare"
+	// BugLeaseReceiveTime: the lease keeper counts the local deadline from
+	// the arrival of a keep-alive reply, not from its send: etcd replies
+	// delayed by more than the margin, then the node cut off from etcd.
+	// (Owners start requests only while Valid, until deadline − Margin: new
+	// requests run after etcd's expiry only if the delay exceeds 2·Margin,
+	// which the default Margin TTL/5 and keep-alive timeout ≤ TTL/3 rule
+	// out; timer fires and replies, allowed until the deadline, need only
+	// more than Margin.)
+	BugLeaseReceiveTime = "lease-receive-time"
+	// BugCRCIgnored: a relocation target installs a payload whose CRC32C does
+	// not match its PREPARE: source.chunk-data=corrupt%2.
+	BugCRCIgnored = "crc-ignored"
+	// BugWokenOwnerServes: a node whose lease deadline passed keeps its
+	// objects and serves them under its old fences (no lease check before
+	// executing or replying, no teardown, the process does not exit): SIGSTOP
+	// of an owner past its TTL, then SIGCONT.
+	BugWokenOwnerServes = "woken-owner-serves"
+)
+
+// Bugs lists every planted bug.
+var Bugs = []string{
+	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
+	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes,
+}

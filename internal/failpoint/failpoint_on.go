@@ -19,7 +19,8 @@ const Enabled = true
 type point struct {
 	action string
 	arg    time.Duration
-	at     int64 // fire only at this hit (0: every hit)
+	at     int64 // fire only at this hit (0: see every)
+	every  int64 // fire at every every-th hit (0: every hit)
 	hits   atomic.Int64
 }
 
@@ -53,6 +54,12 @@ func Enable(name, action string) error {
 			return fmt.Errorf("failpoint: %s: bad hit number %q", name, n)
 		}
 		p.at, action = at, a
+	} else if a, n, ok := strings.Cut(action, "%"); ok {
+		every, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || every < 1 {
+			return fmt.Errorf("failpoint: %s: bad hit period %q", name, n)
+		}
+		p.every, action = every, a
 	}
 	switch {
 	case action == "error", action == "crash", action == "pause", action == "corrupt":
@@ -92,7 +99,7 @@ func fire(name string) *point {
 		return nil
 	}
 	h := p.hits.Add(1)
-	if p.at != 0 && h != p.at {
+	if p.at != 0 && h != p.at || p.every != 0 && h%p.every != 0 {
 		return nil
 	}
 	fmt.Fprintf(os.Stderr, "failpoint: %s %s\n", name, p.action)
@@ -119,8 +126,13 @@ func Hit(name string) error {
 	return nil
 }
 
-// Corrupt flips one byte of a copy of data if name is armed with "corrupt";
-// other actions run as in Hit.
+// Corrupt flips the lowest bit of one byte of a copy of data if name is
+// armed with "corrupt": of the last ASCII digit, or of the middle byte when
+// data has none. A digit stays a digit, so a payload usually still decodes
+// and only a checksum can catch the change; and the last digit of a
+// relocation payload is in its state (the envelope with the de-duplication
+// table comes first): the last value of the object, e.g. a list's last
+// element c1-39 becomes c1-38. Other actions run as in Hit.
 func Corrupt(name string, data []byte) []byte {
 	p := fire(name)
 	if p == nil || len(data) == 0 {
@@ -130,6 +142,13 @@ func Corrupt(name string, data []byte) []byte {
 		return data
 	}
 	c := append([]byte(nil), data...)
-	c[len(c)/2] ^= 0xff
+	i := len(c) / 2
+	for j := len(c) - 1; j >= 0; j-- {
+		if c[j] >= '0' && c[j] <= '9' {
+			i = j
+			break
+		}
+	}
+	c[i] ^= 0x01
 	return c
 }

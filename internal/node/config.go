@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
 )
 
 // ErrInvalidConfig: a Config field or a relation between fields is wrong.
@@ -29,6 +30,10 @@ type Config struct {
 	HTTP string
 	// LeaseTTL of the owner lease (default 5 s; etcd grants at least ~2 s).
 	LeaseTTL time.Duration
+	// LeaseMargin is subtracted from the lease deadline (0: TTL/5, at least
+	// 100 ms): the node stops starting work that long before its lease
+	// could have run out.
+	LeaseMargin time.Duration
 	// Weight for placement; 0 makes a pure gateway: nothing is placed or moved onto it.
 	Weight int
 	// Types the node hosts (built-in type names; empty: all registered).
@@ -64,6 +69,12 @@ type Config struct {
 	NodeBudgetBytes int64
 	// PeerBudgetBytes bounds STATE bytes in flight to one peer (default 16 MiB).
 	PeerBudgetBytes int64
+	// ExecLog is the path of the execution log (empty, the default: none):
+	// one JSON line appended per request (or timer tick) executed by an
+	// object hosted here, written before the reply leaves, for verification
+	// runs (internal/verify.ReadExecLogFiles). A restarted node appends to
+	// the same file; its owner generation tells the lives apart.
+	ExecLog string
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §10.
@@ -117,6 +128,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "address other nodes dial (default: --listen)")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP address for /metrics and /healthz (empty: off)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "owner lease TTL")
+	fs.DurationVar(&c.LeaseMargin, "lease-margin", c.LeaseMargin, "safety margin before the lease deadline (0: TTL/5, at least 100ms)")
 	fs.IntVar(&c.Weight, "weight", c.Weight, "placement weight; 0 makes a pure gateway")
 	fs.Var(listFlag{&c.Types}, "types", "comma-separated types to host (default: all)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
@@ -133,6 +145,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
+	fs.StringVar(&c.ExecLog, "exec-log", c.ExecLog, "append one JSON line per executed request or timer tick to this file (verification runs; empty: off)")
 }
 
 // ApplyEnv sets flags not given on the command line from MESHNODE_<FLAG>.
@@ -171,6 +184,12 @@ func (c *Config) Validate() error {
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return bad("--lease-ttl", "%s is below etcd's minimum of 2s", c.LeaseTTL)
+	}
+	if c.LeaseMargin < 0 {
+		return bad("--lease-margin", "negative")
+	}
+	if err := (lease.Config{TTL: c.LeaseTTL, Margin: c.LeaseMargin, OwnerID: "x"}).WithDefaults().Validate(); err != nil {
+		return bad("--lease-ttl/--lease-margin", "%v", err)
 	}
 	if c.Weight < 0 {
 		return bad("--weight", "negative")

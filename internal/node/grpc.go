@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
@@ -20,7 +21,11 @@ type callServer struct {
 }
 
 func (s *callServer) Call(ctx context.Context, req *pb.CallRequest) (*pb.CallReply, error) {
-	return s.n.Call(ctx, req), nil
+	rep := s.n.Call(ctx, req)
+	if failpoint.Enabled && rep == replyLost {
+		return nil, status.Error(codes.Unavailable, rep.GetMessage())
+	}
+	return rep, nil
 }
 
 // peerServer is the node-to-node service; relocation fills it in.

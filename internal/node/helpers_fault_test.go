@@ -9,7 +9,7 @@ package node_test
 // registry; failpoints armed for one test; callers that append while a
 // relocation runs, and the exactly-once check of what they appended.
 //
-// Run with: go test -tags failpoints -run 'Fault|SeedBug' ./internal/node/
+// Run with: go test -tags failpoints -run 'Fault|SeedBug|Planted' ./internal/node/
 
 import (
 	"context"
@@ -69,6 +69,7 @@ func (s *slowList) Handle(_ actor.Context, method string, args [][]byte) ([]byte
 			time.Sleep(time.Duration(ms) * time.Millisecond)
 		}
 		s.st.Items = append(s.st.Items, string(args[0]))
+		slowListRuns.add(string(args[0]))
 		return json.Marshal(map[string]int{"length": len(s.st.Items)})
 	case "read":
 		items := s.st.Items
@@ -81,6 +82,29 @@ func (s *slowList) Handle(_ actor.Context, method string, args [][]byte) ([]byte
 		return []byte(`{"ok":true}`), nil
 	}
 	return nil, actor.UnknownMethod(slowListType, method)
+}
+
+// slowListRuns counts, for the whole test process (every node), how often
+// each value was appended by a slowlist handler: an execution whose state
+// was discarded afterwards (a target's stage) counts too, which no final
+// read can show. Tests use values unique to them.
+var slowListRuns = runCounter{n: map[string]int{}}
+
+type runCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (r *runCounter) add(v string) {
+	r.mu.Lock()
+	r.n[v]++
+	r.mu.Unlock()
+}
+
+func (r *runCounter) get(v string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.n[v]
 }
 
 func (s *slowList) Snapshot() ([]byte, error) { return json.Marshal(s.st) }

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -235,11 +236,11 @@ func (h *hosted) reply(code pb.Code, payload []byte, msg string) *pb.CallReply {
 func (h *hosted) execute(w *work) *pb.CallReply {
 	n := h.n
 	now := n.now()
-	if st := n.keeper.Status(now); st != lease.Valid {
+	if st := n.keeper.Status(now); st != lease.Valid && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
-	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration {
+	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration && !failpoint.Planted(failpoint.BugNoGenerationCheck) {
 		return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 			"%s was re-created (object generation %d → %d): its state died with its owner; the request was not executed",
 			h.name, k, h.fence.ObjectGeneration))
@@ -263,8 +264,11 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	}
 	h.replies.Record(w.op, rec, now)
 	h.executed++
+	if n.xlog != nil {
+		n.xlog.request(h, w.op, now) // before the reply leaves
+	}
 	// Check again just before the reply leaves (DESIGN.md §5).
-	if st := n.keeper.Status(n.now()); st == lease.Expired || st == lease.Lost || st == lease.Closed {
+	if st := n.keeper.Status(n.now()); (st == lease.Expired || st == lease.Lost || st == lease.Closed) && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")
 	}
@@ -352,13 +356,16 @@ func (h *hosted) fireTimers() {
 		ticks = h.timers.FireDue(now)
 	}
 	h.mu.Unlock()
-	if st := h.n.keeper.Status(now); st != lease.Valid && st != lease.Unusable {
+	if st := h.n.keeper.Status(now); st != lease.Valid && st != lease.Unusable && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
 		return
 	}
 	if to, ok := h.inst.(actor.TimerObject); ok {
 		for _, t := range ticks {
 			if err := to.OnTimer(&handlerCtx{h: h, now: now}, t); err != nil {
 				h.n.log.Warn().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("timer handler failed")
+			}
+			if h.n.xlog != nil {
+				h.n.xlog.timer(h, t.Name, now)
 			}
 		}
 	}
@@ -461,6 +468,9 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			h.lostGen = w.Snapshot.Record.ObjectGeneration
 			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
 				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
+			if failpoint.Planted(failpoint.BugNoGenerationCheck) {
+				return nil // planted (test builds only): the loss goes unsaid, the request runs on the fresh state
+			}
 			return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 				"%s: owner %s died with its state; re-created with object generation %d; the request was not executed",
 				h.name, snap.Record.Owner, w.Snapshot.Record.ObjectGeneration))

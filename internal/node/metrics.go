@@ -20,6 +20,7 @@ type metrics struct {
 	chunks         prometheus.Counter
 	relayed        *prometheus.CounterVec
 	lateFrames     prometheus.Counter
+	execLogErrors  prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry, node string) *metrics {
@@ -46,8 +47,9 @@ func newMetrics(reg *prometheus.Registry, node string) *metrics {
 		lateFrames:     prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_late_frames_total", Help: "Frames for finished (tombstoned) or unknown relocation stages, ignored.", ConstLabels: l}),
 		staleRefused:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_stale_fences_refused_total", Help: "Replies refused because their fence was older than one already seen.", ConstLabels: l}),
 		fencedRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_fenced_refusals_total", Help: "Requests refused because this owner could not confirm its lease.", ConstLabels: l}),
+		execLogErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_exec_log_errors_total", Help: "Execution log (--exec-log) lines that could not be written.", ConstLabels: l}),
 	}
 	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
-		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames)
+		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors)
 	return m
 }

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -90,6 +91,7 @@ type Node struct {
 	lis     net.Listener
 	httpSrv *http.Server
 	metrics *metrics
+	xlog    *execLog // execution log (--exec-log); nil: off
 
 	bg      sync.WaitGroup // background loops (cache, directory, servers)
 	work    sync.WaitGroup // mailbox drains and timers
@@ -205,6 +207,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	lcfg := lease.DefaultConfig()
 	lcfg.OwnerID = n.cfg.Name
 	lcfg.TTL = n.cfg.LeaseTTL
+	lcfg.Margin = n.cfg.LeaseMargin
 	lcfg.AcquireWait = n.cfg.AcquireWait
 	lcfg.Logger = n.log
 	lcfg.Descriptor = lease.Descriptor{
@@ -217,6 +220,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
+	if n.cfg.ExecLog != "" {
+		if n.xlog, err = openExecLog(n.cfg.ExecLog, n.self, n.log, n.metrics.execLogErrors); err != nil {
+			return err
+		}
+	}
 
 	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
 		// Large windows: STATE chunks are up to 16 MiB; the default 64 KiB
@@ -279,6 +287,10 @@ func (n *Node) watchFence(ctx context.Context) {
 		if errors.Is(n.keeper.Err(), lease.ErrClosed) {
 			return // a clean stop
 		}
+		if failpoint.Planted(failpoint.BugWokenOwnerServes) {
+			n.log.Error().Err(n.keeper.Err()).Msg("lease ended, hosted objects kept (planted bug woken-owner-serves)")
+			return
+		}
 		n.log.Error().Err(n.keeper.Err()).Msg("lease ended: fenced, hosted objects dropped")
 		n.dropAll()
 	}
@@ -306,6 +318,9 @@ func (n *Node) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-n.keeper.Done():
+		if !errors.Is(n.keeper.Err(), lease.ErrClosed) && failpoint.Planted(failpoint.BugWokenOwnerServes) {
+			<-ctx.Done() // planted (test builds only): a fenced node serves on
+		}
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -355,6 +370,11 @@ func (n *Node) teardown(ctx context.Context) error {
 	}
 	n.dropAll()
 	n.work.Wait()
+	if n.xlog != nil {
+		if err := n.xlog.close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: --exec-log: %w", err))
+		}
+	}
 	if n.keeper != nil {
 		if err := n.keeper.Close(ctx); err != nil && !errors.Is(err, lease.ErrClosed) {
 			errs = append(errs, err)

@@ -756,10 +756,16 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]b
 	if h.timers != nil {
 		timers = h.timers.Encode()
 	}
+	replies := h.replies.Encode()
+	if h.replies.Len() > 0 && failpoint.Planted(failpoint.BugDedupNotTransferred) {
+		// Planted (test builds only): the table stays behind; an empty one
+		// with the same bounds travels.
+		replies = actor.NewReplyTable(h.replies.Window(), h.replies.MaxEntries()).Encode()
+	}
 	ps := &pb.ParticipantState{
 		Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
 			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version},
-		StateLength: uint64(len(state)), Timers: timers, Replies: h.replies.Encode(),
+		StateLength: uint64(len(state)), Timers: timers, Replies: replies,
 	}
 	h.captured = nil
 	for _, w := range h.queue {
@@ -959,6 +965,7 @@ type targetRun struct {
 	events chan relocation.Event
 	hidden []*hosted
 	done   bool
+	acked  bool // planted ack-before-commit ran the captured and DATA requests already
 }
 
 func (r *targetRun) run(first relocation.Event) error {
@@ -1044,6 +1051,9 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		// drain state of now, not of before the restore.
 		return []relocation.Event{relocation.Tick{NowMs: n.now().UnixMilli(), Draining: n.draining.Load()}, relocation.Restored{Err: err}}
 	case relocation.Commit:
+		if !r.acked {
+			r.acked = r.ackBeforeCommit(a.Participants)
+		}
 		if err := failpoint.Hit(failpoint.TargetBeforeCommit); err != nil {
 			return []relocation.Event{relocation.CommitResult{Err: err}}
 		}
@@ -1057,7 +1067,11 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, true)}
 	case relocation.Admit:
 		_ = failpoint.Hit(failpoint.TargetBeforeReplay)
-		n.admit(r.hidden, a.Committed, a.Data, r.m.ID())
+		data := a.Data
+		if r.acked {
+			data = nil // run before the commit already (planted ack-before-commit)
+		}
+		n.admit(r.hidden, a.Committed, data, r.m.ID())
 		r.hidden = nil
 	case relocation.Discard:
 		n.discard(r.hidden)
@@ -1071,6 +1085,53 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		})
 	}
 	return nil
+}
+
+// ackBeforeCommit is the planted bug ack-before-commit (internal/failpoint,
+// test builds only): the captured and DATA requests run on the hidden
+// instances, under the fence the commit is about to write, and their replies
+// are relayed before the commit transaction — DESIGN.md §4 step 6 runs them
+// only after it. It reports whether it ran anything (admit then skips them).
+func (r *targetRun) ackBeforeCommit(ps []record.Snapshot) bool {
+	n := r.n
+	data := r.m.Data()
+	pending := len(data)
+	for _, h := range r.hidden {
+		h.mu.Lock()
+		pending += len(h.captured)
+		h.mu.Unlock()
+	}
+	if pending == 0 || !failpoint.Planted(failpoint.BugAckBeforeCommit) {
+		return false
+	}
+	id := r.m.ID()
+	for _, h := range r.hidden {
+		for _, p := range ps {
+			if p.Object.String() != h.name {
+				continue
+			}
+			planned := authority.Planned(authority.Participant{Expected: p}, n.self, n.selfNode, id.String())
+			h.mu.Lock()
+			h.fence, h.version = record.Snapshot{Object: p.Object, Record: planned}.Fence(), p.StoreVersion
+			h.mu.Unlock()
+		}
+		h.mu.Lock()
+		ws := h.captured
+		h.captured = nil
+		h.mu.Unlock()
+		for _, q := range data {
+			if q.GetObject() != h.name {
+				continue
+			}
+			if op, werr := wire.ValidateCall(q); werr == nil {
+				ws = append(ws, &work{req: q, op: op, relay: relayOf(q, id[:])})
+			}
+		}
+		for _, w := range ws {
+			h.answer(w, h.execute(w))
+		}
+	}
+	return true
 }
 
 func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []record.Snapshot, resolve bool) relocation.Event {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -168,7 +169,7 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 		return rep, wire.Retryable(rep.GetCode())
 	}
 	if r, ok := h.runInline(&work{req: req, op: op}); ok {
-		return r, false
+		return beforeReply(r), false
 	}
 	w := &work{req: req, op: op, done: make(chan *pb.CallReply, 1)}
 	if !h.submit(w) {
@@ -176,12 +177,29 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	}
 	select {
 	case r := <-w.done:
-		return r, false
+		return beforeReply(r), false
 	case <-ctx.Done():
 		// The request stays queued and will run; the caller retries with the
 		// same operation id and gets the recorded reply.
 		return &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "deadline passed waiting for " + obj.String()}, false
 	}
+}
+
+// replyLost is the answer of serveHere when the failpoint node.before-reply
+// fires with "error": the request executed, its reply is dropped. The gRPC
+// handler (grpc.go) turns it into an UNAVAILABLE status error, so the caller
+// sees the reply lost in transit and retries with the same operation id.
+var replyLost = &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "reply lost (failpoint " + failpoint.NodeBeforeReply + ")"}
+
+// beforeReply is the failpoint node.before-reply: an owner's reply (it
+// carries the owner's fence: the request ran here, or its reply was relayed
+// here) after the last lease check, about to leave. It runs on the RPC
+// goroutine once the object's mailbox is free: a sleep holds only this reply.
+func beforeReply(r *pb.CallReply) *pb.CallReply {
+	if r.GetFence() != nil && failpoint.Hit(failpoint.NodeBeforeReply) != nil {
+		return replyLost
+	}
+	return r
 }
 
 // refresh re-reads the object's record so the next attempt routes on fresh data.
@@ -315,7 +333,9 @@ func (n *Node) acceptFence(name string, wf *pb.Fence) bool {
 	defer n.fmu.Unlock()
 	cur, ok := n.fences[name]
 	if ok && cur.Newer(f) {
-		return false
+		// The planted bug no-generation-check (test builds only) accepts
+		// it, keeping the newest.
+		return failpoint.Planted(failpoint.BugNoGenerationCheck)
 	}
 	n.fences[name] = f
 	return true

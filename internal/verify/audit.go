@@ -56,6 +56,17 @@ type Transition struct {
 	Record record.Record  `json:"record"`
 }
 
+// Recovery is one re-creation of an object whose owner had died with it
+// (§3 recover): the state of object generation From, and its
+// de-duplication table, were lost and declared lost to callers.
+type Recovery struct {
+	From      int64           `json:"fromObjectGeneration"`
+	To        int64           `json:"toObjectGeneration"`
+	Revision  int64           `json:"revision"`
+	DeadOwner record.OwnerRef `json:"deadOwner"`
+	NewOwner  record.OwnerRef `json:"newOwner"`
+}
+
 // AuditResult is what the audit found.
 type AuditResult struct {
 	FromRevision int64 `json:"fromRevision"`
@@ -69,6 +80,10 @@ type AuditResult struct {
 	Fences map[FenceKey]Grant `json:"-"`
 	// Records at ToRevision, by object.
 	Records map[string]record.Record `json:"-"`
+	// Recoveries by object, in revision order: only those made while the
+	// old owner was not alive (a recovery from a live owner is a
+	// two-owners violation, not a declared loss).
+	Recoveries map[string][]Recovery `json:"-"`
 	// TwoOwnerWindows: fences granted to two different owners, and records
 	// handed to a new owner while the old one was alive (recover).
 	TwoOwnerWindows int         `json:"twoOwnerWindows"`
@@ -80,6 +95,21 @@ type AuditResult struct {
 
 // Complete reports whether the audit saw every revision of the run.
 func (a *AuditResult) Complete() bool { return a != nil && a.Err == "" }
+
+// Superseded reports whether the audit saw object generation from of obj
+// replaced by a recovery, at an object generation up to to: its state was
+// lost and declared lost.
+func (a *AuditResult) Superseded(obj string, from, to int64) (Recovery, bool) {
+	if a == nil {
+		return Recovery{}, false
+	}
+	for _, r := range a.Recoveries[obj] {
+		if r.From == from && r.To <= to {
+			return r, true
+		}
+	}
+	return Recovery{}, false
+}
 
 type auditRecord struct {
 	rec record.Record
@@ -112,7 +142,7 @@ type Replayer struct {
 // NewReplayer starts an empty replay.
 func NewReplayer(keys keyspace.Keys) *Replayer {
 	return &Replayer{keys: keys, records: map[string]auditRecord{}, lastGen: map[string]int64{}, owners: map[string]int64{},
-		res: &AuditResult{Transitions: map[string]int{}, Commits: map[string]Transition{}, Fences: map[FenceKey]Grant{}}}
+		res: &AuditResult{Transitions: map[string]int{}, Commits: map[string]Transition{}, Fences: map[FenceKey]Grant{}, Recoveries: map[string][]Recovery{}}}
 }
 
 // Load sets the state at revision rev (the keys as read then), before the
@@ -273,6 +303,9 @@ func (r *Replayer) Apply(ev AuditEvent) {
 			if r.alive(p.Owner) {
 				r.res.TwoOwnerWindows++
 				r.violate("two-owners", obj, fmt.Sprintf("%s: re-created on %s (o%d) while its owner %s was alive", at, rec.Owner, rec.ObjectGeneration, p.Owner))
+			} else {
+				r.res.Recoveries[obj] = append(r.res.Recoveries[obj], Recovery{From: p.ObjectGeneration, To: rec.ObjectGeneration,
+					Revision: ev.Revision, DeadOwner: p.Owner, NewOwner: rec.Owner})
 			}
 			if !r.alive(rec.Owner) {
 				r.violate("dead-owner", obj, fmt.Sprintf("%s: re-created on %s, which is not alive", at, rec.Owner))

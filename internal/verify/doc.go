@@ -31,6 +31,14 @@
 //     and one fence (object, object generation, authority generation) is
 //     never granted to two owners. The replies of the history and the nodes'
 //     execution logs (ExecLogSource, optional) are cross-checked against it.
+//   - Execution logs: a meshnode started with --exec-log PATH appends one
+//     JSON line per executed request or timer tick (owner, owner generation,
+//     object, object and authority generations, op or timer, t), written
+//     before the reply leaves. ReadExecLogFiles (or ExecLogFiles as the
+//     ExecLogSource) aggregates them per owner and fence; CheckExecLogs finds
+//     fences executed by two owners and operations executed twice, allowing
+//     only a retry run again on an object re-created after its generation
+//     was declared lost (ExecCheck.ReexecutedAfterLoss).
 //   - Run drives all of it for a duration against a Cluster, heals, reads
 //     every object (liveness), checks, and returns a Report (text and JSON).
 package verify

@@ -72,9 +72,21 @@ type Report struct {
 	Totals      Totals          `json:"totals"`
 	// Violations of every checker.
 	Violations []Violation `json:"violations,omitempty"`
+	// Figures the harness adds (e.g. "etcd": the members' HashKV at the
+	// end), printed before the totals.
+	Figures []Figure `json:"figures,omitempty"`
+	// Planted is the planted-bug self-test's figure ("planted bugs detected
+	// k/k"), when the harness knows it.
+	Planted string `json:"planted,omitempty"`
 	// Errors of the harness itself (a fault that could not be injected, an
 	// audit that could not follow etcd): the run proves nothing then.
 	Errors []string `json:"errors,omitempty"`
+}
+
+// Figure is one named line of the report.
+type Figure struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // Failed reports whether the run found a violation, could not read every
@@ -137,9 +149,13 @@ func (r *Report) Text() string {
 		row("etcd audit", "none")
 	}
 	if e := r.Exec; e != nil {
-		row("execution logs", fmt.Sprintf("%d owners, %d entries, two-owner windows %d, executed twice %d", e.Nodes, e.Entries, e.TwoOwnerWindows, e.DoubleExecutions))
+		row("execution logs", fmt.Sprintf("%d owners, %d entries, %d operations, two-owner windows %d, executed twice %d, re-executed after a declared loss %d",
+			e.Nodes, e.Entries, e.Operations, e.TwoOwnerWindows, e.DoubleExecutions, e.ReexecutedAfterLoss))
 	} else {
 		row("execution logs", "none (no log source)")
+	}
+	for _, f := range r.Figures {
+		row(f.Name, f.Value)
 	}
 	lv := r.Liveness
 	row("liveness after heal", fmt.Sprintf("%d/%d objects read in %.1fs %s", lv.Readable, lv.Objects, lv.Seconds, strings.Join(lv.Unreadable, " ")))
@@ -152,6 +168,9 @@ func (r *Report) Text() string {
 	row("two-owner windows", t.TwoOwnerWindows)
 	row("stale replies accepted", t.StaleAccepted)
 	row("violations", t.Violations)
+	if r.Planted != "" {
+		row("planted bugs", r.Planted)
+	}
 	tw.Flush()
 	for _, e := range r.Errors {
 		fmt.Fprintf(&b, "  ERROR %s\n", e)

@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -208,6 +209,8 @@ func (req CommitRequest) validate() error {
 //	Else get every participant and the target's owner key
 //
 // A failed compare is not an error: Committed=false with the current records.
+// (The planted bug commit-without-compare of internal/failpoint, test builds
+// only, drops the ModRevision compares and keeps the owner key's.)
 // An RPC error is resolved by reading back exactly the planned records; if that
 // read fails too, the error wraps ErrUncertain and the caller must resolve
 // again (ResolveCommit).
@@ -222,7 +225,9 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 	for _, p := range req.Participants {
 		k := s.keys.Authority(p.Expected.Object)
 		rec := Planned(p, req.Target, req.TargetNode, req.RelocationID)
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
+		if !failpoint.Planted(failpoint.BugCommitWithoutCompare) {
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
+		}
 		puts = append(puts, clientv3.OpPut(k, string(rec.Encode())))
 		gets = append(gets, clientv3.OpGet(k))
 	}

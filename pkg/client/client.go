@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
@@ -246,12 +247,16 @@ func (c *Client) Fence(object string) (authority.Fence, bool) {
 	return f, ok
 }
 
+// accept records the fence of a reply unless it is older than the newest
+// seen for object (a superseded owner answered): then it refuses it. The
+// planted bug no-generation-check (internal/failpoint, test builds only)
+// accepts it, keeping the newest.
 func (c *Client) accept(object string, wf *pb.Fence) bool {
 	f := fenceOf(wf)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if cur, ok := c.fences[object]; ok && cur.Newer(f) {
-		return false
+		return failpoint.Planted(failpoint.BugNoGenerationCheck)
 	}
 	c.fences[object] = f
 	return true

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/meshloc/meshloc/internal/failpoint"
 )
 
 // Status is what an owner may do with its lease at an instant. The zero value
@@ -122,6 +124,9 @@ func (s *state) confirm(sentAt time.Time, ttl time.Duration, now time.Time) (mov
 	}
 	if !now.Before(s.deadline) {
 		return false, s.fence(s.expiredErr("confirmation arrived after the local deadline"))
+	}
+	if failpoint.Planted(failpoint.BugLeaseReceiveTime) {
+		sentAt = now // the planted bug (test builds only): unsafe by the whole round trip
 	}
 	if !sentAt.After(s.lastSent) {
 		return false, nil

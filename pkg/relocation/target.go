@@ -129,6 +129,9 @@ func (t *Target) Outcome() Outcome { return t.outcome }
 // ID of the relocation (zero before PREPARE).
 func (t *Target) ID() wire.RelocationID { return t.id }
 
+// Data is the DATA requests received so far, in sequence order.
+func (t *Target) Data() []*pb.CallRequest { return t.data }
+
 // Prepare is the accepted PREPARE (nil before).
 func (t *Target) Prepare() *pb.Prepare { return t.prepare }
 

@@ -1,0 +1,33 @@
+package node_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshloc/meshloc/internal/node"
+)
+
+func TestConfigLeaseMargin(t *testing.T) {
+	for _, c := range []struct {
+		ttl, margin time.Duration
+		bad         string
+	}{
+		{5 * time.Second, 0, ""},
+		{5 * time.Second, 200 * time.Millisecond, ""},
+		{5 * time.Second, -time.Millisecond, "--lease-margin"},
+		{5 * time.Second, 2 * time.Second, "--lease-ttl/--lease-margin"},
+	} {
+		cfg := node.DefaultConfig()
+		cfg.Name, cfg.EtcdEndpoints, cfg.Listen = "n1", []string{"http://127.0.0.1:2379"}, "127.0.0.1:7100"
+		cfg.LeaseTTL, cfg.LeaseMargin = c.ttl, c.margin
+		err := cfg.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("ttl %v margin %v: %v", c.ttl, c.margin, err)
+		case c.bad != "" && (!errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("ttl %v margin %v: %v, want ErrInvalidConfig naming %s", c.ttl, c.margin, err, c.bad)
+		}
+	}
+}

@@ -1,0 +1,207 @@
+package verify
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// execLine renders one execution log line as internal/node writes it.
+func execLine(owner string, ownerGen int64, obj string, og, ag int64, op string) string {
+	l := `{"owner":"` + owner + `","ownerGeneration":` + itoa(ownerGen) + `,"object":"` + obj + `","objectGeneration":` + itoa(og) +
+		`,"authorityGeneration":` + itoa(ag)
+	if strings.HasPrefix(op, "timer:") {
+		l += `,"timer":"` + strings.TrimPrefix(op, "timer:") + `"`
+	} else {
+		l += `,"op":"` + op + `"`
+	}
+	return l + `,"t":1732872000000000000}` + "\n"
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func TestReadExecLogAggregates(t *testing.T) {
+	const c = "actor/counter/c"
+	log := execLine("n1", 5, c, 1, 1, "a") +
+		execLine("n1", 5, c, 1, 1, "b") +
+		execLine("n1", 5, "actor/ticker/t", 1, 1, "timer:tick") +
+		execLine("n1", 5, c, 1, 3, "c") + // moved away and back
+		execLine("n1", 5, c, 1, 1, "d") + // a late line of the first fence (lines of two objects interleave)
+		"\n" + // a blank line is skipped
+		execLine("n1", 9, c, 2, 5, "e") // the next life of n1
+	logs, st, err := ReadExecLog(strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]ExecEntry{
+		"n1@5": {
+			{Object: c, ObjectGeneration: 1, AuthorityGeneration: 1, Requests: 3, OperationIDs: []string{"a", "b", "d"}},
+			{Object: "actor/ticker/t", ObjectGeneration: 1, AuthorityGeneration: 1, TimerTicks: 1},
+			{Object: c, ObjectGeneration: 1, AuthorityGeneration: 3, Requests: 1, OperationIDs: []string{"c"}},
+		},
+		"n1@9": {{Object: c, ObjectGeneration: 2, AuthorityGeneration: 5, Requests: 1, OperationIDs: []string{"e"}}},
+	}
+	if !reflect.DeepEqual(logs, want) {
+		t.Fatalf("got %+v\nwant %+v", logs, want)
+	}
+	if st != (ExecLogStats{Files: 1, Lines: 6, Requests: 5, TimerTicks: 1}) {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// A node killed in the middle of a write leaves a partial last line: it is
+// skipped and counted, not an error.
+func TestReadExecLogTornLastLine(t *testing.T) {
+	full := execLine("n1", 5, "actor/counter/c", 1, 1, "a")
+	next := execLine("n1", 5, "actor/counter/c", 1, 1, "b")
+	for _, cut := range []int{1, 20, len(next) - 2, len(next) - 1} {
+		logs, st, err := ReadExecLog(strings.NewReader(full + next[:cut]))
+		if err != nil {
+			t.Fatalf("cut at %d: %v", cut, err)
+		}
+		if st.TornLines != 1 || st.Lines != 1 || len(logs["n1@5"]) != 1 || logs["n1@5"][0].Requests != 1 {
+			t.Fatalf("cut at %d: %+v %+v", cut, st, logs)
+		}
+	}
+	// The node restarted: it terminated the torn line and appended its own.
+	restarted := full + next[:30] + "\n" + execLine("n1", 9, "actor/counter/c", 2, 2, "c")
+	logs, st, err := ReadExecLog(strings.NewReader(restarted))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.TornLines != 1 || st.Lines != 2 || len(logs) != 2 {
+		t.Fatalf("%+v %+v", st, logs)
+	}
+}
+
+// A malformed line anywhere but at the end is an error naming its line.
+func TestReadExecLogMalformed(t *testing.T) {
+	good := execLine("n1", 5, "actor/counter/c", 1, 1, "a")
+	for name, tc := range map[string]struct {
+		log, line string
+	}{
+		"garbage":         {good + "not json\n" + good, "line 2"},
+		"no fence":        {good + good + `{"owner":"n1","ownerGeneration":5,"object":"actor/counter/c","op":"b","t":1}` + "\n", "line 3"},
+		"op and timer":    {`{"owner":"n1","ownerGeneration":5,"object":"o","objectGeneration":1,"authorityGeneration":1,"op":"a","timer":"x","t":1}` + "\n", "line 1"},
+		"trailing data":   {good + strings.TrimSuffix(good, "\n") + "}\n", "line 2"},
+		"cut, same owner": {good + good[:25] + "\n" + good, "line 2"},
+	} {
+		_, _, err := ReadExecLog(strings.NewReader(tc.log))
+		if err == nil || !strings.Contains(err.Error(), tc.line) {
+			t.Errorf("%s: error %v, want one naming %s", name, err, tc.line)
+		}
+	}
+}
+
+func TestReadExecLogFiles(t *testing.T) {
+	dir := t.TempDir()
+	p1, p2 := filepath.Join(dir, "n1.log"), filepath.Join(dir, "n2.log")
+	if err := os.WriteFile(p1, []byte(execLine("n1", 5, "actor/counter/c", 1, 1, "a")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p2, []byte(execLine("n2", 6, "actor/counter/c", 1, 2, "b")+`{"owner":"n2"`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var src ExecLogSource = ExecLogFiles{p1, p2}
+	logs, err := src.ExecLogs(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(logs) != 2 || logs["n1@5"][0].OperationIDs[0] != "a" || logs["n2@6"][0].OperationIDs[0] != "b" {
+		t.Fatalf("%+v", logs)
+	}
+	_, st, err := ReadExecLogFiles(p1, p2)
+	if err != nil || st.Files != 2 || st.TornLines != 1 || st.Requests != 2 {
+		t.Fatalf("%+v %v", st, err)
+	}
+	if _, _, err := ReadExecLogFiles(filepath.Join(dir, "absent")); err == nil {
+		t.Fatal("no error for an absent file")
+	}
+}
+
+// One owner executing one operation twice under one fence is a double
+// execution too.
+func TestCheckExecSamePlaceTwice(t *testing.T) {
+	logs, _, err := ReadExecLog(strings.NewReader(
+		execLine("n1", 5, "actor/register/x", 1, 1, "a") + execLine("n1", 5, "actor/register/x", 1, 1, "a")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := CheckExecLogs(logs, nil)
+	wantViolation(t, c.Violations, "executed-twice")
+	if c.DoubleExecutions != 1 || c.Operations != 1 || c.TwoOwnerWindows != 0 {
+		t.Fatalf("%+v", c)
+	}
+}
+
+// An operation that ran under object generation 1 on an owner that died,
+// retried on the object re-created with generation 2: allowed when the
+// audit shows generation 1 superseded by a recovery, a double execution
+// without an audit or without that recovery.
+func TestCheckExecReexecutedAfterLoss(t *testing.T) {
+	p := newReplay()
+	_, n2, n3 := goodLife(p) // x: o1 on n1, moved to n2, n2 died, o2 on n3
+	audit := p.r.Result()
+	if rs := audit.Recoveries["actor/register/x"]; len(rs) != 1 || rs[0].From != 1 || rs[0].To != 2 || rs[0].DeadOwner != n2 || rs[0].NewOwner != n3 {
+		t.Fatalf("recoveries %+v", audit.Recoveries)
+	}
+	logs := map[string][]ExecEntry{
+		n2.String(): {{Object: "actor/register/x", ObjectGeneration: 1, AuthorityGeneration: 2, Requests: 2, OperationIDs: []string{"a", "b"}}},
+		n3.String(): {{Object: "actor/register/x", ObjectGeneration: 2, AuthorityGeneration: 3, Requests: 2, OperationIDs: []string{"a", "c"}}},
+	}
+	c := CheckExecLogs(logs, audit)
+	if len(c.Violations) > 0 || c.DoubleExecutions != 0 || c.ReexecutedAfterLoss != 1 || c.Operations != 3 {
+		t.Fatalf("%+v\n%s", c, violations(c.Violations))
+	}
+	rep := &Report{Exec: &c}
+	if txt := rep.Text(); !strings.Contains(txt, "re-executed after a declared loss 1") {
+		t.Fatalf("report:\n%s", txt)
+	}
+
+	c = CheckExecLogs(logs, nil)
+	wantViolation(t, c.Violations, "executed-twice")
+	if c.DoubleExecutions != 1 || c.ReexecutedAfterLoss != 0 {
+		t.Fatalf("without an audit: %+v", c)
+	}
+
+	// An audit that saw no recovery of generation 1 (here: a recovery
+	// while the owner was alive, itself a violation).
+	p = newReplay()
+	a, b := p.owner("n1"), p.owner("n2")
+	p.put("x", rec(a, 1, 1))
+	p.put("x", rec(b, 2, 2))
+	audit = p.r.Result()
+	logs = map[string][]ExecEntry{
+		a.String(): {{Object: "actor/register/x", ObjectGeneration: 1, AuthorityGeneration: 1, OperationIDs: []string{"a"}}},
+		b.String(): {{Object: "actor/register/x", ObjectGeneration: 2, AuthorityGeneration: 2, OperationIDs: []string{"a"}}},
+	}
+	c = CheckExecLogs(logs, audit)
+	wantViolation(t, c.Violations, "executed-twice")
+	if c.DoubleExecutions != 1 || c.ReexecutedAfterLoss != 0 {
+		t.Fatalf("recovery from a live owner: %+v", c)
+	}
+}
+
+// The de-duplication table not transferred at relocation: one operation
+// executed by the source under a1 and again by the target under a2, same
+// object generation. Always a double execution, audit or not.
+func TestCheckExecDoubleAcrossRelocation(t *testing.T) {
+	p := newReplay()
+	n1, n2, _ := goodLife(p)
+	audit := p.r.Result()
+	logs := map[string][]ExecEntry{
+		n1.String(): {{Object: "actor/register/x", ObjectGeneration: 1, AuthorityGeneration: 1, OperationIDs: []string{"a", "b"}}},
+		n2.String(): {{Object: "actor/register/x", ObjectGeneration: 1, AuthorityGeneration: 2, OperationIDs: []string{"b", "c"}}},
+	}
+	for _, au := range []*AuditResult{audit, nil} {
+		c := CheckExecLogs(logs, au)
+		v := wantViolation(t, c.Violations, "executed-twice")
+		if !strings.Contains(v.Detail, "operation b") || c.DoubleExecutions != 1 || c.ReexecutedAfterLoss != 0 || c.TwoOwnerWindows != 0 {
+			t.Fatalf("audit %v: %+v\n%s", au != nil, c, violations(c.Violations))
+		}
+	}
+}
