@@ -16,12 +16,18 @@ vet:
 	$(GO) vet ./...
 
 ## test: vet, then every test once (no cache), bounded by $(TIMEOUT); then
-## the relocation fault tests, which need the failpoints build tag
-## (internal/node/*_fault_test.go; docs/seed-bugs.md)
+## the tests that need the failpoints build tag: the relocation fault tests,
+## the planted-bug tests, and last test/chaos, the verification suite's CI
+## tier (a checked run per workload with its faults, and the planted-bug
+## self-test), verbose so that every run's report is printed
+## (internal/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md)
 test: vet
-	$(GO) test -count=1 -timeout $(TIMEOUT) ./...
-	$(GO) vet -tags failpoints ./internal/node/ ./internal/failpoint/
-	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug' ./internal/node/
+	$(GO) test -count=1 -timeout $(TIMEOUT) $$($(GO) list ./... | grep -v /test/chaos)
+	$(GO) vet -tags failpoints ./internal/node/ ./internal/failpoint/ ./internal/chaos/ ./pkg/... ./cmd/... ./test/chaos/
+	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug|Planted' ./internal/node/
+	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
+	$(GO) test -count=1 -tags failpoints -run 'Planted|DeadlineNeverPastExpiry|AcceptRefusesOlderFence' ./pkg/lease/ ./pkg/client/ ./pkg/relocation/ ./pkg/authority/
+	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -v ./test/chaos/
 
 ## test-race: the same under the race detector (about twice as slow on 2 cores)
 test-race: vet

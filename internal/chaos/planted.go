@@ -1,0 +1,197 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/meshloc/meshloc/internal/failpoint"
+	"github.com/meshloc/meshloc/internal/verify"
+)
+
+// Plant is a planted bug (failpoint.Planted) and the run that must expose
+// it: the trigger is a fault or a failpoint that the correct code survives.
+type Plant struct {
+	Bug     string
+	Trigger string
+	apply   func(*Spec)
+}
+
+// failpoints adds MESHLOC_FAILPOINTS=spec to the nodes' environment.
+func failpoints(spec string) func(*Spec) {
+	return func(s *Spec) { s.Cluster.Env = append(s.Cluster.Env, "MESHLOC_FAILPOINTS="+spec) }
+}
+
+func faults(first, every time.Duration, kinds ...string) func(*Spec) {
+	return func(s *Spec) {
+		s.Faults = append(s.Faults, kinds...)
+		s.FirstFault, s.FaultEvery = first, every
+	}
+}
+
+// Plants are the planted bugs of TESTING.md, each with its trigger.
+var Plants = []Plant{
+	{Bug: failpoint.BugAckBeforeCommit, Trigger: "requests queue 100 ms at the source before CUTOVER (source.before-cutover=sleep:100ms); every 3rd commit waits past the relocation deadline, so the source preserves (target.before-commit=sleep:7s%3)",
+		apply: failpoints("source.before-cutover=sleep:100ms;target.before-commit=sleep:7s%3")},
+	{Bug: failpoint.BugNoGenerationCheck, Trigger: "kill -9 of the busiest owner",
+		apply: faults(4*time.Second, 12*time.Second, KillOwner)},
+	{Bug: failpoint.BugDedupNotTransferred, Trigger: "every 10th reply lost after execution (node.before-reply=error%10), retried with the same operation id while the storm moves the objects",
+		apply: failpoints("node.before-reply=error%10")},
+	{Bug: failpoint.BugCommitWithoutCompare, Trigger: "every 5th commit waits past the relocation deadline (target.before-commit=sleep:7s%5)",
+		apply: failpoints("target.before-commit=sleep:7s%5")},
+	{Bug: failpoint.BugLeaseReceiveTime, Trigger: "a node's etcd replies delayed 1.6 s, then the node cut off from etcd (lease TTL 5 s, margin 200 ms)",
+		apply: func(s *Spec) {
+			s.Cluster.Proxies = true
+			s.Cluster.LeaseTTL = 5 * time.Second
+			s.Cluster.NodeArgs = append(slices.Clone(s.Cluster.NodeArgs), "--lease-margin", "200ms")
+			faults(3*time.Second, 22*time.Second, EtcdSlowPartition)(s)
+		}},
+	{Bug: failpoint.BugCRCIgnored, Trigger: "every 2nd STATE chunk corrupted (source.chunk-data=corrupt%2)",
+		apply: failpoints("source.chunk-data=corrupt%2")},
+	{Bug: failpoint.BugWokenOwnerServes, Trigger: "SIGSTOP of the busiest owner past its TTL, then SIGCONT",
+		apply: faults(4*time.Second, 14*time.Second, PauseNode)},
+}
+
+// PlantResult is one planted bug's run.
+type PlantResult struct {
+	Bug      string `json:"bug"`
+	Trigger  string `json:"trigger"`
+	Detected bool   `json:"detected"`
+	// By: what the checkers reported (violation kinds and totals).
+	By      string         `json:"by"`
+	Report  *verify.Report `json:"-"`
+	Err     string         `json:"error,omitempty"`
+	Seconds float64        `json:"seconds"`
+}
+
+// SelfTest runs base once per planted bug (all of Plants when bugs is
+// empty), with the bug planted in every node (MESHLOC_PLANT, and in this
+// process for the client side when it is built with -tags failpoints) and
+// its trigger, and reports which the checkers caught.
+func SelfTest(ctx context.Context, base Spec, bugs []string) ([]PlantResult, error) {
+	var out []PlantResult
+	for _, p := range Plants {
+		if len(bugs) > 0 && !slices.Contains(bugs, p.Bug) {
+			continue
+		}
+		s := PlantedSpec(base, p)
+		s.Cluster.Env = append(s.Cluster.Env, "MESHLOC_PLANT="+p.Bug)
+		undo := failpoint.Plant(p.Bug)
+		t0 := time.Now()
+		base.Cluster.logf("chaos: planted bug %s; trigger: %s", p.Bug, p.Trigger)
+		rep, err := Run(ctx, s)
+		undo()
+		r := PlantResult{Bug: p.Bug, Trigger: p.Trigger, Report: rep, Seconds: time.Since(t0).Seconds()}
+		if err != nil {
+			r.Err = err.Error()
+		} else {
+			r.Detected = rep.Failed()
+			r.By = Caught(rep)
+		}
+		base.Cluster.logf("chaos: planted bug %s detected=%v (%s) in %.0fs", p.Bug, r.Detected, r.By, r.Seconds)
+		out = append(out, r)
+		if ctx.Err() != nil {
+			return out, ctx.Err()
+		}
+	}
+	return out, nil
+}
+
+// PlantedSpec is base with p's trigger (and the setting it needs).
+func PlantedSpec(base Spec, p Plant) Spec {
+	s := base
+	s.Cluster.Env = slices.Clone(base.Cluster.Env)
+	s.Faults = slices.Clone(base.Faults)
+	p.apply(&s)
+	return s
+}
+
+// ControlSpec is base with every plant's trigger at once and no bug
+// planted: the correct code must pass it, so that a planted run's failure
+// is the bug's and not the trigger's.
+func ControlSpec(base Spec) Spec {
+	s := base
+	s.Cluster.Env = slices.Clone(base.Cluster.Env)
+	var fps []string
+	armed := map[string]bool{}
+	for _, p := range Plants {
+		t := PlantedSpec(base, p)
+		for _, e := range t.Cluster.Env {
+			// One action per point: the first plant's.
+			if v, ok := strings.CutPrefix(e, "MESHLOC_FAILPOINTS="); ok {
+				for _, fp := range strings.Split(v, ";") {
+					if name, _, _ := strings.Cut(fp, "="); !armed[name] {
+						armed[name] = true
+						fps = append(fps, fp)
+					}
+				}
+			}
+		}
+		s.Faults = append(s.Faults, t.Faults...)
+		s.Cluster.Proxies = s.Cluster.Proxies || t.Cluster.Proxies
+		s.Cluster.LeaseTTL = max(s.Cluster.LeaseTTL, t.Cluster.LeaseTTL)
+		if len(t.Cluster.NodeArgs) > len(base.Cluster.NodeArgs) {
+			s.Cluster.NodeArgs = t.Cluster.NodeArgs
+		}
+	}
+	s.Cluster.Env = append(s.Cluster.Env, "MESHLOC_FAILPOINTS="+strings.Join(fps, ";"))
+	s.FirstFault, s.FaultEvery = 4*time.Second, 20*time.Second
+	return s
+}
+
+// Caught summarises what the checkers reported: the totals that are not
+// zero and the kinds of violations.
+func Caught(rep *verify.Report) string {
+	var parts []string
+	t := rep.Totals
+	for _, f := range []struct {
+		name string
+		n    int
+	}{{"lost", t.Lost}, {"duplicated", t.Duplicated}, {"unexpected", t.Unexpected}, {"stale reads", t.StaleReads},
+		{"stale accepted", t.StaleAccepted}, {"two-owner windows", t.TwoOwnerWindows}} {
+		if f.n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", f.name, f.n))
+		}
+	}
+	kinds := map[string]int{}
+	for _, v := range rep.Violations {
+		kinds[v.Check]++
+	}
+	var ks []string
+	for k, n := range kinds {
+		ks = append(ks, fmt.Sprintf("%s×%d", k, n))
+	}
+	sort.Strings(ks)
+	parts = append(parts, ks...)
+	if rep.Liveness.Readable < rep.Liveness.Objects {
+		parts = append(parts, fmt.Sprintf("unreadable=%d", rep.Liveness.Objects-rep.Liveness.Readable))
+	}
+	if len(rep.Errors) > 0 {
+		parts = append(parts, fmt.Sprintf("errors=%d", len(rep.Errors)))
+	}
+	if len(parts) == 0 {
+		return "nothing"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PlantedFigure is the "planted bugs detected k/k" line.
+func PlantedFigure(rs []PlantResult) string {
+	k := 0
+	var missed []string
+	for _, r := range rs {
+		if r.Detected {
+			k++
+		} else {
+			missed = append(missed, r.Bug)
+		}
+	}
+	s := fmt.Sprintf("planted bugs detected %d/%d", k, len(rs))
+	if len(missed) > 0 {
+		s += " (missed: " + strings.Join(missed, ", ") + ")"
+	}
+	return s
+}

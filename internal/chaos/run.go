@@ -1,0 +1,148 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/meshloc/meshloc/internal/verify"
+)
+
+// Workloads are the workload names Spec accepts.
+var Workloads = []string{"bank", "register", "list", "counter"}
+
+// Spec is one checked run over a process cluster.
+type Spec struct {
+	Cluster Config
+	// Workloads by name (default all of Workloads).
+	Workloads []string
+	// Streams per workload (default 3).
+	Streams int
+	// Duration of the load (default 20 s).
+	Duration time.Duration
+	// Faults are the fault kinds, cycled: the first at FirstFault (default
+	// 5 s), then one every FaultEvery (default 20 s) while the load runs.
+	Faults     []string
+	FirstFault time.Duration
+	FaultEvery time.Duration
+	// Seed of the victims' choice (0: random).
+	Seed uint64
+	// Think between two operations of a stream (default 3 ms).
+	Think time.Duration
+	// NoRelocations turns the relocation storm off.
+	NoRelocations bool
+	// RelocationInterval between two relocations of one storm worker
+	// (default 20 ms); RelocationWorkers (default 3).
+	RelocationInterval time.Duration
+	RelocationWorkers  int
+	// ArtifactDir receives history.json, report.json and porcupine's pages.
+	ArtifactDir string
+}
+
+func (s *Spec) defaults() {
+	if len(s.Workloads) == 0 {
+		s.Workloads = Workloads
+	}
+	if s.Streams <= 0 {
+		s.Streams = 3
+	}
+	if s.Duration <= 0 {
+		s.Duration = 20 * time.Second
+	}
+	if s.FirstFault <= 0 {
+		s.FirstFault = 5 * time.Second
+	}
+	if s.FaultEvery <= 0 {
+		s.FaultEvery = 20 * time.Second
+	}
+	if s.Seed == 0 {
+		s.Seed = rand.Uint64()
+	}
+	if s.Think <= 0 {
+		s.Think = 3 * time.Millisecond
+	}
+	if s.RelocationInterval <= 0 {
+		s.RelocationInterval = 20 * time.Millisecond
+	}
+	if s.RelocationWorkers <= 0 {
+		s.RelocationWorkers = 3
+	}
+}
+
+// NewWorkloads builds the named workloads with unique object names.
+func NewWorkloads(names []string, prefix string, think time.Duration, artifacts string) ([]verify.Workload, error) {
+	var out []verify.Workload
+	for _, n := range names {
+		switch strings.TrimSpace(n) {
+		case "bank":
+			out = append(out, &verify.Bank{Prefix: prefix, N: 2, Think: think})
+		case "register":
+			out = append(out, &verify.Register{Prefix: prefix, N: 12, Think: think, ArtifactDir: artifacts})
+		case "list":
+			out = append(out, &verify.List{Prefix: prefix, N: 6, Think: think})
+		case "counter":
+			out = append(out, &verify.Counter{Prefix: prefix, N: 6, Think: think})
+		default:
+			return nil, fmt.Errorf("chaos: unknown workload %q (want %s)", n, strings.Join(Workloads, ", "))
+		}
+	}
+	return out, nil
+}
+
+// Run starts a cluster, runs the spec against it, stops the cluster and
+// returns the report. The error is for a run that could not start.
+func Run(ctx context.Context, s Spec) (*verify.Report, error) {
+	s.defaults()
+	prefix := fmt.Sprintf("v%d", s.Seed%1_000_000)
+	workloads, err := NewWorkloads(s.Workloads, prefix, s.Think, s.ArtifactDir)
+	if err != nil {
+		return nil, err
+	}
+	c, err := Start(ctx, s.Cluster)
+	if err != nil {
+		return nil, err
+	}
+	var objects []string
+	for _, w := range workloads {
+		objects = append(objects, w.Objects()...)
+	}
+	fm := c.Faults(objects, s.Seed)
+	faults, err := fm.Schedule(s.Faults, s.Duration, s.FirstFault, s.FaultEvery)
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	rep, err := verify.Run(ctx, verify.Config{
+		Cluster:            c,
+		Workloads:          workloads,
+		Streams:            s.Streams,
+		Duration:           s.Duration,
+		OpTimeout:          c.cfg.CallTimeout,
+		Relocations:        !s.NoRelocations,
+		RelocationWorkers:  s.RelocationWorkers,
+		RelocationInterval: s.RelocationInterval,
+		// A relocation's deadline is RelocationTimeout and its hard stop as
+		// long again: unanswered after three, it did not end.
+		RelocationTimeout:  3 * c.cfg.RelocationTimeout,
+		RelocationsMustEnd: true,
+		Faults:             faults,
+		ExecLogs:           c,
+		FinalTimeout:       time.Minute,
+		ArtifactDir:        s.ArtifactDir,
+		Logf:               c.cfg.Logf,
+	})
+	if rep != nil {
+		for _, f := range c.etcdFigures(ctx) {
+			rep.Figures = append(rep.Figures, f)
+			if strings.Contains(f.Value, "differ") {
+				rep.Errors = append(rep.Errors, "etcd: "+f.Value)
+			}
+		}
+	}
+	if cerr := c.Close(); cerr != nil && rep != nil {
+		rep.Errors = append(rep.Errors, "stop: "+cerr.Error())
+	}
+	return rep, err
+}

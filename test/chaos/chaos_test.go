@@ -1,0 +1,171 @@
+// Package chaos_test is the CI tier of the verification suite (TESTING.md,
+// "Tiers"): one short checked run per workload with its faults, over real
+// processes (locationd with its embedded etcd, or three of them as a 3-member
+// etcd cluster, and meshnodes behind TCP proxies), and the planted-bug
+// self-test. The binaries are built once with -tags failpoints.
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/meshloc/meshloc/internal/chaos"
+	"github.com/meshloc/meshloc/internal/failpoint"
+)
+
+var binDir string
+
+func TestMain(m *testing.M) {
+	code := func() int {
+		dir, err := os.MkdirTemp("", "meshloc-chaos-bin-")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(dir)
+		gomod, err := exec.Command("go", "env", "GOMOD").Output()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
+			return 1
+		}
+		build := exec.Command("go", "build", "-tags", "failpoints", "-o", dir+string(filepath.Separator), "./cmd/locationd", "./cmd/meshnode")
+		build.Dir = filepath.Dir(strings.TrimSpace(string(gomod)))
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go build -tags failpoints: %v\n%s", err, out)
+			return 1
+		}
+		binDir = dir
+		code := m.Run()
+		if code == 0 {
+			if err := goleak.Find(); err != nil {
+				fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+				return 1
+			}
+		}
+		return code
+	}()
+	os.Exit(code)
+}
+
+// base is a spec over a work directory kept when the test fails.
+func base(t *testing.T) chaos.Spec {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs processes for a minute")
+	}
+	dir, err := os.MkdirTemp("", "meshloc-chaos-"+strings.ReplaceAll(t.Name(), "/", "-")+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("work directory kept: %s (process logs, execution logs, history.json, report.json)", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
+	return chaos.Spec{
+		Cluster:     chaos.Config{BinDir: binDir, WorkDir: filepath.Join(dir, "cluster"), Logf: t.Logf},
+		ArtifactDir: filepath.Join(dir, "artifacts"),
+		Duration:    20 * time.Second,
+	}
+}
+
+func run(t *testing.T, s chaos.Spec) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	rep, err := chaos.Run(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("verification report\n%s", rep.Text())
+	if rep.Failed() {
+		t.Errorf("the run failed its checks: %s", chaos.Caught(rep))
+	}
+	if rep.Relocations.Results["completed"] == 0 {
+		t.Errorf("the relocation storm completed no relocation: %v", rep.Relocations.Results)
+	}
+	got := 0
+	for _, n := range rep.Faults {
+		got += n
+	}
+	if got < 1 {
+		t.Errorf("no fault injected: %v", rep.Faults)
+	}
+}
+
+// TestWorkloads is one short checked run per workload, each with its faults.
+func TestWorkloads(t *testing.T) {
+	cases := []struct {
+		workload string
+		faults   []string
+		setup    func(*chaos.Spec)
+	}{
+		{"bank", []string{chaos.KillEtcdMember, chaos.MoveLeader}, func(s *chaos.Spec) { s.Cluster.EtcdMembers = 3 }},
+		{"register", []string{chaos.PauseNode}, nil},
+		{"list", []string{chaos.Failpoint, chaos.LinkDuplicate, chaos.Failpoint}, func(s *chaos.Spec) { s.Cluster.Proxies = true }},
+		{"counter", []string{chaos.PartitionEtcd, chaos.KillSource}, func(s *chaos.Spec) { s.Cluster.Proxies = true }},
+	}
+	for _, c := range cases {
+		t.Run(c.workload, func(t *testing.T) {
+			s := base(t)
+			s.Workloads = []string{c.workload}
+			s.Faults = c.faults
+			s.FirstFault, s.FaultEvery = 3*time.Second, 9*time.Second
+			s.Duration = 25 * time.Second
+			if c.setup != nil {
+				c.setup(&s)
+			}
+			run(t, s)
+		})
+	}
+}
+
+// TestPlantedBugs is the self-test of the checkers: with every trigger and
+// no bug the run passes; with each planted bug and its trigger it fails.
+func TestPlantedBugs(t *testing.T) {
+	if !failpoint.Enabled {
+		t.Skip("needs -tags failpoints (the client side of no-generation-check is planted in this process)")
+	}
+	b := base(t)
+	b.Duration = 18 * time.Second
+	t.Run("control", func(t *testing.T) {
+		s := chaos.ControlSpec(b)
+		s.Cluster.WorkDir += "-control"
+		s.Duration = 45 * time.Second
+		run(t, s)
+	})
+	var results []chaos.PlantResult
+	for _, p := range chaos.Plants {
+		t.Run(p.Bug, func(t *testing.T) {
+			s := b
+			s.Cluster.WorkDir += "-" + p.Bug
+			s.ArtifactDir += "-" + p.Bug
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			rs, err := chaos.SelfTest(ctx, s, []string{p.Bug})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rs[0]
+			results = append(results, r)
+			if r.Err != "" {
+				t.Fatalf("run: %s", r.Err)
+			}
+			t.Logf("%s: detected=%v by %s", p.Bug, r.Detected, r.By)
+			if !r.Detected {
+				t.Errorf("planted bug %s (trigger: %s) not detected; report:\n%s", p.Bug, p.Trigger, r.Report.Text())
+			}
+		})
+	}
+	t.Log(chaos.PlantedFigure(results))
+}
