@@ -118,6 +118,32 @@ type Cluster struct {
 
 	// faults run one at a time.
 	faultMu sync.Mutex
+
+	evMu   sync.Mutex
+	events []Event
+}
+
+// Event is something the harness did to a process, for checks that need
+// to know when (e.g. nothing served by a node after it woke up).
+type Event struct {
+	At   time.Time `json:"at"`
+	Node string    `json:"node"`
+	// Gen is the node's owner generation when it happened.
+	Gen  int64  `json:"gen"`
+	What string `json:"what"` // sigkill, sigstop, sigcont, restarted, ...
+}
+
+func (c *Cluster) event(n *Node, what string) {
+	c.evMu.Lock()
+	c.events = append(c.events, Event{At: time.Now(), Node: n.Name, Gen: n.Gen, What: what})
+	c.evMu.Unlock()
+}
+
+// Events are what the harness did, in order.
+func (c *Cluster) Events() []Event {
+	c.evMu.Lock()
+	defer c.evMu.Unlock()
+	return slices.Clone(c.events)
 }
 
 var (
@@ -337,7 +363,11 @@ func (c *Cluster) restartNode(ctx context.Context, n *Node, env []string) error 
 		return err
 	}
 	// A restart waits for its predecessor's owner key to expire first.
-	return c.waitServing(ctx, n, old, c.cfg.LeaseTTL+45*time.Second)
+	if err := c.waitServing(ctx, n, old, c.cfg.LeaseTTL+45*time.Second); err != nil {
+		return err
+	}
+	c.event(n, "restarted")
+	return nil
 }
 
 // EtcdEndpoints are the members' client URLs.

@@ -24,7 +24,7 @@ const (
 	KillOwner      = "kill-owner"       // SIGKILL the node owning the most workload objects; restart it
 	KillSource     = "kill-source"      // SIGKILL the source of a relocation in flight; restart it
 	KillTarget     = "kill-target"      // SIGKILL the target of a relocation in flight; restart it
-	PauseNode      = "pause-node"       // SIGSTOP an owner for longer than its lease TTL, then SIGCONT
+	PauseNode      = "pause-node"       // SIGSTOP an owner for 3 lease TTLs, then SIGCONT
 	PartitionNode  = "partition-node"   // every connection to a node blackholed (peers and clients)
 	PartitionEtcd  = "partition-etcd"   // a node cut off from etcd (not from peers and clients) past its TTL
 	LinkDelay      = "link-delay"       // every node's inbound traffic delayed
@@ -148,7 +148,7 @@ func (f *Faults) injector(kind string) func(ctx context.Context) error {
 			return f.kill(ctx, n, why)
 		}
 	case PauseNode:
-		return func(ctx context.Context) error { return f.pause(ctx, f.busiest(ctx), 2*f.ttl()+time.Second) }
+		return func(ctx context.Context) error { return f.pause(ctx, f.busiest(ctx), 3*f.ttl()) }
 	case PartitionNode:
 		return func(ctx context.Context) error {
 			n := f.busiest(ctx)
@@ -320,6 +320,7 @@ func (f *Faults) inRelocation(ctx context.Context, role string) (*Node, string) 
 func (f *Faults) kill(ctx context.Context, n *Node, why string) error {
 	f.c.cfg.logf("chaos: SIGKILL %s@%d (%s)", n.Name, n.Gen, why)
 	n.proc.Kill()
+	f.c.event(n, "sigkill")
 	killed := time.Now()
 	if err := f.c.restartNode(ctx, n, nil); err != nil {
 		return err
@@ -334,11 +335,13 @@ func (f *Faults) pause(ctx context.Context, n *Node, d time.Duration) error {
 	if err := n.proc.Signal(syscall.SIGSTOP); err != nil {
 		return err
 	}
+	f.c.event(n, "sigstop")
 	n.stopped = true
 	sleep(ctx, d)
 	if err := n.proc.Signal(syscall.SIGCONT); err != nil {
 		return err
 	}
+	f.c.event(n, "sigcont")
 	n.stopped = false
 	return f.settle(ctx, n)
 }

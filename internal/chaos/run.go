@@ -39,6 +39,13 @@ type Spec struct {
 	RelocationWorkers  int
 	// ArtifactDir receives history.json, report.json and porcupine's pages.
 	ArtifactDir string
+	// Rotate moves the list and bank workloads on to fresh objects after
+	// that many acknowledged writes each (0: never), so that long runs keep
+	// their reads small.
+	Rotate int
+	// Inspect, if set, is called with the cluster and the report after the
+	// checks, before the cluster stops (extra checks of a test).
+	Inspect func(c *Cluster, rep *verify.Report)
 }
 
 func (s *Spec) defaults() {
@@ -71,17 +78,18 @@ func (s *Spec) defaults() {
 	}
 }
 
-// NewWorkloads builds the named workloads with unique object names.
-func NewWorkloads(names []string, prefix string, think time.Duration, artifacts string) ([]verify.Workload, error) {
+// NewWorkloads builds the named workloads with unique object names; rotate:
+// see Spec.Rotate.
+func NewWorkloads(names []string, prefix string, think time.Duration, artifacts string, rotate int) ([]verify.Workload, error) {
 	var out []verify.Workload
 	for _, n := range names {
 		switch strings.TrimSpace(n) {
 		case "bank":
-			out = append(out, &verify.Bank{Prefix: prefix, N: 2, Think: think})
+			out = append(out, &verify.Bank{Prefix: prefix, N: 2, Think: think, Rotate: rotate})
 		case "register":
 			out = append(out, &verify.Register{Prefix: prefix, N: 12, Think: think, ArtifactDir: artifacts})
 		case "list":
-			out = append(out, &verify.List{Prefix: prefix, N: 6, Think: think})
+			out = append(out, &verify.List{Prefix: prefix, N: 6, Think: think, Rotate: rotate})
 		case "counter":
 			out = append(out, &verify.Counter{Prefix: prefix, N: 6, Think: think})
 		default:
@@ -96,7 +104,7 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 	s.defaults()
 	prefix := fmt.Sprintf("v%d", s.Seed%1_000_000)
-	workloads, err := NewWorkloads(s.Workloads, prefix, s.Think, s.ArtifactDir)
+	workloads, err := NewWorkloads(s.Workloads, prefix, s.Think, s.ArtifactDir, s.Rotate)
 	if err != nil {
 		return nil, err
 	}
@@ -133,6 +141,9 @@ func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 		ArtifactDir:        s.ArtifactDir,
 		Logf:               c.cfg.Logf,
 	})
+	if rep != nil && s.Inspect != nil {
+		s.Inspect(c, rep)
+	}
 	if rep != nil {
 		for _, f := range c.etcdFigures(ctx) {
 			rep.Figures = append(rep.Figures, f)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"sync"
 	"time"
 
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -31,6 +32,13 @@ type Bank struct {
 	N         int
 	Think     time.Duration
 	MaxAmount int // default 5
+	// Rotate moves each of the N slots on to a fresh bank after that many
+	// acknowledged transfers (0: never), so that the ledger every read
+	// returns stays small in long runs (see rotor).
+	Rotate int
+
+	once sync.Once
+	rot  *rotor
 }
 
 // NewBank returns the workload on n objects.
@@ -40,7 +48,12 @@ func NewBank(prefix string, n int) *Bank { return &Bank{Prefix: prefix, N: n} }
 func (w *Bank) Name() string { return "bank" }
 
 // Objects implements Workload.
-func (w *Bank) Objects() []string { return objectNames("bank", w.Prefix+"b", w.N) }
+func (w *Bank) Objects() []string { return w.names().objects() }
+
+func (w *Bank) names() *rotor {
+	w.once.Do(func() { w.rot = newRotor("bank", w.Prefix+"b", w.N, w.Rotate) })
+	return w.rot
+}
 
 // FinalRead implements Workload.
 func (w *Bank) FinalRead() (string, []string) { return "read", nil }
@@ -48,7 +61,7 @@ func (w *Bank) FinalRead() (string, []string) { return "read", nil }
 // Run implements Workload.
 func (w *Bank) Run(ctx context.Context, s Stream, h *History) {
 	rng := newRand(s.ID)
-	objs := w.Objects()
+	rot := w.names()
 	maxAmount := max(w.MaxAmount, 1)
 	if w.MaxAmount == 0 {
 		maxAmount = 5
@@ -56,7 +69,8 @@ func (w *Bank) Run(ctx context.Context, s Stream, h *History) {
 	var mustRead string
 	seq := 0
 	for ctx.Err() == nil {
-		obj := pick(rng, objs)
+		slot := rng.IntN(w.N)
+		obj := rot.current(slot)
 		var op Op
 		if mustRead != "" || rng.IntN(10) < 3 {
 			if mustRead != "" {
@@ -72,6 +86,9 @@ func (w *Bank) Run(ctx context.Context, s Stream, h *History) {
 			to := (from + 1 + rng.IntN(bankAccounts-1)) % bankAccounts
 			op = Invoke(ctx, s, h, w.Name(), obj, "transfer", fmt.Sprintf("a%d", from), fmt.Sprintf("a%d", to),
 				strconv.Itoa(1+rng.IntN(maxAmount)), fmt.Sprintf("t%d-%d", s.ID, seq))
+			if op.Outcome == OK {
+				rot.wrote(slot, obj)
+			}
 		}
 		if op.Outcome == Unknown {
 			mustRead = obj

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"sync"
 	"time"
 )
 
@@ -20,6 +21,13 @@ type List struct {
 	Prefix string
 	N      int
 	Think  time.Duration
+	// Rotate moves each of the N slots on to a fresh object after that many
+	// acknowledged appends (0: never), so that reads stay small in long
+	// runs (see rotor).
+	Rotate int
+
+	once sync.Once
+	rot  *rotor
 }
 
 // NewList returns the workload on n objects.
@@ -29,7 +37,12 @@ func NewList(prefix string, n int) *List { return &List{Prefix: prefix, N: n} }
 func (w *List) Name() string { return "list" }
 
 // Objects implements Workload.
-func (w *List) Objects() []string { return objectNames("list", w.Prefix+"l", w.N) }
+func (w *List) Objects() []string { return w.names().objects() }
+
+func (w *List) names() *rotor {
+	w.once.Do(func() { w.rot = newRotor("list", w.Prefix+"l", w.N, w.Rotate) })
+	return w.rot
+}
 
 // FinalRead implements Workload.
 func (w *List) FinalRead() (string, []string) { return "read", nil }
@@ -37,11 +50,12 @@ func (w *List) FinalRead() (string, []string) { return "read", nil }
 // Run implements Workload.
 func (w *List) Run(ctx context.Context, s Stream, h *History) {
 	rng := newRand(s.ID)
-	objs := w.Objects()
+	rot := w.names()
 	var mustRead string
 	seq := 0
 	for ctx.Err() == nil {
-		obj := pick(rng, objs)
+		slot := rng.IntN(w.N)
+		obj := rot.current(slot)
 		var op Op
 		if mustRead != "" || rng.IntN(10) < 2 {
 			if mustRead != "" {
@@ -54,6 +68,9 @@ func (w *List) Run(ctx context.Context, s Stream, h *History) {
 		} else {
 			seq++
 			op = Invoke(ctx, s, h, w.Name(), obj, "append", fmt.Sprintf("c%d-%d", s.ID, seq))
+			if op.Outcome == OK {
+				rot.wrote(slot, obj)
+			}
 		}
 		if op.Outcome == Unknown {
 			mustRead = obj

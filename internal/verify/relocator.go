@@ -34,6 +34,9 @@ const (
 // Relocator moves random objects continuously while the workloads run.
 type Relocator struct {
 	Objects []string
+	// ObjectsFunc, when set, gives the objects instead (the workloads'
+	// objects change when they rotate).
+	ObjectsFunc func() []string
 	// Targets are the node ids it may name.
 	Targets  []string
 	Relocate RelocateFunc
@@ -50,7 +53,7 @@ type Relocator struct {
 
 // Run relocates until ctx ends; every attempt is recorded in h.
 func (r *Relocator) Run(ctx context.Context, h *History) {
-	if len(r.Objects) == 0 || r.Relocate == nil {
+	if (len(r.Objects) == 0 && r.ObjectsFunc == nil) || r.Relocate == nil {
 		return
 	}
 	r.mu.Lock()
@@ -74,7 +77,14 @@ func (r *Relocator) Run(ctx context.Context, h *History) {
 }
 
 func (r *Relocator) once(ctx context.Context, rng *rand.Rand, h *History) {
-	obj := pick(rng, r.Objects)
+	objs := r.Objects
+	if r.ObjectsFunc != nil {
+		objs = r.ObjectsFunc()
+	}
+	if len(objs) == 0 {
+		return
+	}
+	obj := pick(rng, objs)
 	named := func() string {
 		if len(r.Targets) == 0 {
 			return ""

@@ -157,11 +157,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		load.Go(func() { st.w.Run(lctx, st.s, h) })
 	}
 	if cfg.Relocations {
-		var objs []string
-		for _, w := range cfg.Workloads {
-			objs = append(objs, w.Objects()...)
-		}
-		r := &Relocator{Objects: objs, Targets: cfg.Cluster.Nodes(), Relocate: cfg.Cluster.Relocate,
+		r := &Relocator{ObjectsFunc: func() []string {
+			var objs []string
+			for _, w := range cfg.Workloads {
+				objs = append(objs, w.Objects()...)
+			}
+			return objs
+		}, Targets: cfg.Cluster.Nodes(), Relocate: cfg.Cluster.Relocate,
 			Workers: cfg.RelocationWorkers, Interval: cfg.RelocationInterval, Timeout: cfg.RelocationTimeout}
 		storm.Go(func() { r.Run(lctx, h) })
 	}
