@@ -76,7 +76,15 @@ Every call carries an operation id (a UUIDv7, new unless --op-id gives one).
 A call whose deadline passes has an unknown outcome: its error line names the
 operation id; run the same call again with --op-id ID and it is executed at
 most once. Put "--" before arguments that begin with "-", e.g.
-  meshctl call actor/counter/c1 add -- -5`,
+  meshctl call actor/counter/c1 add -- -5
+
+Built-in types: counter, register, list, bank, blob, ticker keep their state
+in their owner's memory (a crash of the owner loses it: state_lost);
+dcounter, dregister, dlist, dbank, dblob, dticker are the same types made
+durable: every acknowledged change is in etcd before the reply, e.g.
+  meshctl call actor/dbank/b1 transfer a0 a1 5 tx1
+A change that would make a durable object's state larger than the node's
+--durable-max-bytes is refused with state_too_large.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{fmt.Errorf("%s: requires OBJECT and METHOD, received %d arg(s)", cmd.CommandPath(), len(args))}

@@ -82,7 +82,8 @@ func newRoot(stdout io.Writer, lookup func(string) (string, bool)) *cobra.Comman
 		Use:   "meshctl",
 		Short: "inspect a meshloc cluster through locationd, and call its objects",
 		Long: `meshctl inspects a meshloc cluster through locationd's API (owners,
-objects, get), and calls objects through a meshnode gateway (call).
+objects, get, relocations, controllers), operates it (relocate, rebalance),
+and calls objects through a meshnode gateway (call).
 
 Global flags can also be set by the environment: MESHCTL_<FLAG>, e.g.
 MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins.
@@ -122,7 +123,8 @@ line on stderr: "meshctl: <code>: <message>".`,
 	root.SetOut(stdout)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), verifyCmd(g, stdout))
+	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
+		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}

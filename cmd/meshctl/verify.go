@@ -67,7 +67,7 @@ Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`
 				return usageError{fmt.Errorf("--nodes %d: at least 2", s.Cluster.Nodes)}
 			}
 			s.Workloads = strings.Split(workloads, ",")
-			if _, err := chaos.NewWorkloads(s.Workloads, "x", 0, "", 0); err != nil {
+			if _, err := chaos.NewWorkloads(s.Workloads, "x", 0, "", 0, 0); err != nil {
 				return usageError{err}
 			}
 			dir, cleanup, err := workDirFor(workDir, keep)
@@ -125,6 +125,7 @@ Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`
 	f.DurationVar(&s.FaultEvery, "fault-every", 20*time.Second, "time between two faults' starts (a fault waits for the previous one to heal)")
 	f.StringVar(&workloads, "workloads", strings.Join(chaos.Workloads, ","), "comma-separated workloads")
 	f.IntVar(&s.Streams, "streams", 3, "client streams per workload")
+	f.IntVar(&s.Groups, "groups", 0, "put the counter and list objects into this many groups each; the storm then moves whole groups")
 	f.IntVar(&s.Rotate, "rotate", 300, "list and bank objects are replaced by fresh ones after this many acknowledged writes (their reads return the whole state; 0: never)")
 	f.IntVar(&s.Cluster.Nodes, "nodes", 3, "meshnode processes")
 	f.IntVar(&s.Cluster.EtcdMembers, "etcd-members", 3, "etcd members: 1 or 3 (each a locationd process)")

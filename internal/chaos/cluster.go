@@ -17,7 +17,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/etcdfault"
@@ -31,6 +30,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/lease"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // Config of a process cluster.
@@ -115,6 +115,8 @@ type Cluster struct {
 	conns   map[string]*grpc.ClientConn
 	clients []*client.Client
 	closed  bool
+	// groupTurn picks the node of the next group (MakeGroup).
+	groupTurn int
 
 	// faults run one at a time.
 	faultMu sync.Mutex
@@ -150,6 +152,7 @@ var (
 	_ verify.Cluster       = (*Cluster)(nil)
 	_ verify.Healer        = (*Cluster)(nil)
 	_ verify.ExecLogSource = (*Cluster)(nil)
+	_ verify.GroupMaker    = (*Cluster)(nil)
 )
 
 // Start starts the cluster and waits until every member is ready and every
@@ -445,7 +448,7 @@ func (c *Cluster) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	cc, err := grpc.NewClient(addr, transport.DialOptions()...)
 	if err != nil {
 		return nil, err
 	}
@@ -630,4 +633,27 @@ func (c *Cluster) etcdFigures(ctx context.Context) []verify.Figure {
 		return []verify.Figure{{Name: "etcd", Value: "HashKV differ: " + err.Error()}}
 	}
 	return []verify.Figure{{Name: "etcd", Value: fmt.Sprintf("%d member(s), HashKV equal at the end", len(c.members))}}
+}
+
+// MakeGroup implements verify.GroupMaker: the group is created on the next
+// node in turn, and every member joins it there (created as a member when
+// it has no record yet).
+func (c *Cluster) MakeGroup(ctx context.Context, group string, members []string) error {
+	c.mu.Lock()
+	n := c.nodes[c.groupTurn%len(c.nodes)]
+	c.groupTurn++
+	c.mu.Unlock()
+	a, err := c.Admin(n.Address)
+	if err != nil {
+		return err
+	}
+	if _, err := a.CreateGroup(ctx, &pb.GroupCommand{Group: group}); err != nil {
+		return fmt.Errorf("chaos: create %s on %s: %w", group, n.Name, err)
+	}
+	for _, m := range members {
+		if _, err := a.JoinGroup(ctx, &pb.GroupCommand{Group: group, Actor: m}); err != nil {
+			return fmt.Errorf("chaos: %s joins %s: %w", m, group, err)
+		}
+	}
+	return nil
 }

@@ -37,12 +37,15 @@ const (
 	// keep-alive request timeout: the keep-alives still succeed, late), then
 	// cuts it off from etcd: the lease deadline must count from the send.
 	EtcdSlowPartition = "etcd-slow-partition"
+	// RollingRestart SIGTERMs every node in turn (it drains: its objects
+	// move to the others), waits for its exit and restarts it (rolling.go).
+	RollingRestart = "rolling-restart"
 )
 
 // Kinds are the fault kinds that need no failpoint build, in the order
 // "all" schedules them.
 var Kinds = []string{KillOwner, KillSource, KillTarget, PauseNode, PartitionNode, PartitionEtcd, LinkDelay,
-	LinkDuplicate, LinkCorrupt, KillEtcdMember, MoveLeader}
+	LinkDuplicate, LinkCorrupt, KillEtcdMember, MoveLeader, RollingRestart}
 
 // FailpointSpecs are the failpoints a "failpoint" fault cycles through: a
 // crash at each step of a relocation, and a pause between execute and reply.
@@ -91,7 +94,7 @@ func (f *Faults) Need(kind string) string {
 		if f.c.cfg.EtcdMembers < 3 {
 			return kind + " needs 3 etcd members"
 		}
-	case KillOwner, KillSource, KillTarget, PauseNode, Failpoint:
+	case KillOwner, KillSource, KillTarget, PauseNode, Failpoint, RollingRestart:
 	default:
 		if !strings.HasPrefix(kind, Failpoint+":") {
 			return "unknown fault kind " + kind
@@ -114,7 +117,8 @@ func (f *Faults) Fault(kind string, at time.Duration) (verify.Fault, error) {
 	return verify.Fault{Kind: name, At: at, Inject: func(ctx context.Context) error {
 		f.c.faultMu.Lock()
 		defer f.c.faultMu.Unlock()
-		return inject(ctx)
+		err := inject(ctx)
+		return errors.Join(err, f.revive(ctx, kind))
 	}}, nil
 }
 
@@ -226,6 +230,8 @@ func (f *Faults) injector(kind string) func(ctx context.Context) error {
 			}
 			return f.c.waitMember(ctx, m)
 		}
+	case RollingRestart:
+		return f.rollingRestart
 	case MoveLeader:
 		return func(ctx context.Context) error {
 			mctx, cancel := context.WithTimeout(ctx, 15*time.Second)
@@ -316,6 +322,24 @@ func (f *Faults) inRelocation(ctx context.Context, role string) (*Node, string) 
 	return f.busiest(ctx), "no relocation in flight seen: the busiest node"
 }
 
+// revive restarts every node that stopped by itself during a fault: a node
+// that could not confirm its lease in time (e.g. while its etcd member was
+// killed) fences itself and exits; the run goes on with it restarted.
+func (f *Faults) revive(ctx context.Context, kind string) error {
+	var errs []error
+	for _, n := range f.c.nodes {
+		if n.proc.Alive() {
+			continue
+		}
+		f.c.cfg.logf("chaos: %s@%d stopped by itself during %s (%v): restarting it", n.Name, n.Gen, kind, n.proc.Err())
+		f.c.event(n, "exited")
+		if err := f.c.restartNode(ctx, n, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // kill SIGKILLs n and restarts it.
 func (f *Faults) kill(ctx context.Context, n *Node, why string) error {
 	f.c.cfg.logf("chaos: SIGKILL %s@%d (%s)", n.Name, n.Gen, why)
@@ -356,6 +380,7 @@ func (f *Faults) settle(ctx context.Context, n *Node) error {
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		if !n.proc.Alive() {
 			f.c.cfg.logf("chaos: %s stopped by itself (%v): restarting it", n.Name, n.proc.Err())
+			f.c.event(n, "exited")
 			return f.c.restartNode(ctx, n, nil)
 		}
 		owns, err := f.c.owners(ctx)

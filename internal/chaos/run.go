@@ -39,6 +39,9 @@ type Spec struct {
 	RelocationWorkers  int
 	// ArtifactDir receives history.json, report.json and porcupine's pages.
 	ArtifactDir string
+	// Groups puts the counter and list objects into that many groups each
+	// (0: none): the storm then relocates whole groups.
+	Groups int
 	// Rotate moves the list and bank workloads on to fresh objects after
 	// that many acknowledged writes each (0: never), so that long runs keep
 	// their reads small.
@@ -80,7 +83,7 @@ func (s *Spec) defaults() {
 
 // NewWorkloads builds the named workloads with unique object names; rotate:
 // see Spec.Rotate.
-func NewWorkloads(names []string, prefix string, think time.Duration, artifacts string, rotate int) ([]verify.Workload, error) {
+func NewWorkloads(names []string, prefix string, think time.Duration, artifacts string, rotate, groups int) ([]verify.Workload, error) {
 	var out []verify.Workload
 	for _, n := range names {
 		switch strings.TrimSpace(n) {
@@ -89,9 +92,9 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 		case "register":
 			out = append(out, &verify.Register{Prefix: prefix, N: 12, Think: think, ArtifactDir: artifacts})
 		case "list":
-			out = append(out, &verify.List{Prefix: prefix, N: 6, Think: think, Rotate: rotate})
+			out = append(out, &verify.List{Prefix: prefix, N: 6, Think: think, Rotate: rotate, Groups: groups})
 		case "counter":
-			out = append(out, &verify.Counter{Prefix: prefix, N: 6, Think: think})
+			out = append(out, &verify.Counter{Prefix: prefix, N: 6, Think: think, Groups: groups})
 		default:
 			return nil, fmt.Errorf("chaos: unknown workload %q (want %s)", n, strings.Join(Workloads, ", "))
 		}
@@ -104,7 +107,7 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 	s.defaults()
 	prefix := fmt.Sprintf("v%d", s.Seed%1_000_000)
-	workloads, err := NewWorkloads(s.Workloads, prefix, s.Think, s.ArtifactDir, s.Rotate)
+	workloads, err := NewWorkloads(s.Workloads, prefix, s.Think, s.ArtifactDir, s.Rotate, s.Groups)
 	if err != nil {
 		return nil, err
 	}
@@ -141,6 +144,18 @@ func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 		ArtifactDir:        s.ArtifactDir,
 		Logf:               c.cfg.Logf,
 	})
+	if rep != nil {
+		exits := map[string]int{}
+		total := 0
+		for _, e := range c.Events() {
+			if e.What == "exited" {
+				exits[e.Node]++
+				total++
+			}
+		}
+		rep.Figures = append(rep.Figures, verify.Figure{Name: "nodes fenced",
+			Value: fmt.Sprintf("%d exits of a node that could not confirm its lease (restarted) %v", total, exits)})
+	}
 	if rep != nil && s.Inspect != nil {
 		s.Inspect(c, rep)
 	}

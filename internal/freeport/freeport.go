@@ -7,22 +7,49 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"sync"
 )
 
 // ErrNone: no free port was found.
 var ErrNone = errors.New("freeport: no free port in 20000-31999")
 
-// Get returns a free loopback TCP port. It is picked at random below Linux's
-// ephemeral range (32768–60999), so the kernel does not hand it to some other
-// process's connection or ":0" listener between this check and the bind;
-// only another caller of Get could pick it too, which is unlikely among
-// 12,000 ports.
+// The range sits below Linux's ephemeral range (32768–60999), so the kernel
+// does not hand a picked port to some other process's connection or ":0"
+// listener between the pick and the bind. It is split into blocks; a
+// process draws from the block its pid selects, so that the test binaries
+// of different packages, running at the same time, rarely pick the same
+// port; within a process a port is never handed out twice.
+const (
+	low    = 20000
+	blocks = 12
+	size   = 1000
+)
+
+var (
+	mu     sync.Mutex
+	handed = map[int]bool{}
+)
+
+// Get returns a free loopback TCP port, one this process has not handed out
+// before.
 func Get() (int, error) {
-	for range 1000 {
-		p := 20000 + rand.IntN(12000)
+	mu.Lock()
+	defer mu.Unlock()
+	block := os.Getpid() % blocks
+	for attempt := range 3000 {
+		b := block
+		if attempt >= 1000 { // the block is crowded: any block
+			b = rand.IntN(blocks)
+		}
+		p := low + b*size + rand.IntN(size)
+		if handed[p] {
+			continue
+		}
 		l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err == nil {
 			l.Close()
+			handed[p] = true
 			return p, nil
 		}
 	}

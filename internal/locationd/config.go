@@ -136,6 +136,26 @@ type Config struct {
 	// request itself waits up to RelocationSlack longer: the node's own hard
 	// stop comes 5 s after the deadline.
 	RelocationTimeout time.Duration
+
+	// The recovery controller (package recovery): every locationd is a
+	// candidate in one etcd election; the leader reports orphaned objects
+	// and, with RecoverOrphans, re-activates them on live nodes.
+
+	// ElectionTTL (--election-ttl, default 5s) is the TTL of the election
+	// lease: a leader that dies or is cut off from etcd is replaced within
+	// about this long (a leader that stops cleanly hands over at once).
+	// Whole seconds, 1s..1h.
+	ElectionTTL time.Duration
+	// RecoverOrphans (--recover-orphans, default false): the leader
+	// re-activates orphaned objects on live nodes before anyone calls them
+	// (memory objects restart from fresh state, and their first call is
+	// answered state_lost). Off: orphans are only reported, and recovered by
+	// their next call.
+	RecoverOrphans bool
+	// RecoveryRate (--recovery-rate, default 10) bounds the leader's
+	// recovery attempts per second, so a dead node's thousands of objects do
+	// not flood etcd.
+	RecoveryRate float64
 }
 
 // RelocationSlack is how much longer than a relocation's deadline POST
@@ -170,6 +190,9 @@ func DefaultConfig() Config {
 		InitialClusterToken: DefaultClusterToken,
 
 		RelocationTimeout: 10 * time.Second,
+
+		ElectionTTL:  5 * time.Second,
+		RecoveryRate: 10,
 	}
 }
 
@@ -193,6 +216,9 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on the wait for API requests in flight at shutdown")
 	fs.DurationVar(&c.EtcdStartTimeout, "etcd-start-timeout", c.EtcdStartTimeout, "bound on the start of the embedded etcd")
 	fs.DurationVar(&c.RelocationTimeout, "relocation-timeout", c.RelocationTimeout, "deadline of a relocation asked through the API without timeoutMs")
+	fs.DurationVar(&c.ElectionTTL, "election-ttl", c.ElectionTTL, "a dead recovery controller leader is replaced within this long (its election lease is granted 1s shorter; 3s or more for the bound to hold)")
+	fs.BoolVar(&c.RecoverOrphans, "recover-orphans", c.RecoverOrphans, "the leading recovery controller re-activates orphaned objects on live nodes (false: only reports them)")
+	fs.Float64Var(&c.RecoveryRate, "recovery-rate", c.RecoveryRate, "most recovery attempts per second of the recovery controller")
 }
 
 // Embedded reports whether c runs an embedded etcd (no endpoints given).
@@ -234,6 +260,9 @@ func (c *Config) Validate() error {
 	}
 	if c.RelocationTimeout <= 0 || c.RelocationTimeout > maxRelocationTimeout {
 		return fmt.Errorf("%w: --relocation-timeout %s must be positive and at most %s", ErrInvalidConfig, c.RelocationTimeout, maxRelocationTimeout)
+	}
+	if err := c.recoveryConfig("check", "").Validate(); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if !c.Embedded() {
 		for _, e := range c.EtcdEndpoints {

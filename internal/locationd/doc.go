@@ -2,11 +2,21 @@
 // §8): it runs an embedded etcd (or uses an existing cluster), and serves the
 // location API over HTTP — who the live owners are, who owns which object, and
 // which objects lost their owner — with /healthz, /readyz and /metrics; and it
-// asks nodes to relocate objects and lists their relocations.
+// asks nodes to relocate objects, lists their relocations, and drains a node
+// (POST /v1/owners/{id}/drain, drain.go).
 //
-// What it is not (yet): it writes nothing to etcd. Placement, recovery, drain
-// and the rebalancer come later; every ownership write goes through
-// pkg/authority and its fenced transactions, never through this package.
+// It runs the recovery controller (package recovery: an etcd election among
+// every locationd; the leader reports orphaned objects and, with
+// --recover-orphans, re-activates them; GET /v1/controllers) and the
+// rebalancer (package internal/rebalance plans; GET /v1/rebalance/plan shows
+// the plan, POST /v1/rebalance runs it through the owners, like POST
+// /v1/relocations, RebalanceConcurrency moves at a time, each checked against
+// etcd again first).
+//
+// What it is not: a writer of ownership. The only keys it writes are its
+// election keys (lease-bound, under controllers/); every ownership write —
+// the recovery controller's too — goes through pkg/authority and its fenced
+// transactions, and relocations are made by the nodes.
 //
 // # Relocations
 //
@@ -38,15 +48,17 @@
 //     serves the API, and /readyz says whether it is in a quorum.
 //  2. Create an etcd client (it does not wait for a connection: /readyz says
 //     whether etcd answers), and the pool of node connections.
-//  3. Listen on Config.HTTP and serve. Ready() is closed and HTTPAddr() is
-//     known from here on.
+//  3. Listen on Config.HTTP, start the recovery controller (it campaigns in
+//     its election from now on), and serve. Ready() is closed and HTTPAddr()
+//     is known from here on.
 //  4. Wait until ctx is done, the HTTP server fails, or the embedded etcd
 //     reports a fatal error.
 //  5. Shut down in reverse order: http.Server.Shutdown (requests in flight
 //     may finish, bounded by Config.ShutdownTimeout, then their connections are
-//     closed), close the node pool (it cancels the node calls still in flight
-//     — a relocation cancelled this way is stopped by its node — and waits for
-//     them), close the etcd client, close the embedded etcd (which waits for
+//     closed), stop the recovery controller (a leader revokes its election
+//     lease: another locationd leads at once), close the node pool (it
+//     cancels the node calls still in flight — a relocation cancelled this
+//     way is stopped by its node — and waits for them), close the etcd client, close the embedded etcd (which waits for
 //     its goroutines). Run returns only after all of this: no goroutine it
 //     started is left behind.
 //

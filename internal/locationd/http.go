@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -44,6 +45,7 @@ var errorTable = []struct {
 	{errInvalidArgument, api.CodeInvalidArgument},
 	{errConflict, api.CodeConflict},
 	{errOwnerNotAlive, api.CodeUnavailable},
+	{errOwnerNotFound, api.CodeNotFound},
 	{errNodeUnavailable, api.CodeUnavailable},
 	{keyspace.ErrInvalidName, api.CodeInvalidArgument},
 	{authority.ErrInvalidRequest, api.CodeInvalidArgument},
@@ -103,10 +105,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type apiHandler func(ctx context.Context, r *http.Request) (any, error)
 
 type handlers struct {
-	s    *Server
-	st   *authority.Store
-	cli  *clientv3.Client
-	pool *adminPool
+	s     *Server
+	st    *authority.Store
+	cli   *clientv3.Client
+	pool  *adminPool
+	moves *prometheus.CounterVec // meshloc_rebalance_moves_total (rebalance.go)
 }
 
 // serve answers a request with f. timeout > 0 bounds f's ctx; 0 leaves the
@@ -129,8 +132,8 @@ func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http
 }
 
 // routes is the API's mux. Every route is GET (HEAD too), but
-// /v1/relocations, which is GET or POST; any other method gets a typed 405,
-// and an unknown path a typed 404.
+// /v1/relocations, which is GET or POST, and /v1/rebalance, which is POST;
+// any other method gets a typed 405, and an unknown path a typed 404.
 func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPool) http.Handler {
 	h := &handlers{s: s, st: st, cli: cli, pool: pool}
 	mux := http.NewServeMux()
@@ -152,6 +155,10 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 		}
 	})))
 	handle("/v1/owners", h.owners)
+	mux.Handle(drainRoute, s.drainHandler(h)) // drain.go: POST, streams
+	handle("/v1/controllers", h.controllers)
+	h.rebalanceRoutes(mux)
+	h.groupRoutes(mux) // groups.go
 	handle("/v1/objects", h.objects)
 	handle("/v1/objects/{object...}", h.object)
 	handle("/healthz", h.healthz)

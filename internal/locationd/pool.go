@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // poolIdle is how long a node connection may stay unused before the pool
@@ -105,7 +105,7 @@ func (p *adminPool) acquire(addr string) (*pooledConn, error) {
 	}
 	pc := p.conns[addr]
 	if pc == nil {
-		cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		cc, err := grpc.NewClient(addr, transport.DialOptions()...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: node address %q: %v", errNodeUnavailable, addr, err)
 		}

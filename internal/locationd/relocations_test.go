@@ -338,13 +338,7 @@ func TestRelocationsBadInput(t *testing.T) {
 	}
 	defer cl.Close()
 	counterValue(t, cl, "actor/counter/b1", "add", "1")
-	revision := func() int64 {
-		resp, err := m.etcd.Get(ctx, "/", clientv3.WithPrefix(), clientv3.WithCountOnly())
-		if err != nil {
-			t.Fatal(err)
-		}
-		return resp.Header.Revision
-	}
+	revision := func() string { return storeState(t, m.etcd) }
 	before := revision()
 	for _, tc := range []struct {
 		method, query, body string
@@ -400,7 +394,7 @@ func TestRelocationsBadInput(t *testing.T) {
 		}
 	}
 	if after := revision(); after != before {
-		t.Errorf("bad input changed the store: revision %d → %d", before, after)
+		t.Errorf("bad input changed the store: %s → %s", before, after)
 	}
 	list, _, err := m.ld.api.Relocations(ctx, api.RelocationsQuery{})
 	if err != nil || len(list.Relocations) != 0 {

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/internal/locationd/recovery"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
@@ -35,6 +36,7 @@ type Server struct {
 	keys keyspace.Keys
 	reg  *prometheus.Registry
 	m    *metrics
+	ctrl *recovery.Controller // set by Run (startControllers), under mu
 
 	ran   atomic.Bool
 	ready chan struct{}
@@ -165,9 +167,17 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	s.httpAddr = ln.Addr().String()
 	s.endpoints = append([]string(nil), endpoints...)
 	s.mu.Unlock()
+	// The recovery controller campaigns from here on; stopped (deferred)
+	// after the API, before the node pool and the client.
+	stopControllers, err := s.startControllers(cli)
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	defer stopControllers()
 
-	// The only goroutine Run starts: it ends when hs is shut down, and Run
-	// waits for it below.
+	// The HTTP server's goroutine (the controller's is startControllers'): it
+	// ends when hs is shut down, and Run waits for it below.
 	serveDone := make(chan error, 1)
 	go func() { serveDone <- hs.Serve(ln) }()
 	close(s.ready)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 )
@@ -75,6 +76,28 @@ type Config struct {
 	// runs (internal/verify.ReadExecLogFiles). A restarted node appends to
 	// the same file; its owner generation tells the lives apart.
 	ExecLog string
+	// DurableMaxBytes bounds the persisted value of one durable object
+	// (state, timers and replies of its changes, JSON-encoded; default
+	// 1 MiB): a change that would persist more is refused with
+	// CODE_STATE_TOO_LARGE and rolled back. It must stay below etcd's
+	// request limit (--max-request-bytes, 1.5 MiB by default); raise both
+	// together (DESIGN.md §5a).
+	DurableMaxBytes int
+	// MaxTxnOps must equal the etcd cluster's --max-txn-ops (default 128,
+	// etcd's default): a group moves in one transaction, so a group may have
+	// at most MaxTxnOps − 4 members (groups.go); Join beyond it, and the
+	// relocation of a larger group, are refused up front.
+	MaxTxnOps int
+	// MaxRequestBytes must equal the etcd cluster's --max-request-bytes
+	// (default 1.5 MiB): it bounds the bytes of a group's transactions.
+	MaxRequestBytes int
+	// DrainConcurrency is how many relocations a drain runs at a time
+	// (default 4): more empties a node faster, and loads its peers more.
+	DrainConcurrency int
+	// DrainTimeout bounds a drain (SIGTERM, meshctl drain; default 60 s):
+	// objects not moved by then are reported and lost when the node stops.
+	// Relocations in flight at the deadline end by their own deadline.
+	DrainTimeout time.Duration
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §10.
@@ -98,6 +121,11 @@ func DefaultConfig() Config {
 		ChunkBytes:         1 << 20,
 		NodeBudgetBytes:    64 << 20,
 		PeerBudgetBytes:    16 << 20,
+		DurableMaxBytes:    DefaultDurableMaxBytes,
+		DrainConcurrency:   4,
+		MaxTxnOps:          authority.DefaultMaxTxnOps,
+		MaxRequestBytes:    authority.DefaultMaxRequestBytes,
+		DrainTimeout:       60 * time.Second,
 	}
 }
 
@@ -146,6 +174,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
 	fs.StringVar(&c.ExecLog, "exec-log", c.ExecLog, "append one JSON line per executed request or timer tick to this file (verification runs; empty: off)")
+	fs.IntVar(&c.DurableMaxBytes, "durable-max-bytes", c.DurableMaxBytes, "largest persisted value of one durable object (dcounter, dbank, …) in bytes; a change over it is refused with state_too_large. Keep it below etcd's --max-request-bytes (1.5 MiB by default) and raise both together")
+	fs.IntVar(&c.MaxTxnOps, "max-txn-ops", c.MaxTxnOps, "the etcd cluster's --max-txn-ops: a group moves in one transaction, so it may have at most this minus 4 members (124 with etcd's default); set it to etcd's value when you raise it there")
+	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "the etcd cluster's --max-request-bytes: bounds the bytes of a group's transactions; set it to etcd's value when you raise it there")
+	fs.IntVar(&c.DrainConcurrency, "drain-concurrency", c.DrainConcurrency, "relocations a drain (SIGTERM, meshctl drain) runs at a time")
+	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "bound on a drain (SIGTERM, meshctl drain): objects not moved by then are lost when the node stops")
 }
 
 // ApplyEnv sets flags not given on the command line from MESHNODE_<FLAG>.
@@ -220,6 +253,21 @@ func (c *Config) Validate() error {
 	}
 	if c.PeerBudgetBytes < int64(c.ChunkBytes) || c.NodeBudgetBytes < c.PeerBudgetBytes {
 		return bad("--peer-budget-bytes", "need chunk-bytes <= peer budget <= node budget")
+	}
+	if c.DurableMaxBytes < MinDurableMaxBytes || c.DurableMaxBytes > MaxDurableMaxBytes {
+		return bad("--durable-max-bytes", "%d is outside [%d, %d]", c.DurableMaxBytes, MinDurableMaxBytes, MaxDurableMaxBytes)
+	}
+	if c.MaxTxnOps < 5 {
+		return bad("--max-txn-ops", "%d: a group of one member needs transactions of 5 operations (etcd's default is %d)", c.MaxTxnOps, authority.DefaultMaxTxnOps)
+	}
+	if c.MaxRequestBytes < 64<<10 {
+		return bad("--max-request-bytes", "%d is below 65536 (etcd's default is %d)", c.MaxRequestBytes, authority.DefaultMaxRequestBytes)
+	}
+	if c.DrainConcurrency < 1 || c.DrainConcurrency > MaxDrainConcurrency {
+		return bad("--drain-concurrency", "%d is outside [1, %d]", c.DrainConcurrency, MaxDrainConcurrency)
+	}
+	if c.DrainTimeout <= 0 {
+		return bad("--drain-timeout", "must be positive")
 	}
 	return nil
 }

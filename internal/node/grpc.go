@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
@@ -49,8 +50,12 @@ func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.
 	switch {
 	case err == nil:
 		return st, nil
-	case errors.Is(err, ErrNotHosted):
+	case errors.Is(err, ErrNotHosted), errors.Is(err, ErrGroupMember):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, authority.ErrGroupTooLarge):
+		return nil, status.Error(codes.ResourceExhausted, err.Error())
+	case errors.Is(err, authority.ErrNotFound):
+		return nil, status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, ErrAlreadyRelocating):
 		return nil, status.Error(codes.Aborted, err.Error())
 	case errors.Is(err, ErrNoTarget):

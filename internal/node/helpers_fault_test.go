@@ -126,6 +126,9 @@ func faultRegistry(t testing.TB) *actor.Registry {
 	if err := r.Register(actor.Type{Name: slowListType, New: func() actor.Object { return &slowList{} }}); err != nil {
 		t.Fatal(err)
 	}
+	if err := r.Register(actor.Type{Name: failSnapType, New: func() actor.Object { return &failSnap{} }}); err != nil { // group_fault_test.go
+		t.Fatal(err)
+	}
 	return r
 }
 

@@ -28,6 +28,7 @@ type hosted struct {
 	ready     chan struct{} // closed when activation ended
 	failReply *pb.CallReply // set before ready closes when activation failed
 	lostGen   int64         // object generation that replaced a lost one (0: none)
+	dur       *durableState // durable types only (durable.go); nil until known
 
 	mu       sync.Mutex
 	inst     actor.Object
@@ -240,10 +241,15 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
-	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration && !failpoint.Planted(failpoint.BugNoGenerationCheck) {
+	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration && !h.typ.Durable && !failpoint.Planted(failpoint.BugNoGenerationCheck) {
 		return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 			"%s was re-created (object generation %d → %d): its state died with its owner; the request was not executed",
 			h.name, k, h.fence.ObjectGeneration))
+	}
+	if h.typ.Durable {
+		if r := h.ensureDurable(); r != nil {
+			return r
+		}
 	}
 	prev, dup, err := h.replies.Check(w.op, now)
 	switch {
@@ -261,6 +267,12 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	rec := actor.Reply{Code: int32(pb.Code_CODE_OK), Payload: out}
 	if herr != nil {
 		rec = actor.Reply{Code: int32(codeOfHandlerError(herr)), Message: herr.Error()}
+	}
+	if h.typ.Durable {
+		// Persisted before it is recorded or acknowledged (durable.go).
+		if r := h.persistChange(&w.op, rec, now); r != nil {
+			return r
+		}
 	}
 	h.replies.Record(w.op, rec, now)
 	h.executed++
@@ -348,6 +360,9 @@ func (h *hosted) arm() {
 }
 
 func (h *hosted) fireTimers() {
+	if h.typ.Durable && !h.durableTimerGate() {
+		return
+	}
 	h.mu.Lock()
 	h.fireSet = false
 	var ticks []actor.Tick
@@ -367,6 +382,9 @@ func (h *hosted) fireTimers() {
 			if h.n.xlog != nil {
 				h.n.xlog.timer(h, t.Name, now)
 			}
+		}
+		if h.typ.Durable && len(ticks) > 0 {
+			h.persistTimers(now)
 		}
 	}
 	h.arm()
@@ -427,6 +445,9 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 	for range 8 {
 		snap, err := n.store.Read(ctx, h.obj)
 		if errors.Is(err, authority.ErrNotFound) {
+			if rep := n.refuseActivation(h.name); rep != nil { // drain.go
+				return rep
+			}
 			if !n.canHost(h.typ.Name) {
 				return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("node %s does not host type %s", n.cfg.Name, h.typ.Name)}
 			}
@@ -438,6 +459,9 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			if res.Won {
 				n.metrics.activations.Inc()
 				h.install(res.Snapshot)
+				if h.typ.Durable {
+					return n.freshDurable(ctx, h)
+				}
 				return nil
 			}
 			snap = res.Snapshot
@@ -447,10 +471,16 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 		n.cache.Observe(snap)
 		if snap.Record.Owner == n.self {
 			h.install(snap)
-			return nil
+			if h.typ.Durable {
+				return n.loadDurable(ctx, h) // its state is in etcd: nothing was lost
+			}
+			return n.recreatedHere(h, snap)
 		}
 		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
 			return n.notOwner(snap)
+		}
+		if rep := n.refuseActivation(h.name); rep != nil { // drain.go
+			return rep
 		}
 		if !n.canHost(h.typ.Name) {
 			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s is orphaned and node %s does not host type %s", h.name, n.cfg.Name, h.typ.Name)}
@@ -465,6 +495,10 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 		if w.Written {
 			n.metrics.recoveries.Inc()
 			h.install(w.Snapshot)
+			if h.typ.Durable {
+				// Its state survived its owner in etcd: restored, no StateLost.
+				return n.loadDurable(ctx, h)
+			}
 			h.lostGen = w.Snapshot.Record.ObjectGeneration
 			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
 				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")

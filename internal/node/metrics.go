@@ -21,6 +21,8 @@ type metrics struct {
 	relayed        *prometheus.CounterVec
 	lateFrames     prometheus.Counter
 	execLogErrors  prometheus.Counter
+	durable        *durableMetrics        // durable.go
+	drained        *prometheus.CounterVec // drain.go
 }
 
 func newMetrics(reg *prometheus.Registry, node string) *metrics {
@@ -51,5 +53,7 @@ func newMetrics(reg *prometheus.Registry, node string) *metrics {
 	}
 	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
 		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors)
+	m.durable = registerDurableMetrics(reg, l)
+	m.drained = registerDrainMetrics(reg, l)
 	return m
 }

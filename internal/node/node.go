@@ -26,6 +26,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // Options are the parts a caller may inject (tests, the in-process demo).
@@ -84,6 +85,9 @@ type Node struct {
 	tombstones  *tombstones
 	draining    atomic.Bool
 	stopping    chan struct{} // closed when Stop begins
+	drain       drainState    // drain.go
+	groups      groupLocks    // groups.go
+	joins       joinSet       // join.go
 
 	moved   movedAway
 	peers   *connPool
@@ -175,7 +179,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}()
 	n.etcd = n.opts.Etcd
 	if n.etcd == nil {
-		n.etcd, err = clientv3.New(clientv3.Config{Endpoints: n.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		n.etcd, err = clientv3.New(clientv3.Config{Endpoints: n.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
+			// A durable object's write carries up to --durable-max-bytes
+			// (the client's default send limit is 2 MiB).
+			MaxCallSendMsgSize: max(2<<20, n.cfg.DurableMaxBytes+64<<10)})
 		if err != nil {
 			return fmt.Errorf("node: etcd: %w", err)
 		}
@@ -226,10 +233,11 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	n.grpc = grpc.NewServer(grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
+	n.grpc = grpc.NewServer(append(transport.ServerOptions(),
+		grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
 		// Large windows: STATE chunks are up to 16 MiB; the default 64 KiB
 		// window makes a relocation stream wait for window updates.
-		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow))
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow))...)
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})
@@ -310,13 +318,15 @@ func (n *Node) dropAll() {
 	n.metrics.hosted.Set(0)
 }
 
-// Run is Start, then Stop when ctx ends.
+// Run is Start, then Stop when ctx ends (or a drain asked through
+// AdminService ends: StopRequested).
 func (n *Node) Run(ctx context.Context) error {
 	if err := n.Start(ctx); err != nil {
 		return err
 	}
 	select {
 	case <-ctx.Done():
+	case <-n.StopRequested():
 	case <-n.keeper.Done():
 		if !errors.Is(n.keeper.Err(), lease.ErrClosed) && failpoint.Planted(failpoint.BugWokenOwnerServes) {
 			<-ctx.Done() // planted (test builds only): a fenced node serves on
@@ -328,8 +338,9 @@ func (n *Node) Run(ctx context.Context) error {
 }
 
 // Stop marks the node draining, stops serving (in-flight calls finish, bounded
-// by ctx), drops its objects and revokes its lease. Memory objects hosted here
-// lose their state: drain (relocating them away first) comes with relocation.
+// by ctx), drops its objects and revokes its lease. Memory objects still
+// hosted here lose their state: Drain first (drain.go) to move them away;
+// relocations still in flight end as shutdown.
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	if n.closing {
@@ -339,6 +350,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	n.closing = true
 	n.mu.Unlock()
+	n.drainJoins(ctx) // seed bug 27: pending Actor Join clean-ups finish first (join.go)
 	close(n.stopping)
 	defer close(n.stopped)
 	if n.keeper != nil && n.keeper.Err() == nil {
@@ -368,6 +380,7 @@ func (n *Node) teardown(ctx context.Context) error {
 		_ = n.httpSrv.Shutdown(sctx)
 		cancel()
 	}
+	n.joins.wait() // join sources end (they see stopping) before their objects are dropped
 	n.dropAll()
 	n.work.Wait()
 	if n.xlog != nil {

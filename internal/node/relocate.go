@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -293,6 +294,9 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	if err != nil {
 		return nil, err
 	}
+	if obj.Kind == keyspace.KindGroup {
+		return n.relocateGroup(ctx, obj, opts) // the group and every member (groups.go)
+	}
 	n.mu.Lock()
 	h := n.objects[name]
 	n.mu.Unlock()
@@ -351,6 +355,17 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	if snap.Record.Owner != n.self {
 		return nil, fmt.Errorf("%w: %s is owned by %s", ErrNotHosted, name, snap.Record.Owner)
 	}
+	if snap.Record.Group != "" {
+		if g, gerr := keyspace.ParseObject(snap.Record.Group); gerr == nil && n.draining.Load() {
+			// A draining node moves a member's whole group: the member
+			// cannot move alone, and must not be left behind (groups.go).
+			h.mu.Lock()
+			h.relocating = false
+			h.mu.Unlock()
+			return n.relocateGroup(ctx, g, opts)
+		}
+		return nil, &GroupMemberError{Object: name, Group: snap.Record.Group}
+	}
 	timeout := opts.Timeout
 	if timeout == 0 {
 		timeout = n.cfg.RelocationTimeout
@@ -365,7 +380,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: name, Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
 		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
 	defer n.untrack(rec)
-	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, events: make(chan relocation.Event, 64), ended: make(chan struct{})}
+	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, primary: obj, events: make(chan relocation.Event, 64), ended: make(chan struct{})}
 	r.run(ctx, now.Add(timeout+5*time.Second))
 	return rec.snapshot(), nil
 }
@@ -405,9 +420,15 @@ func (n *Node) chooseTarget(obj keyspace.Object, want string) (lease.Owner, erro
 }
 
 type sourceRun struct {
-	n       *Node
-	h       *hosted
-	m       *relocation.Source
+	n *Node
+	h *hosted // the object moved; nil for a group (members below)
+	m *relocation.Source
+	// primary is the object the relocation is named for (h's, or the
+	// group's); members are a group's hosted members (groups.go).
+	primary keyspace.Object
+	members []*hosted
+	counts  []int  // DATA requests sent per hosted participant, in order
+	onReady func() // called once when READY passed (Actor Join, join.go)
 	rec     *relocationRecord
 	id      wire.RelocationID
 	target  lease.Owner
@@ -522,6 +543,10 @@ func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
 			n.log.Warn().Err(err).Str("relocation", r.id.String()).Msg("source step")
 		}
 		queue = append(queue, out...)
+		if r.onReady != nil && r.m.ReadyReceived() {
+			r.onReady() // Actor Join: the caller is answered now (seed bug 24)
+			r.onReady = nil
+		}
 		if _, ok := ev.(relocation.Received); ok && r.settleT != nil {
 			select {
 			case r.settleT <- struct{}{}:
@@ -537,11 +562,11 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 
 	switch a := a.(type) {
 	case relocation.WriteIntent:
-		res, err := n.store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Source: n.self, Intent: a.Intent, LeaseID: n.keeper.LeaseID()})
+		res, err := n.store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Members: a.Members, Source: n.self, Intent: a.Intent, LeaseID: n.keeper.LeaseID()})
 		return []relocation.Event{relocation.IntentResult{Result: writeResult(res), Err: err}}
 	case relocation.Seal:
 		r.sealAt = n.now()
-		segs, err := n.seal(ctx, r.h, r.id)
+		segs, err := r.sealAll(ctx)
 		if err == nil {
 			err = failpoint.Hit(failpoint.SourceAfterSeal)
 		}
@@ -554,11 +579,11 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		return []relocation.Event{relocation.Captured{Segments: segs, Err: err}}
 	case relocation.Send:
 		if err := r.stream.Send(a.Frame); err != nil {
-			return []relocation.Event{relocation.StreamBroken{Err: err}}
+			return sendBroken(err)
 		}
 	case relocation.StreamChunks:
 		if err := r.streamChunks(ctx, a.Segments, a.Manifest); err != nil {
-			return []relocation.Event{relocation.StreamBroken{Err: err}}
+			return sendBroken(err)
 		}
 		if err := failpoint.Hit(failpoint.SourceAfterLastChunk); err != nil {
 			return []relocation.Event{relocation.StreamBroken{Err: err}}
@@ -575,13 +600,13 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 	case relocation.Settle:
 		r.startSettle(ctx)
 	case relocation.Preserve:
-		res, err := n.store.Preserve(ctx, authority.PreserveRequest{Seen: a.Seen, Source: n.self, RelocationID: r.id.String()})
+		res, err := n.store.Preserve(ctx, authority.PreserveRequest{Seen: a.Seen, Members: a.Members, Source: n.self, RelocationID: r.id.String()})
 		return []relocation.Event{relocation.PreserveResult{Result: writeResult(res), Err: err}}
 	case relocation.Reopen:
-		n.reopen(r.h, a.Record)
+		r.reopenAll(a)
 		r.sealAt = time.Time{}
 	case relocation.Drop:
-		n.drop(r.h, a.Committed, a.DataApplied)
+		r.dropAll(a)
 		if !r.sealAt.IsZero() { // the commit was seen before the target's OUTCOME
 			d := n.now().Sub(r.sealAt)
 			n.metrics.interruption.Observe(d.Seconds())
@@ -589,7 +614,9 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 			r.sealAt = time.Time{}
 		}
 	case relocation.FailPending:
-		n.failAll(r.h, a.Code, a.Message)
+		for _, h := range r.units() {
+			n.failAll(h, a.Code, a.Message)
+		}
 	case relocation.Finish:
 		r.done = true
 		o := a.Outcome.String()
@@ -597,13 +624,25 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		r.rec.set(func(s *pb.RelocationStatus) {
 			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", o, a.Code, a.Message, n.now().UnixMilli()
 		})
-		n.log.Debug().Str("relocation", r.id.String()).Str("object", r.h.name).Str("outcome", o).Str("message", a.Message).Msg("relocation ended")
+		n.log.Debug().Str("relocation", r.id.String()).Str("object", r.primary.String()).Str("outcome", o).Str("message", a.Message).Msg("relocation ended")
 	}
 	return nil
 }
 
 func writeResult(w authority.WriteResult) relocation.WriteResult {
-	return relocation.WriteResult{Written: w.Written, Found: w.Found, OwnerAlive: w.OwnerAlive, Snapshot: w.Snapshot}
+	return relocation.WriteResult{Written: w.Written, Found: w.Found, OwnerAlive: w.OwnerAlive, Snapshot: w.Snapshot, Members: w.Members}
+}
+
+// sendBroken is the event of a failed Send. io.EOF means the target ended
+// the stream: what it said last (a FAILED frame, e.g. ShuttingDown) and the
+// stream's status come through Recv, and the receive loop reports them
+// (StreamBroken after the frames); reporting the break here could overtake
+// the target's reason.
+func sendBroken(err error) []relocation.Event {
+	if errors.Is(err, io.EOF) {
+		return nil
+	}
+	return []relocation.Event{relocation.StreamBroken{Err: err}}
 }
 
 func (r *sourceRun) streamChunks(ctx context.Context, segs [][]byte, m relocation.Manifest) error {
@@ -643,11 +682,16 @@ func (r *sourceRun) streamChunks(ctx context.Context, segs [][]byte, m relocatio
 // sendBoundary sends the requests that arrived after the seal as DATA, then
 // CUTOVER; from now on new requests are held.
 func (r *sourceRun) sendBoundary() (int, error) {
-	n, h := r.n, r.h
-	h.mu.Lock()
-	h.mode = modeHold
-	ws := h.boundary
-	h.mu.Unlock()
+	n := r.n
+	var ws []*work
+	r.counts = r.counts[:0]
+	for _, h := range r.units() { // a group's members in participant order
+		h.mu.Lock()
+		h.mode = modeHold
+		ws = append(ws, h.boundary...)
+		r.counts = append(r.counts, len(h.boundary))
+		h.mu.Unlock()
+	}
 	var crc uint32
 	for i, w := range ws {
 		req := proto.Clone(w.req).(*pb.CallRequest)
@@ -684,8 +728,8 @@ func (r *sourceRun) startSettle(parent context.Context) {
 	go func() {
 		defer r.wg.Done()
 		for r.waitSettle(ctx, seen) {
-			v, err := n.store.ReadMany(ctx, []keyspace.Object{r.h.obj}, []string{n.self.ID})
-			if cur, ok := v.Objects[r.h.name]; err == nil && ok {
+			v, err := n.store.ReadMany(ctx, r.objects(), []string{n.self.ID})
+			if cur, ok := v.Objects[r.primary.String()]; err == nil && ok {
 				seen = max(seen, cur.StoreVersion)
 			}
 			r.emit(relocation.SettleResult{View: v, Err: err})
@@ -704,7 +748,7 @@ func (r *sourceRun) waitSettle(ctx context.Context, seen int64) bool {
 			return false // settling ended: never read again (a read on a canceled ctx fails, seen stays behind: a hot loop)
 		}
 		changed := r.n.cache.Changed()
-		if loc, ok := r.n.cache.Lookup(r.h.obj); ok && loc.StoreVersion > seen {
+		if loc, ok := r.n.cache.Lookup(r.primary); ok && loc.StoreVersion > seen {
 			return true
 		}
 		select {
@@ -727,21 +771,48 @@ const payloadMagic = "MLRE"
 // the envelope header, then the state bytes as they are (no copy).
 // Requests arriving from now on are kept as the boundary.
 func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]byte, error) {
+	if err := waitSealed(ctx, sealStart(h)); err != nil {
+		return nil, err
+	}
+	ps, state, err := n.capture(h)
+	if err != nil {
+		return nil, err
+	}
+	return encodeEnvelope(id, []*pb.ParticipantState{ps}, [][]byte{state})
+}
+
+// sealStart stops dispatch to h: requests arriving from now on are kept as
+// the boundary. It returns a channel closed once the handler in progress
+// (if any) finished, or nil when none runs.
+func sealStart(h *hosted) chan struct{} {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.mode = modeBoundary
-	var wait chan struct{}
 	if h.running {
-		wait = make(chan struct{})
-		h.sealWait = wait
-	}
-	h.mu.Unlock()
-	if wait != nil {
-		select {
-		case <-wait:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		if h.sealWait == nil {
+			h.sealWait = make(chan struct{})
 		}
+		return h.sealWait
 	}
+	return nil
+}
+
+func waitSealed(ctx context.Context, wait chan struct{}) error {
+	if wait == nil {
+		return nil
+	}
+	select {
+	case <-wait:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// capture takes the state, timers, de-duplication table and queue of a
+// sealed h (its handler finished): the participant's part of the envelope
+// and its state bytes.
+func (n *Node) capture(h *hosted) (*pb.ParticipantState, []byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.timer != nil {
@@ -750,7 +821,7 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]b
 	}
 	state, err := h.inst.Snapshot()
 	if err != nil {
-		return nil, fmt.Errorf("snapshot %s: %w", h.name, err)
+		return nil, nil, fmt.Errorf("snapshot %s: %w", h.name, err)
 	}
 	var timers []byte
 	if h.timers != nil {
@@ -778,7 +849,13 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]b
 		h.captured = append(h.captured, w)
 	}
 	h.queue = nil
-	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: []*pb.ParticipantState{ps}}
+	return ps, state, nil
+}
+
+// encodeEnvelope is the payload of a relocation: "MLRE", the envelope's
+// length, the envelope (states left out), then each state in order.
+func encodeEnvelope(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte) ([][]byte, error) {
+	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: pss}
 	hdr, err := proto.Marshal(env)
 	if err != nil {
 		return nil, err
@@ -786,7 +863,7 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]b
 	head := make([]byte, 8, 8+len(hdr))
 	copy(head, payloadMagic)
 	binary.BigEndian.PutUint32(head[4:], uint32(len(hdr)))
-	return [][]byte{append(head, hdr...), state}, nil
+	return append([][]byte{append(head, hdr...)}, states...), nil
 }
 
 // decodePayload splits an assembled payload into its envelope and each
@@ -958,14 +1035,19 @@ func participantName(p *pb.Prepare) string {
 }
 
 type targetRun struct {
-	n      *Node
-	m      *relocation.Target
-	rec    *relocationRecord
-	stream rpcpb.PeerService_RelocateServer
-	events chan relocation.Event
-	hidden []*hosted
-	done   bool
-	acked  bool // planted ack-before-commit ran the captured and DATA requests already
+	n *Node
+	m *relocation.Target
+	// release undoes what the stage holds until it ends (an Actor Join's
+	// lock on its group, groups.go).
+	release []func()
+	// joinSeen: the group record an Actor Join's commit compared.
+	joinSeen *authority.Snapshot
+	rec      *relocationRecord
+	stream   rpcpb.PeerService_RelocateServer
+	events   chan relocation.Event
+	hidden   []*hosted
+	done     bool
+	acked    bool // planted ack-before-commit ran the captured and DATA requests already
 }
 
 func (r *targetRun) run(first relocation.Event) error {
@@ -1023,6 +1105,9 @@ func (r *targetRun) run(first relocation.Event) error {
 		}
 		if r.done {
 			n.tombstones.remember(r.m.ID(), r.m.Fingerprint(), r.m.LastAnswer())
+			for _, f := range r.release {
+				f()
+			}
 			return nil
 		}
 		select {
@@ -1057,14 +1142,14 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		if err := failpoint.Hit(failpoint.TargetBeforeCommit); err != nil {
 			return []relocation.Event{relocation.CommitResult{Err: err}}
 		}
-		ev := r.commit(ctx, a.RelocationID, a.Participants, false)
+		ev := r.commit(ctx, a.RelocationID, a.Participants, false, a.JoinGroup)
 		if err := failpoint.Hit(failpoint.TargetAfterCommit); err != nil {
 			return []relocation.Event{relocation.CommitResult{Err: err}} // the reply "was lost": resolve by read-back
 		}
 		return []relocation.Event{ev}
 	case relocation.ResolveCommit:
 		time.Sleep(50 * time.Millisecond)
-		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, true)}
+		return []relocation.Event{r.commit(ctx, a.RelocationID, a.Participants, true, a.JoinGroup)}
 	case relocation.Admit:
 		_ = failpoint.Hit(failpoint.TargetBeforeReplay)
 		data := a.Data
@@ -1134,7 +1219,7 @@ func (r *targetRun) ackBeforeCommit(ps []record.Snapshot) bool {
 	return true
 }
 
-func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []record.Snapshot, resolve bool) relocation.Event {
+func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []record.Snapshot, resolve bool, join keyspace.Object) relocation.Event {
 	n := r.n
 	req := authority.CommitRequest{RelocationID: id.String(), Target: n.self, TargetNode: n.selfNode}
 	for _, p := range ps {
@@ -1142,6 +1227,21 @@ func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []recor
 	}
 	cctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	if !join.IsZero() {
+		// Actor Join: the membership is written with the move. The group is
+		// this node's and locked by this stage (joinStage), so the record
+		// read now is the one the commit compares.
+		g, err := r.joinGroup(cctx, join, resolve)
+		if err != nil {
+			return relocation.CommitResult{Err: err}
+		}
+		if g.Record.Owner != n.self || g.Record.State != record.StateActive {
+			// Not this node's group any more (its owner is fenced): a
+			// refused commit, not an uncertain one.
+			return relocation.CommitResult{Records: map[string]record.Snapshot{g.Object.String(): g}}
+		}
+		req.Join = &authority.JoinCommit{Group: g}
+	}
 	var res authority.CommitResult
 	var err error
 	if resolve {
@@ -1168,11 +1268,17 @@ func (r *targetRun) restore(payload []byte) error {
 	}
 	var made []*hosted
 	undo := func() { n.discard(made) }
+	if err := r.checkEnvelope(env); err != nil {
+		return err
+	}
 	for i, ps := range env.GetParticipants() {
 		obj, err := keyspace.ParseObject(ps.GetParticipant().GetObject())
 		if err != nil {
 			undo()
 			return fmt.Errorf("%w: %v", relocation.ErrProtocol, err)
+		}
+		if obj.Kind == keyspace.KindGroup {
+			continue // a group has no instance: its members are the next participants (groups.go)
 		}
 		typ, err := n.reg.Lookup(obj.Type)
 		if err != nil || !n.hosts[obj.Type] {

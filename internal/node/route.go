@@ -3,22 +3,22 @@ package node
 import (
 	"context"
 	"errors"
-	"hash/fnv"
 	"sync"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/placement"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // streamWindow is the HTTP/2 flow-control window of node-to-node connections.
@@ -52,7 +52,7 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 		return &pb.CallReply{Code: code, Message: err.Error()}
 	}
 	if obj.Kind == keyspace.KindGroup {
-		return &pb.CallReply{Code: pb.Code_CODE_INVALID_ARGUMENT, Message: "a group is not callable: call one of its member actors"}
+		return n.callGroup(ctx, obj, req) // "members" only (groups.go)
 	}
 	typ, err := n.reg.Lookup(obj.Type)
 	if err != nil {
@@ -224,62 +224,26 @@ func (n *Node) route(obj keyspace.Object, typ actor.Type) (addr string, self boo
 	return o.Descriptor.Address, o.Descriptor.OwnerID == n.self.ID && o.Generation == n.self.Generation
 }
 
-// place chooses a serving owner for a new or orphaned object: among serving
-// owners with weight > 0 that host the type, the two ranked highest by a hash
-// of (object, owner) are compared and the one with fewer objects per unit of
-// weight wins (power of two choices: spread without herding on a lagging count).
+// place chooses a serving owner for a new or orphaned object with the shared
+// rule of pkg/placement (locationd's recovery controller uses it too): among
+// serving owners with weight > 0 that host the type, the two ranked highest
+// by a hash of (object, owner) are compared and the one with fewer objects
+// per unit of weight wins.
 func (n *Node) place(obj keyspace.Object, typ actor.Type) (lease.Owner, bool) {
-	var first, second lease.Owner
-	var h1, h2 uint64
-	found := 0
-	for _, o := range n.dir.List() {
+	owners := n.dir.List()
+	cands := make([]placement.Candidate, len(owners))
+	for i, o := range owners {
 		d := o.Descriptor
-		if d.State != lease.StateServing || d.Weight <= 0 || !hostsType(d.Types, typ.Name) {
-			continue
-		}
-		h := rendezvous(obj.String(), d.OwnerID)
-		switch {
-		case found == 0 || h > h1:
-			second, h2 = first, h1
-			first, h1 = o, h
-		case found == 1 || h > h2:
-			second, h2 = o, h
-		}
-		found++
+		cands[i] = placement.Candidate{ID: d.OwnerID, Serving: d.State == lease.StateServing, Weight: d.Weight, Types: d.Types}
 	}
-	if found == 0 {
+	i, ok := placement.Choose(obj.String(), []string{typ.Name}, cands, func(c placement.Candidate) int { return n.cache.Count(c.ID) })
+	if !ok {
 		return lease.Owner{}, false
 	}
-	if found == 1 {
-		return first, true
-	}
-	l1 := float64(n.cache.Count(first.Descriptor.OwnerID)) / float64(first.Descriptor.Weight)
-	l2 := float64(n.cache.Count(second.Descriptor.OwnerID)) / float64(second.Descriptor.Weight)
-	if l2 < l1 {
-		return second, true
-	}
-	return first, true
+	return owners[i], true
 }
 
-func hostsType(types []string, t string) bool {
-	if len(types) == 0 {
-		return true
-	}
-	for _, x := range types {
-		if x == t {
-			return true
-		}
-	}
-	return false
-}
-
-func rendezvous(object, owner string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(object))
-	h.Write([]byte{0})
-	h.Write([]byte(owner))
-	return h.Sum64()
-}
+func hostsType(types []string, t string) bool { return placement.HostsType(types, t) }
 
 // ---------------------------------------------------------------- moved objects
 
@@ -364,9 +328,8 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10)))
+	c, err := grpc.NewClient(addr, append(transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10)),
+		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow))...)
 	if err != nil {
 		return nil, err
 	}

@@ -86,8 +86,12 @@ type AuditResult struct {
 	Recoveries map[string][]Recovery `json:"-"`
 	// TwoOwnerWindows: fences granted to two different owners, and records
 	// handed to a new owner while the old one was alive (recover).
-	TwoOwnerWindows int         `json:"twoOwnerWindows"`
-	Violations      []Violation `json:"violations,omitempty"`
+	TwoOwnerWindows int `json:"twoOwnerWindows"`
+	// GroupSplits: revisions at which a group's member had another owner
+	// than its group, or the two sides of a membership disagreed
+	// (audit_groups.go).
+	GroupSplits int         `json:"groupSplits"`
+	Violations  []Violation `json:"violations,omitempty"`
 	// Err says why the audit is incomplete (watch compacted or cut); its
 	// "not found" checks are then skipped.
 	Err string `json:"err,omitempty"`
@@ -137,6 +141,7 @@ type Replayer struct {
 	lastGen map[string]int64 // largest object generation seen per object
 	owners  map[string]int64 // owner id → CreateRevision of its live key
 	res     *AuditResult
+	groups  groupAudit // audit_groups.go
 }
 
 // NewReplayer starts an empty replay.
@@ -167,6 +172,7 @@ func (r *Replayer) Load(rev int64, kvs []AuditEvent) {
 		r.records[obj] = auditRecord{rec: rec, mod: kv.ModRevision}
 		r.lastGen[obj] = rec.ObjectGeneration
 		r.grant(obj, rec, kv.ModRevision)
+		r.groupsLoaded(obj, rec)
 	}
 }
 
@@ -209,6 +215,7 @@ func (r *Replayer) grant(obj string, rec record.Record, rev int64) {
 
 // Apply replays one event (events in revision order).
 func (r *Replayer) Apply(ev AuditEvent) {
+	r.groupsAt(ev.Revision) // the previous revision is complete: check its groups
 	r.res.Events++
 	r.res.ToRevision = max(r.res.ToRevision, ev.Revision)
 	if id, ok := r.ownerID(ev.Key); ok {
@@ -227,6 +234,7 @@ func (r *Replayer) Apply(ev AuditEvent) {
 	if ev.Delete {
 		r.violate("record-deleted", obj, fmt.Sprintf("revision %d: the authority record was deleted", ev.Revision))
 		delete(r.records, obj)
+		r.groupsChanged(obj, prev.rec, nil)
 		return
 	}
 	rec, err := record.DecodeRecord(ev.Value)
@@ -313,6 +321,11 @@ func (r *Replayer) Apply(ev AuditEvent) {
 		}
 	}
 	r.res.Transitions[kind]++
+	if had {
+		r.groupsChanged(obj, prev.rec, &rec)
+	} else {
+		r.groupsChanged(obj, record.Record{}, &rec)
+	}
 	r.records[obj] = auditRecord{rec: rec, mod: ev.ModRevision}
 	r.lastGen[obj] = max(r.lastGen[obj], rec.ObjectGeneration)
 	r.grant(obj, rec, ev.Revision)
@@ -320,6 +333,7 @@ func (r *Replayer) Apply(ev AuditEvent) {
 
 // Result returns the audit so far (the caller must not replay more after).
 func (r *Replayer) Result() *AuditResult {
+	r.groupsAt(0)
 	r.res.Records = map[string]record.Record{}
 	for o, a := range r.records {
 		r.res.Records[o] = a.rec

@@ -36,6 +36,12 @@ type Bank struct {
 	// acknowledged transfers (0: never), so that the ledger every read
 	// returns stays small in long runs (see rotor).
 	Rotate int
+	// Type is the object type (default "bank"); "dbank" runs the workload on
+	// the durable variant (pkg/actor/builtin DurableTypes), whose objects
+	// survive a crash of their owner: then no StateLost is declared and
+	// every acknowledged write must be in the final read. The workload is
+	// named after its type, so both variants can run side by side.
+	Type string
 
 	once sync.Once
 	rot  *rotor
@@ -45,13 +51,20 @@ type Bank struct {
 func NewBank(prefix string, n int) *Bank { return &Bank{Prefix: prefix, N: n} }
 
 // Name implements Workload.
-func (w *Bank) Name() string { return "bank" }
+func (w *Bank) Name() string { return w.typ() }
+
+func (w *Bank) typ() string {
+	if w.Type == "" {
+		return "bank"
+	}
+	return w.Type
+}
 
 // Objects implements Workload.
 func (w *Bank) Objects() []string { return w.names().objects() }
 
 func (w *Bank) names() *rotor {
-	w.once.Do(func() { w.rot = newRotor("bank", w.Prefix+"b", w.N, w.Rotate) })
+	w.once.Do(func() { w.rot = newRotor(w.typ(), w.Prefix+"b", w.N, w.Rotate) })
 	return w.rot
 }
 

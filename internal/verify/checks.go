@@ -3,6 +3,9 @@ package verify
 import (
 	"fmt"
 	"sort"
+
+	"github.com/meshloc/meshloc/pkg/actor/builtin"
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // FenceCheck is the result of the checks on the fences replies carried,
@@ -28,9 +31,10 @@ func (c *FenceCheck) violate(check, object, detail string, ops ...Op) {
 // CheckFences checks, per object, that no reply carried a fence older than
 // the newest fence shown before it was called: by a reply that returned, or
 // by a relocation whose commit the audit saw and whose request returned
-// (a relocation is an operation too); and that every object generation that
-// was superseded was declared lost by a StateLost reply carrying a larger
-// generation. With an audit it also checks every reply's fence against the
+// (a relocation is an operation too); and that every object generation of a
+// memory object that was superseded was declared lost by a StateLost reply
+// carrying a larger generation (a durable object keeps its state across a
+// recovery: durableObject). With an audit it also checks every reply's fence against the
 // owners etcd granted.
 func CheckFences(h *History, audit *AuditResult) FenceCheck {
 	var c FenceCheck
@@ -80,8 +84,8 @@ func CheckFences(h *History, audit *AuditResult) FenceCheck {
 			maxGen = max(maxGen, g)
 		}
 		for g, first := range gens {
-			if g == maxGen {
-				continue
+			if g == maxGen || durableObject(obj) {
+				continue // a durable object's state outlives its generation: nothing to declare
 			}
 			declared := false
 			for _, l := range losses[obj] {
@@ -168,4 +172,13 @@ func CheckRelocations(rs []Relocation, audit *AuditResult, mustEnd bool) Relocat
 		}
 	}
 	return c
+}
+
+// durableObject reports whether obj is of a durable built-in type (dbank,
+// dlist, …): its state survives a recovery, so a superseded object
+// generation is no loss, and no StateLost is declared for it (a missing
+// acknowledged write is then a silent loss in the workload's check).
+func durableObject(obj string) bool {
+	o, err := keyspace.ParseObject(obj)
+	return err == nil && builtin.IsDurable(o.Type)
 }

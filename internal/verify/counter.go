@@ -18,6 +18,10 @@ type Counter struct {
 	Prefix string
 	N      int
 	Think  time.Duration
+	// Groups > 0 puts the counters into that many groups at setup (the
+	// cluster must be a GroupMaker; groups.go): the storm then moves whole
+	// groups.
+	Groups int
 }
 
 // NewCounter returns the workload on n objects.

@@ -20,7 +20,9 @@
 //     next call is answered CODE_STATE_LOST with a larger object generation.
 //     Writes acknowledged under a generation that was declared lost that way
 //     count as "declared lost"; any other missing write is a silent loss and
-//     fails the run.
+//     fails the run. A durable object (Bank.Type "dbank", List.Type "dlist")
+//     keeps its state across the crash of its owner and declares nothing:
+//     every acknowledged write must be in its final read.
 //   - Relocator moves random objects continuously (any target, a named one,
 //     back where they came from, to the same target twice, two at once).
 //   - Audit watches the etcd key space from the run's start revision with

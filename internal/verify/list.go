@@ -25,6 +25,16 @@ type List struct {
 	// acknowledged appends (0: never), so that reads stay small in long
 	// runs (see rotor).
 	Rotate int
+	// Type is the object type (default "list"); "dlist" runs the workload on
+	// the durable variant (pkg/actor/builtin DurableTypes), whose objects
+	// survive a crash of their owner: then no StateLost is declared and
+	// every acknowledged write must be in the final read. The workload is
+	// named after its type, so both variants can run side by side.
+	Type string
+	// Groups > 0 puts the lists into that many groups at setup (the
+	// cluster must be a GroupMaker; groups.go): the storm then moves whole
+	// groups.
+	Groups int
 
 	once sync.Once
 	rot  *rotor
@@ -34,13 +44,20 @@ type List struct {
 func NewList(prefix string, n int) *List { return &List{Prefix: prefix, N: n} }
 
 // Name implements Workload.
-func (w *List) Name() string { return "list" }
+func (w *List) Name() string { return w.typ() }
+
+func (w *List) typ() string {
+	if w.Type == "" {
+		return "list"
+	}
+	return w.Type
+}
 
 // Objects implements Workload.
 func (w *List) Objects() []string { return w.names().objects() }
 
 func (w *List) names() *rotor {
-	w.once.Do(func() { w.rot = newRotor("list", w.Prefix+"l", w.N, w.Rotate) })
+	w.once.Do(func() { w.rot = newRotor(w.typ(), w.Prefix+"l", w.N, w.Rotate) })
 	return w.rot
 }
 

@@ -135,6 +135,10 @@ type regOutput struct {
 	Value   string
 	Version int64
 	Fence   Fence
+	// Replayed: answered from the de-duplication table, which travels with
+	// the state: the request ran earlier, under the same object generation
+	// and an authority generation no newer than Fence's (the replier's).
+	Replayed bool
 }
 
 type regState struct {
@@ -179,10 +183,18 @@ var RegisterModel = porcupine.Model{
 		if f.ObjectGeneration < st.ObjGen || f.ObjectGeneration == st.ObjGen && f.AuthorityGeneration < st.AutGen {
 			return false, st // served by a superseded owner
 		}
-		if f.ObjectGeneration > st.ObjGen {
-			st = regState{ObjGen: f.ObjectGeneration}
+		if out.Replayed {
+			// It ran at some earlier point of this object generation:
+			// the fence bounds it but does not place it.
+			if f.ObjectGeneration != st.ObjGen {
+				return false, st
+			}
+		} else {
+			if f.ObjectGeneration > st.ObjGen {
+				st = regState{ObjGen: f.ObjectGeneration}
+			}
+			st.AutGen = f.AuthorityGeneration
 		}
-		st.AutGen = f.AuthorityGeneration
 		switch in.Kind {
 		case regLost:
 			return true, st
@@ -270,13 +282,17 @@ func registerOps(ops []Op, relocs []relocOp) ([]porcupine.Operation, []*Op) {
 			if in.Kind == regPut {
 				r.Value = in.Value
 			}
-			outp = regOutput{OK: r.OK, Value: r.Value, Version: r.Version, Fence: o.Fence}
+			outp = regOutput{OK: r.OK, Value: r.Value, Version: r.Version, Fence: o.Fence, Replayed: o.Replayed}
 		case o.StateLost() && o.Fence.Known():
 			if in.Kind != regGet {
-				// The write may have run on the owner that died.
+				// The write may have run on the owner that died: if it
+				// did, it ran before that owner died, so before the object
+				// was re-created, so before this reply returned. Bounding
+				// it there (not at infinity) keeps porcupine's search
+				// small when thousands of writes meet a crash.
 				w := in
 				w.Before = o.Fence.ObjectGeneration
-				out = append(out, porcupine.Operation{ClientId: 2_000_000 + o.ID, Input: w, Call: o.Call, Output: regOutput{Unknown: true}, Return: Infinity, Metadata: o.ID})
+				out = append(out, porcupine.Operation{ClientId: 2_000_000 + o.ID, Input: w, Call: o.Call, Output: regOutput{Unknown: true}, Return: o.Return, Metadata: o.ID})
 				src = append(src, o)
 			}
 			in = regInput{Kind: regLost}

@@ -37,6 +37,10 @@ type Relocator struct {
 	// ObjectsFunc, when set, gives the objects instead (the workloads'
 	// objects change when they rotate).
 	ObjectsFunc func() []string
+	// Groups it relocates too (group/<id>): each moves with every member
+	// (whose relocation alone a node refuses, so members are not among the
+	// objects). Picks are uniform over the objects and the groups together.
+	Groups []string
 	// Targets are the node ids it may name.
 	Targets  []string
 	Relocate RelocateFunc
@@ -53,7 +57,7 @@ type Relocator struct {
 
 // Run relocates until ctx ends; every attempt is recorded in h.
 func (r *Relocator) Run(ctx context.Context, h *History) {
-	if (len(r.Objects) == 0 && r.ObjectsFunc == nil) || r.Relocate == nil {
+	if (len(r.Objects) == 0 && r.ObjectsFunc == nil && len(r.Groups) == 0) || r.Relocate == nil {
 		return
 	}
 	r.mu.Lock()
@@ -81,10 +85,10 @@ func (r *Relocator) once(ctx context.Context, rng *rand.Rand, h *History) {
 	if r.ObjectsFunc != nil {
 		objs = r.ObjectsFunc()
 	}
-	if len(objs) == 0 {
+	if len(objs)+len(r.Groups) == 0 {
 		return
 	}
-	obj := pick(rng, objs)
+	obj := r.pickObject(rng, objs)
 	named := func() string {
 		if len(r.Targets) == 0 {
 			return ""
@@ -176,4 +180,12 @@ func relocationErrClass(err error) string {
 		return "invalid"
 	}
 	return "error"
+}
+
+// pickObject picks uniformly among objs and the groups.
+func (r *Relocator) pickObject(rng *rand.Rand, objs []string) string {
+	if k := rng.IntN(len(objs) + len(r.Groups)); k >= len(objs) {
+		return r.Groups[k-len(objs)]
+	}
+	return pick(rng, objs)
 }

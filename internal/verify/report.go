@@ -144,7 +144,7 @@ func (r *Report) Text() string {
 		if a.Err != "" {
 			state = "INCOMPLETE: " + a.Err
 		}
-		row("etcd audit", fmt.Sprintf("revisions %d..%d, %d events, %s; %d violations, %s", a.FromRevision, a.ToRevision, a.Events, kv(a.Transitions), len(a.Violations), state))
+		row("etcd audit", fmt.Sprintf("revisions %d..%d, %d events, %s; %d violations, group splits %d, %s", a.FromRevision, a.ToRevision, a.Events, kv(a.Transitions), len(a.Violations), a.GroupSplits, state))
 	} else {
 		row("etcd audit", "none")
 	}

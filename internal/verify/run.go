@@ -147,6 +147,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 
+	// Groups first: the workloads' objects that live in groups (groups.go).
+	groups := groupsOf(cfg.Workloads)
+	if err := makeGroups(ctx, cfg.Cluster, groups); err != nil {
+		if audit != nil {
+			audit.Stop(ctx)
+		}
+		return nil, err
+	}
+	if len(groups) > 0 {
+		cfg.logf("verify: %d groups made", len(groups))
+	}
+
 	// Load, storm and faults.
 	h.Mark("workload start")
 	start := h.Now()
@@ -162,8 +174,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			for _, w := range cfg.Workloads {
 				objs = append(objs, w.Objects()...)
 			}
-			return objs
-		}, Targets: cfg.Cluster.Nodes(), Relocate: cfg.Cluster.Relocate,
+			singles, _ := stormObjects(objs, groups) // members move with their group
+			return singles
+		}, Groups: stormGroups(groups), Targets: cfg.Cluster.Nodes(), Relocate: cfg.Cluster.Relocate,
 			Workers: cfg.RelocationWorkers, Interval: cfg.RelocationInterval, Timeout: cfg.RelocationTimeout}
 		storm.Go(func() { r.Run(lctx, h) })
 	}

@@ -80,6 +80,18 @@ type Type struct {
 	New func() Object
 	// Durable types persist every acknowledged change in etcd before the
 	// reply (DESIGN.md §5a). Memory types (the default) keep state in memory.
+	//
+	// For a durable type the runtime calls Snapshot after every request and
+	// timer fire; when the bytes (or the timers) changed it writes them, with
+	// the replies of the persisted changes, to state/<object> in one etcd
+	// transaction fenced by the authority record, before the reply leaves.
+	// A crash of the owner then loses no acknowledged change: the object is
+	// re-activated elsewhere from that state (no CODE_STATE_LOST), and a
+	// retry is answered from the persisted replies. The persisted value is
+	// bounded by the node's --durable-max-bytes (within etcd's request
+	// size): a change over it is refused with CODE_STATE_TOO_LARGE and
+	// rolled back. Snapshot should therefore be cheap and canonical (equal
+	// states give equal bytes), or every read-only request costs a write.
 	Durable bool
 	// MaxStateBytes bounds a snapshot (0: the runtime default).
 	MaxStateBytes int
@@ -97,7 +109,8 @@ var (
 	ErrUnknownType = errors.New("actor: unknown type")
 	// ErrDuplicateType: a type of that name is already registered.
 	ErrDuplicateType = errors.New("actor: type already registered")
-	// ErrStateTooLarge: a snapshot is over the type's limit.
+	// ErrStateTooLarge: a snapshot is over the type's limit, or a durable
+	// object's persisted state would be over the node's bound.
 	ErrStateTooLarge = errors.New("actor: state too large")
 )
 

@@ -48,7 +48,7 @@ type Reply struct {
 // CodeOf maps a handler error to its wire code: nil → OK, ErrUnknownMethod,
 // ErrInvalidArgument, ErrRejected (an application error),
 // ErrOperationExpired, ErrInvalidOperation, ErrStateTooLarge
-// (payload too large); any other error is internal.
+// (CODE_STATE_TOO_LARGE); any other error is internal.
 func CodeOf(err error) pb.Code {
 	switch {
 	case err == nil:
@@ -66,7 +66,7 @@ func CodeOf(err error) pb.Code {
 	case errors.Is(err, ErrInvalidOperation):
 		return pb.Code_CODE_INVALID_OPERATION_ID
 	case errors.Is(err, ErrStateTooLarge):
-		return pb.Code_CODE_PAYLOAD_TOO_LARGE
+		return pb.Code_CODE_STATE_TOO_LARGE
 	}
 	return pb.Code_CODE_INTERNAL
 }

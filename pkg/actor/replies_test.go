@@ -224,6 +224,7 @@ func TestCodeOf(t *testing.T) {
 		{Rejected("x"), pb.Code_CODE_APPLICATION_ERROR},
 		{ErrOperationExpired, pb.Code_CODE_OPERATION_EXPIRED},
 		{ErrInvalidOperation, pb.Code_CODE_INVALID_OPERATION_ID},
+		{ErrStateTooLarge, pb.Code_CODE_STATE_TOO_LARGE},
 		{errors.New("boom"), pb.Code_CODE_INTERNAL},
 	}
 	for _, tc := range tests {

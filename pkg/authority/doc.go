@@ -1,6 +1,6 @@
 // Package authority reads and writes meshloc's authority records in etcd: who
 // owns each object (DESIGN.md §2–§3). It is the only writer of
-// authority/, catalog/ and relocations/ keys.
+// authority/, catalog/, relocations/ and state/ keys.
 //
 // Every write is one etcd transaction:
 //
@@ -9,6 +9,17 @@
 //	Commit    If ModRevision(auth_i)=expected_i ∀i ∧ CreateRevision(owners/T)=gen Then every participant → T, ownerGeneration+1
 //	Preserve  If ModRevision(auth)=seen ∧ source alive                           Then record without intent (store version bumps)
 //	Recover   If ModRevision(auth)=seen ∧ old owner gone ∧ new owner alive       Then objectGeneration+1 on the new owner
+//	Join      If ModRevision(group)=g ∧ ModRevision(actor)=a (or absent) ∧ owner alive  Then both sides of the membership (group.go)
+//	Leave     If ModRevision(group)=g ∧ ModRevision(actor)=a ∧ owner alive       Then both sides of the membership (group.go)
+//
+// A group's intent, commit, preserve and recovery cover the group record and
+// every member in one transaction each (IntentRequest.Members,
+// PreserveRequest.Members, Recover of a group or member); an Actor Join's
+// commit writes the membership with the move (CommitRequest.Join). Limits
+// bounds a group so that those transactions fit etcd's caps (limits.go).
+//
+//	          [∧ CreateRevision(guard)=rev: a recovery controller's election key, so a deposed leader writes nothing]
+//	Persist   If ModRevision(auth)=seen ∧ owner alive ∧ ModRevision(state)=last   Then put state/<obj> (durable objects, state.go)
 //
 // "Alive" is always CreateRevision(owners/<id>) = the owner generation, never a
 // timestamp. A failed compare is not an error: the result carries the current

@@ -147,6 +147,10 @@ type CommitRequest struct {
 	Participants []Participant
 	Target       OwnerRef
 	TargetNode   NodeRef
+	// Join, for an Actor Join: the group (owned by the target) that the one
+	// actor participant joins; the same transaction writes the membership
+	// (group.go).
+	Join *JoinCommit
 }
 
 // CommitResult is the outcome of Commit.
@@ -188,6 +192,9 @@ func (req CommitRequest) validate() error {
 	if err := keyspace.ValidateOwnerID(req.Target.ID); err != nil || req.Target.Generation <= 0 {
 		return fmt.Errorf("%w: target %v", ErrInvalidRequest, req.Target)
 	}
+	if err := req.validateJoin(); err != nil {
+		return err
+	}
 	seen := map[string]bool{}
 	for _, p := range req.Participants {
 		name := p.Expected.Object.String()
@@ -224,12 +231,18 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 	gets := make([]clientv3.Op, 0, n+1)
 	for _, p := range req.Participants {
 		k := s.keys.Authority(p.Expected.Object)
-		rec := Planned(p, req.Target, req.TargetNode, req.RelocationID)
+		rec := req.planned(p)
 		if !failpoint.Planted(failpoint.BugCommitWithoutCompare) {
 			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
 		}
 		puts = append(puts, clientv3.OpPut(k, string(rec.Encode())))
 		gets = append(gets, clientv3.OpGet(k))
+	}
+	if j := req.Join; j != nil {
+		gk := s.keys.Authority(j.Group.Object)
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(gk), "=", j.Group.StoreVersion))
+		puts = append(puts, clientv3.OpPut(gk, string(req.plannedGroupBytes())))
+		gets = append(gets, clientv3.OpGet(gk))
 	}
 	ownerKey := s.keys.Owner(req.Target.ID)
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Target.Generation))
@@ -244,14 +257,18 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 		}
 		return res, nil
 	}
-	objs := participantObjects(req.Participants)
+	objs := req.objects()
 	if resp.Succeeded {
 		res := CommitResult{Committed: true, Revision: resp.Header.Revision, Records: map[string]Snapshot{}, TargetAlive: true}
 		for _, p := range req.Participants {
 			res.Records[p.Expected.Object.String()] = Snapshot{
-				Object: p.Expected.Object, Record: Planned(p, req.Target, req.TargetNode, req.RelocationID),
+				Object: p.Expected.Object, Record: req.planned(p),
 				StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
 			}
+		}
+		if j := req.Join; j != nil {
+			res.Records[j.Group.Object.String()] = Snapshot{Object: j.Group.Object, Record: req.plannedGroup(),
+				StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision}
 		}
 		return res, nil
 	}
@@ -279,15 +296,21 @@ func (s *Store) ResolveCommit(ctx context.Context, req CommitRequest) (CommitRes
 	if err := req.validate(); err != nil {
 		return CommitResult{}, err
 	}
-	v, err := s.ReadMany(ctx, participantObjects(req.Participants), []string{req.Target.ID})
+	v, err := s.ReadMany(ctx, req.objects(), []string{req.Target.ID})
 	if err != nil {
 		return CommitResult{}, err
 	}
 	res := CommitResult{Revision: v.Revision, Records: v.Objects, TargetAlive: v.Alive(req.Target), Resolved: true}
 	for _, p := range req.Participants {
 		cur, ok := v.Objects[p.Expected.Object.String()]
-		planned := Planned(p, req.Target, req.TargetNode, req.RelocationID)
+		planned := req.planned(p)
 		if !ok || cur.StoreVersion <= p.Expected.StoreVersion || !bytes.Equal(cur.Record.Encode(), planned.Encode()) {
+			return res, nil
+		}
+	}
+	if j := req.Join; j != nil {
+		cur, ok := v.Objects[j.Group.Object.String()]
+		if !ok || cur.StoreVersion <= j.Group.StoreVersion || !bytes.Equal(cur.Record.Encode(), req.plannedGroupBytes()) {
 			return res, nil
 		}
 	}
@@ -304,6 +327,10 @@ type IntentRequest struct {
 	Intent Intent
 	// LeaseID binds relocations/<id> to the source's lease.
 	LeaseID clientv3.LeaseID
+	// Members are the other participants (a group's members, owned by the
+	// source too): written relocating with the same intent in the same
+	// transaction, each compared at its store version (group.go).
+	Members []Snapshot
 }
 
 // WriteResult is the outcome of a single-record write (Intend, Preserve).
@@ -318,6 +345,11 @@ type WriteResult struct {
 	OwnerAlive bool
 	// Resolved is true when decided by a read-back after an RPC error.
 	Resolved bool
+	// GuardLost: the request's Guard key was gone or re-created (Recover).
+	GuardLost bool
+	// Members: for a group's intent or preserve, the other participants'
+	// records after the write (Written), or the current ones found.
+	Members map[string]Snapshot
 }
 
 // relocationIntent is the value of relocations/<id>.
@@ -341,6 +373,12 @@ func (s *Store) Intend(ctx context.Context, req IntentRequest) (WriteResult, err
 	rec.State, rec.Intent = StateRelocating, &in
 	val, _ := json.Marshal(relocationIntent{Object: req.Seen.Object.String(), Source: req.Source, Intent: in, Phase: "prepared"})
 	extra := []clientv3.Op{clientv3.OpPut(s.keys.Relocation(in.RelocationID), string(val), clientv3.WithLease(req.LeaseID))}
+	if len(req.Members) > 0 {
+		return s.writeGroup(ctx, req.Seen, req.Members, req.Source, func(r Record) Record {
+			r.State, r.Intent = StateRelocating, &in
+			return r
+		}, extra)
+	}
 	return s.writeOne(ctx, req.Seen, req.Source, rec, extra)
 }
 
@@ -350,6 +388,8 @@ type PreserveRequest struct {
 	Seen         Snapshot
 	Source       OwnerRef
 	RelocationID string
+	// Members: the other participants, preserved in the same transaction.
+	Members []Snapshot
 }
 
 // Preserve rewrites the record without the intent:
@@ -366,6 +406,12 @@ func (s *Store) Preserve(ctx context.Context, req PreserveRequest) (WriteResult,
 	rec := req.Seen.Record
 	rec.State, rec.Intent, rec.LastRelocation = StateActive, nil, req.RelocationID
 	extra := []clientv3.Op{clientv3.OpDelete(s.keys.Relocation(req.RelocationID))}
+	if len(req.Members) > 0 {
+		return s.writeGroup(ctx, req.Seen, req.Members, req.Source, func(r Record) Record {
+			r.State, r.Intent, r.LastRelocation = StateActive, nil, req.RelocationID
+			return r
+		}, extra)
+	}
 	return s.writeOne(ctx, req.Seen, req.Source, rec, extra)
 }
 
@@ -415,6 +461,18 @@ type RecoverRequest struct {
 	Seen     Snapshot
 	NewOwner OwnerRef
 	Node     NodeRef
+	// Guard, when set, is one more compare of the transaction: its key must
+	// exist with its CreateRevision (locationd's recovery controller passes
+	// its election key, so a controller that lost its election writes
+	// nothing). A failed guard gives Written=false, GuardLost=true.
+	Guard *Guard
+}
+
+// Guard is a key that must exist with exactly this CreateRevision for a
+// write to happen (concurrency.Election's Key and Rev).
+type Guard struct {
+	Key            string
+	CreateRevision int64
 }
 
 // Recover re-activates an orphaned object on a live owner:
@@ -424,12 +482,19 @@ type RecoverRequest struct {
 //	Then put the record with objectGeneration = max(catalog, seen)+1, ownerGeneration+1
 //
 // Written=false with OwnerAlive=true means the old owner is alive: not orphaned.
+//
+// A group, or a group's member, is recovered with its whole group: the group
+// record and every member in one transaction (group.go), so a recovery
+// never splits a group between owners; the result is Seen's object's.
 func (s *Store) Recover(ctx context.Context, req RecoverRequest) (WriteResult, error) {
 	if err := req.Seen.Object.Validate(); err != nil || req.Seen.StoreVersion <= 0 {
 		return WriteResult{}, fmt.Errorf("%w: snapshot of %q", ErrInvalidRequest, req.Seen.Object)
 	}
 	if err := keyspace.ValidateOwnerID(req.NewOwner.ID); err != nil || req.NewOwner.Generation <= 0 {
 		return WriteResult{}, fmt.Errorf("%w: new owner %v", ErrInvalidRequest, req.NewOwner)
+	}
+	if req.Seen.Object.Kind == keyspace.KindGroup || req.Seen.Record.Group != "" {
+		return s.recoverGroup(ctx, req) // the group and every member, in one transaction (group.go)
 	}
 	obj := req.Seen.Object
 	k, catKey := s.keys.Authority(obj), s.keys.Catalog(obj)
@@ -449,16 +514,20 @@ func (s *Store) Recover(ctx context.Context, req RecoverRequest) (WriteResult, e
 	rec.Owner, rec.Node, rec.State, rec.Intent = req.NewOwner, req.Node, StateActive, nil
 	planned := rec.Encode()
 	catVal, _ := json.Marshal(catalogEntry{LastObjectGeneration: rec.ObjectGeneration})
-	resp, err := s.c.Txn(ctx).If(
+	cmps := []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(k), "=", req.Seen.StoreVersion),
 		clientv3.Compare(clientv3.CreateRevision(oldKey), "!=", old.Generation),
 		clientv3.Compare(clientv3.CreateRevision(newKey), "=", req.NewOwner.Generation),
 		clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
-	).Then(
+	}
+	elses := []clientv3.Op{clientv3.OpGet(k), clientv3.OpGet(oldKey)}
+	if g := req.Guard; g != nil {
+		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(g.Key), "=", g.CreateRevision))
+		elses = append(elses, clientv3.OpGet(g.Key))
+	}
+	resp, err := s.c.Txn(ctx).If(cmps...).Then(
 		clientv3.OpPut(k, string(planned)), clientv3.OpPut(catKey, string(catVal)),
-	).Else(
-		clientv3.OpGet(k), clientv3.OpGet(oldKey),
-	).Commit()
+	).Else(elses...).Commit()
 	if err != nil {
 		v, rerr := s.ReadMany(ctx, []keyspace.Object{obj}, []string{old.ID})
 		if rerr != nil {
@@ -478,7 +547,12 @@ func (s *Store) Recover(ctx context.Context, req RecoverRequest) (WriteResult, e
 		return WriteResult{}, err
 	}
 	cur, found := v.Objects[obj.String()]
-	return WriteResult{Snapshot: cur, Found: found, OwnerAlive: v.Alive(old)}, nil
+	res := WriteResult{Snapshot: cur, Found: found, OwnerAlive: v.Alive(old)}
+	if g := req.Guard; g != nil {
+		kvs := resp.Responses[2].GetResponseRange().GetKvs()
+		res.GuardLost = len(kvs) == 0 || kvs[0].CreateRevision != g.CreateRevision
+	}
+	return res, nil
 }
 
 // Orphaned reports whether a record's owner is gone in view v (the owner key

@@ -7,6 +7,8 @@
 //	relocations/<relocationId>  relocation intent (bound to the source's lease)
 //	catalog/<object>            last object generation
 //	state/<object>              state of a durable object
+//	state/<object>/replies/<op> a persisted reply of a durable object
+//	controllers/<name>/<lease>  election candidates of a controller (bound to each candidate's lease)
 //
 // where <object> is actor/<type>/<id> or group/<id>.
 package keyspace
@@ -169,8 +171,18 @@ func (k Keys) Catalog(o Object) string { return k.base + "catalog/" + o.String()
 // State is the key of a durable object's state.
 func (k Keys) State(o Object) string { return k.base + "state/" + o.String() }
 
+// StateReplies is the prefix of a durable object's persisted replies, one
+// key per operation: StateReplies(o) + the operation id in 32 lowercase hex
+// digits. A UUIDv7's hex sorts by its time, so the oldest come first.
+func (k Keys) StateReplies(o Object) string { return k.State(o) + "/replies/" }
+
 // Relocation is the key of a relocation intent.
 func (k Keys) Relocation(id string) string { return k.base + "relocations/" + id }
+
+// Controller is the election prefix of a controller that must run once per
+// cluster (locationd's recovery controller: Controller("recovery")); the
+// candidates' keys live under it.
+func (k Keys) Controller(name string) string { return k.base + "controllers/" + name }
 
 // RelocationsPrefix is the prefix of every relocation key.
 func (k Keys) RelocationsPrefix() string { return k.base + "relocations/" }

@@ -22,8 +22,11 @@ import (
 //
 // Commands:
 //
-//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS]
+//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join]
 //	    owners s1 and t1, actor/counter/c1 owned by s1; the source starts.
+//	    members=N: it moves group/g1 (owned by s1) with members
+//	    actor/counter/m0…; join: actor/counter/c1 joins group/g1, owned by
+//	    t1 (Actor Join). The store line then lists the other records.
 //	result source intent|preserve [ok|fails|uncertain [applied]]
 //	result source capture [ok|fails] [size=BYTES]
 //	result source boundary [count=N]
@@ -76,6 +79,8 @@ func TestTranscripts(t *testing.T) {
 					d.MaybeScanArgs(t, "deadline", &cfg.DeadlineMs)
 					d.MaybeScanArgs(t, "chunk", &cfg.ChunkSize)
 					d.MaybeScanArgs(t, "fallback", &cfg.FallbackMs)
+					d.MaybeScanArgs(t, "members", &cfg.Members)
+					cfg.Join = d.HasArg("join")
 					s = newSim(cfg, &out)
 					s.allowProtoE = true
 					s.start()

@@ -88,6 +88,20 @@
 //     admission opens. Keep a bounded tombstone of the relocation id so late
 //     frames are ignored and counted.
 //
+// # Groups and Actor Join
+//
+// A group moves as one relocation (groups.go): the group record is the
+// primary participant (SourceConfig.Object) and its members follow
+// (SourceConfig.Members); WriteIntent, Preserve, the settle read and the
+// target's Commit cover every participant, each in one transaction, and
+// Reopen and Drop carry every member's record. An Actor Join
+// (SourceConfig.JoinGroup) moves one actor to the node that owns the group
+// it joins; the target's Commit names the group and writes the membership
+// in the same transaction. Before staging anything the target refuses a
+// participant set that is not one whole group, one joining actor, or one
+// actor outside any group (a member never moves alone). Transcripts:
+// group_*.txt, join_*.txt.
+//
 // Not here: choosing the target, budgets for chunk bytes, the gRPC stream,
 // the watch: all in the driver.
 package relocation

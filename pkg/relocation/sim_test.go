@@ -50,8 +50,13 @@ func simNode(id string) record.NodeRef {
 // pkg/authority: every write compares the record's store version and the
 // writer's owner key (present with exactly its generation).
 type fakeStore struct {
-	rev    int64
-	rec    record.Snapshot
+	rev int64
+	rec record.Snapshot
+	// members: the other participants of a group relocation (rec is then
+	// the group record); each transaction covers all of them (sim_group_test.go).
+	members []record.Snapshot
+	// joined: for an Actor Join, the group record, owned by the target.
+	joined *record.Snapshot
 	owners map[string]int64 // owner id → CreateRevision of owners/<id>; absent: deleted
 
 	// Facts for the invariant checks.
@@ -112,16 +117,26 @@ func (f *fakeStore) write(seen record.Snapshot, writer record.OwnerRef, rec reco
 }
 
 func (f *fakeStore) intend(a WriteIntent, source record.OwnerRef) WriteResult {
-	rec := a.Seen.Record
 	in := a.Intent
-	rec.State, rec.Intent = record.StateRelocating, &in
-	return f.write(a.Seen, source, rec)
+	plan := func(rec record.Record) record.Record {
+		rec.State, rec.Intent = record.StateRelocating, &in
+		return rec
+	}
+	if len(f.members) > 0 {
+		return f.writeAll(a.Seen, a.Members, source, plan)
+	}
+	return f.write(a.Seen, source, plan(a.Seen.Record))
 }
 
 func (f *fakeStore) preserve(a Preserve, source record.OwnerRef, id wire.RelocationID) WriteResult {
-	rec := a.Seen.Record
-	rec.State, rec.Intent, rec.LastRelocation = record.StateActive, nil, id.String()
-	return f.write(a.Seen, source, rec)
+	plan := func(rec record.Record) record.Record {
+		rec.State, rec.Intent, rec.LastRelocation = record.StateActive, nil, id.String()
+		return rec
+	}
+	if len(f.members) > 0 {
+		return f.writeAll(a.Seen, a.Members, source, plan)
+	}
+	return f.write(a.Seen, source, plan(a.Seen.Record))
 }
 
 func planned(exp record.Snapshot, target record.OwnerRef, id wire.RelocationID) record.Record {
@@ -135,6 +150,9 @@ func planned(exp record.Snapshot, target record.OwnerRef, id wire.RelocationID) 
 // commit: If ModRevision(auth_i)=expected_i ∀i ∧ CreateRevision(owners/target)=target.Generation
 // Then put every participant owned by the target, ownerGeneration+1, intent cleared.
 func (f *fakeStore) commit(a Commit, target record.OwnerRef) CommitResult {
+	if len(f.members) > 0 || f.joined != nil {
+		return f.commitAll(a, target)
+	}
 	ok := f.alive(target)
 	for _, p := range a.Participants {
 		ok = ok && p.Object == f.rec.Object && p.StoreVersion == f.rec.StoreVersion
@@ -153,6 +171,9 @@ func (f *fakeStore) commit(a Commit, target record.OwnerRef) CommitResult {
 // resolve reads back an uncertain commit: committed iff the record holds
 // exactly the planned bytes at a newer store version.
 func (f *fakeStore) resolve(a ResolveCommit, target record.OwnerRef) CommitResult {
+	if len(f.members) > 0 || f.joined != nil {
+		return f.resolveAll(a, target)
+	}
 	res := CommitResult{Records: map[string]record.Snapshot{f.rec.Object.String(): f.rec}}
 	for _, p := range a.Participants {
 		want := planned(p, target, a.RelocationID)
@@ -166,7 +187,7 @@ func (f *fakeStore) resolve(a ResolveCommit, target record.OwnerRef) CommitResul
 
 // view is the settle read: the record and the source's owner key at one revision.
 func (f *fakeStore) view(source string) record.View {
-	v := record.View{Revision: f.rev, Objects: map[string]record.Snapshot{f.rec.Object.String(): f.rec}, Owners: map[string]record.OwnerKey{}}
+	v := record.View{Revision: f.rev, Objects: f.objects(), Owners: map[string]record.OwnerKey{}}
 	if g, ok := f.owners[source]; ok {
 		v.Owners[source] = record.OwnerKey{Generation: g}
 	} else {
@@ -182,6 +203,7 @@ func (f *fakeStore) String() string {
 	if r.Intent != nil {
 		fmt.Fprintf(&b, "→%s", r.Intent.Target)
 	}
+	f.describeGroup(&b)
 	ids := make([]string, 0, len(f.owners))
 	for id := range f.owners {
 		ids = append(ids, id)
@@ -216,6 +238,10 @@ type simConfig struct {
 	DeadlineMs int64
 	ChunkSize  int
 	FallbackMs int64
+	// Members > 0: the relocation moves group/g1 with that many members.
+	Members int
+	// Join: actor/counter/c1 joins group/g1, owned by the target.
+	Join bool
 }
 
 // sim drives one Source and one Target. Frames a side sends wait in flight
@@ -271,10 +297,12 @@ func newSim(cfg simConfig, out *strings.Builder) *sim {
 	s.self = st.addOwner("s1")
 	s.tgtID = st.addOwner("t1")
 	st.activate(simObject, s.self)
+	join := st.setupGroups(cfg, s.self, s.tgtID)
 	s.src = NewSource(SourceConfig{
 		ID: simRelocID, Object: st.rec, Self: s.self, SelfRoutingID: simRID("s1"),
 		Target:     TargetRef{Owner: s.tgtID, Node: simNode("t1")},
 		AppVersion: "v1", DeadlineMs: cfg.DeadlineMs, ChunkSize: cfg.ChunkSize,
+		Members: slices.Clone(st.members), JoinGroup: join,
 	})
 	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs})
 	s.observeStore()
@@ -653,6 +681,7 @@ func (s *sim) afterStep() {
 // observeStore: generations and store versions never decrease (DESIGN.md §9.3),
 // and the record always names exactly one owner (§9.1).
 func (s *sim) observeStore() {
+	s.checkGroups()
 	r := s.store.rec
 	if r.Record.Owner.IsZero() {
 		s.violate("the record names no owner")
@@ -708,9 +737,9 @@ func (s *sim) describe(a Action) string {
 	case Preserve:
 		return fmt.Sprintf("Preserve sv=%d", a.Seen.StoreVersion)
 	case Reopen:
-		return fmt.Sprintf("Reopen sv=%d owner=%s gen=%d/%d", a.Record.StoreVersion, a.Record.Record.Owner, a.Record.Record.ObjectGeneration, a.Record.Record.OwnerGeneration)
+		return fmt.Sprintf("Reopen sv=%d owner=%s gen=%d/%d", a.Record.StoreVersion, a.Record.Record.Owner, a.Record.Record.ObjectGeneration, a.Record.Record.OwnerGeneration) + groupNote(len(a.Members), keyspace.Object{})
 	case Drop:
-		return fmt.Sprintf("Drop owner=%s gen=%d/%d applied=%d", a.Committed.Record.Owner, a.Committed.Record.ObjectGeneration, a.Committed.Record.OwnerGeneration, a.DataApplied)
+		return fmt.Sprintf("Drop owner=%s gen=%d/%d applied=%d", a.Committed.Record.Owner, a.Committed.Record.ObjectGeneration, a.Committed.Record.OwnerGeneration, a.DataApplied) + groupNote(len(a.Members), keyspace.Object{})
 	case FailPending:
 		return fmt.Sprintf("FailPending code=%s %q", a.Code, a.Message)
 	case Finish:
@@ -721,11 +750,11 @@ func (s *sim) describe(a Action) string {
 	case Restore:
 		return fmt.Sprintf("Restore len=%d", len(a.Payload))
 	case Commit:
-		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.OwnerGeneration)
+		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.OwnerGeneration) + groupNote(len(a.Participants)-1, a.JoinGroup)
 	case ResolveCommit:
 		return "ResolveCommit"
 	case Admit:
-		c := a.Committed[simObject.String()]
+		c := a.Committed[s.store.rec.Object.String()]
 		return fmt.Sprintf("Admit data=%d owner=%s gen=%d/%d sv=%d", len(a.Data), c.Record.Owner, c.Record.ObjectGeneration, c.Record.OwnerGeneration, c.StoreVersion)
 	}
 	return actionName(a)

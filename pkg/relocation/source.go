@@ -91,6 +91,9 @@ type (
 	WriteIntent struct {
 		Seen   record.Snapshot
 		Intent record.Intent
+		// Members: the other participants (a group's members), written
+		// relocating with the same intent in the same transaction.
+		Members []record.Snapshot
 	}
 	// Seal stops dispatch to the object (the handler in progress finishes),
 	// captures its state, timers, queue and de-duplication table, and encodes
@@ -112,17 +115,28 @@ type (
 	Settle struct{}
 	// Preserve runs the preserve transaction on Seen (the primary), guarded
 	// by its store version and the source's owner key; result: PreserveResult.
-	Preserve struct{ Seen record.Snapshot }
+	Preserve struct {
+		Seen record.Snapshot
+		// Members: the other participants, preserved in the same transaction.
+		Members []record.Snapshot
+	}
 	// Reopen puts the object back in service on the source: captured queue,
 	// then boundary and held requests, in the order they were accepted; timers
 	// resume; the fence is that of Record.
-	Reopen struct{ Record record.Snapshot }
+	Reopen struct {
+		Record record.Snapshot
+		// Members: the other participants' records after the preserve.
+		Members map[string]record.Snapshot
+	}
 	// Drop discards the source's copy after the target committed. The first
 	// DataApplied boundary requests get their replies by relay; the rest, and
 	// every held request, are answered NotOwner with Committed's fence.
 	Drop struct {
 		Committed   record.Snapshot
 		DataApplied int
+		// Members: the other participants' records as the settle read saw
+		// them (a member missing here is redirected from the cache).
+		Members map[string]record.Snapshot
 	}
 	// FailPending answers every pending request of the object (captured,
 	// boundary, held) with Code and removes the object: it was lost.
@@ -157,6 +171,15 @@ type SourceConfig struct {
 	DeadlineMs int64
 	// ChunkSize of STATE chunks in bytes.
 	ChunkSize int
+	// Members are the other participants, owned by Self too: a group's
+	// members (Object is then the group record, the primary). They move in
+	// the same relocation, with one intent, one commit and one preserve
+	// transaction over every participant (groups.go).
+	Members []record.Snapshot
+	// JoinGroup, for an Actor Join (seed-inventory §5.4): the group, owned
+	// by the target, that the actor joins; the target's commit writes the
+	// membership. Object is then the actor and Members is empty.
+	JoinGroup string
 }
 
 // Source is the source side of one relocation: a pure state machine.
@@ -169,6 +192,7 @@ type Source struct {
 	ready     bool // READY received: the point of no return
 	boundary  int  // DATA requests sent
 	committed *record.Snapshot
+	members   []record.Snapshot // the other participants as last written or read
 	applied   int
 	code      pb.Code
 	msg       string
@@ -182,7 +206,7 @@ type Source struct {
 
 // NewSource returns a machine in SourceIntent.
 func NewSource(cfg SourceConfig) *Source {
-	return &Source{cfg: cfg, phase: SourceIntent}
+	return &Source{cfg: cfg, phase: SourceIntent, members: cfg.Members}
 }
 
 // Phase of the machine.
@@ -221,7 +245,7 @@ func (s *Source) Prepare() *pb.Prepare { return s.prepare }
 
 // Start returns the first actions: write the intent.
 func (s *Source) Start() []Action {
-	return []Action{WriteIntent{Seen: s.cfg.Object,
+	return []Action{WriteIntent{Seen: s.cfg.Object, Members: s.cfg.Members,
 		Intent: record.Intent{RelocationID: s.cfg.ID.String(), Target: s.cfg.Target.Owner, TargetNode: s.cfg.Target.Node, DeadlineMs: s.cfg.DeadlineMs},
 	}}
 }
@@ -242,7 +266,7 @@ func (s *Source) abort(code pb.Code, msg string) []Action {
 	}
 	s.aborting = true
 	s.phase = SourcePreserving
-	return []Action{Preserve{Seen: s.seen}}
+	return []Action{Preserve{Seen: s.seen, Members: s.members}}
 }
 
 // Step takes one event and returns the actions to carry out, in order.
@@ -269,6 +293,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 				return []Action{s.finish(Failed, pb.Code_CODE_UNAVAILABLE, "intent not written: the record is no longer this owner's")}, nil
 			}
 			s.seen = e.Result.Snapshot
+			s.members = s.updated(e.Result.Members)
 			s.phase = SourceCapturing
 			return []Action{Seal{}}, nil
 		case Tick:
@@ -401,11 +426,10 @@ func (s *Source) buildPrepare() *pb.Prepare {
 		Version: wire.Version, RelocationId: s.cfg.ID[:],
 		Coordinator: &pb.Fence{OwnerId: s.cfg.Self.ID, OwnerGeneration: s.cfg.Self.Generation, RoutingId: s.cfg.SelfRoutingID[:],
 			ObjectGeneration: r.ObjectGeneration, AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion},
-		Target: &pb.Fence{OwnerId: s.cfg.Target.Owner.ID, OwnerGeneration: s.cfg.Target.Owner.Generation, RoutingId: hexBytes(s.cfg.Target.Node.RoutingID)},
-		Participants: []*pb.Participant{{Object: s.seen.Object.String(), Type: r.Type, ObjectGeneration: r.ObjectGeneration,
-			AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion, Record: r.Encode()}},
+		Target:        &pb.Fence{OwnerId: s.cfg.Target.Owner.ID, OwnerGeneration: s.cfg.Target.Owner.Generation, RoutingId: hexBytes(s.cfg.Target.Node.RoutingID)},
+		Participants:  s.participants(),
 		PayloadLength: s.manifest.Length, ChunkCount: s.manifest.Chunks, Crc32C: s.manifest.CRC32C,
-		ApplicationVersion: s.cfg.AppVersion, DeadlineUnixMs: s.cfg.DeadlineMs,
+		ApplicationVersion: s.cfg.AppVersion, DeadlineUnixMs: s.cfg.DeadlineMs, JoinGroup: s.cfg.JoinGroup,
 	}
 }
 
@@ -426,12 +450,13 @@ func (s *Source) settle(e SettleResult) ([]Action, error) {
 	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration > want.OwnerGeneration && r.Owner != s.cfg.Self:
 		c := cur
 		s.committed = &c
-		return []Action{Drop{Committed: cur, DataApplied: s.dataApplied()}, s.finish(Completed, pb.Code_CODE_OK, "")}, nil
+		return []Action{Drop{Committed: cur, DataApplied: s.dataApplied(), Members: s.membersIn(e.View)}, s.finish(Completed, pb.Code_CODE_OK, "")}, nil
 	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration && r.Owner == s.cfg.Self:
 		if !e.View.Alive(s.cfg.Self) {
 			return s.lost("the source's lease ended before the target committed")
 		}
 		s.seen = cur
+		s.members = s.updated(e.View.Objects)
 		// Once aborting (a failure before READY, or a preserve that was
 		// uncertain or lost to a write that kept the record ours), preserve
 		// again now: nothing else would wake the machine before the deadline.
@@ -472,15 +497,19 @@ func (s *Source) preserved(e PreserveResult) ([]Action, error) {
 		return []Action{Settle{}}, nil
 	}
 	if e.Result.Written {
-		return []Action{Reopen{Record: e.Result.Snapshot}, s.finish(Aborted, s.code, s.msg)}, nil
+		return []Action{Reopen{Record: e.Result.Snapshot, Members: s.membersIn(record.View{Objects: e.Result.Members})}, s.finish(Aborted, s.code, s.msg)}, nil
 	}
 	// The preserve lost: the target committed, or the object is gone.
 	s.phase = SourceSettling
 	if !e.Result.Found {
 		return s.lost("the record disappeared")
 	}
+	objs := map[string]record.Snapshot{s.seen.Object.String(): e.Result.Snapshot}
+	for k, v := range e.Result.Members {
+		objs[k] = v
+	}
 	return s.settle(SettleResult{View: record.View{
-		Objects: map[string]record.Snapshot{s.seen.Object.String(): e.Result.Snapshot},
+		Objects: objs,
 		Owners:  map[string]record.OwnerKey{s.cfg.Self.ID: ownerKey(e.Result.OwnerAlive, s.cfg.Self)},
 	}})
 }
@@ -498,4 +527,49 @@ func hexBytes(h string) []byte {
 		return nil
 	}
 	return r[:]
+}
+
+// Participants is every object the relocation moves: the primary, then the
+// members (a group's), as last written or read.
+func (s *Source) Participants() []record.Snapshot {
+	return append([]record.Snapshot{s.seen}, s.members...)
+}
+
+func (s *Source) participants() []*pb.Participant {
+	out := make([]*pb.Participant, 0, 1+len(s.members))
+	for _, sn := range s.Participants() {
+		r := sn.Record
+		out = append(out, &pb.Participant{Object: sn.Object.String(), Type: r.Type, ObjectGeneration: r.ObjectGeneration,
+			AuthorityGeneration: r.OwnerGeneration, StoreVersion: sn.StoreVersion, Record: r.Encode()})
+	}
+	return out
+}
+
+// updated returns the members with the records of objs that are still the
+// source's at the same generations (a write or settle read of them).
+func (s *Source) updated(objs map[string]record.Snapshot) []record.Snapshot {
+	out := make([]record.Snapshot, len(s.members))
+	for i, m := range s.members {
+		out[i] = m
+		if c, ok := objs[m.Object.String()]; ok && c.Record.Owner == s.cfg.Self &&
+			c.Record.ObjectGeneration == m.Record.ObjectGeneration && c.Record.OwnerGeneration == m.Record.OwnerGeneration {
+			out[i] = c
+		}
+	}
+	return out
+}
+
+// membersIn returns the members' records found in v (nil when there are no
+// members).
+func (s *Source) membersIn(v record.View) map[string]record.Snapshot {
+	if len(s.members) == 0 {
+		return nil
+	}
+	out := make(map[string]record.Snapshot, len(s.members))
+	for _, m := range s.members {
+		if c, ok := v.Objects[m.Object.String()]; ok {
+			out[m.Object.String()] = c
+		}
+	}
+	return out
 }

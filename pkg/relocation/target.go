@@ -58,11 +58,15 @@ type (
 	Commit struct {
 		RelocationID wire.RelocationID
 		Participants []record.Snapshot
+		// JoinGroup, for an Actor Join: the group (this node's) whose
+		// membership the same transaction writes.
+		JoinGroup keyspace.Object
 	}
 	// ResolveCommit reads back an uncertain commit; result: CommitResult.
 	ResolveCommit struct {
 		RelocationID wire.RelocationID
 		Participants []record.Snapshot
+		JoinGroup    keyspace.Object
 	}
 	// Admit opens the object on the target, in this order: the captured
 	// requests, then Data (in sequence order) at the head of the mailbox, each
@@ -100,6 +104,7 @@ type Target struct {
 	fingerprint  [32]byte
 	prepare      *pb.Prepare
 	participants []record.Snapshot
+	join         keyspace.Object // Actor Join: the group joined (zero: none)
 	asm          *Assembly
 	readyAtMs    int64
 	nowMs        int64
@@ -240,6 +245,10 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 				if errors.Is(e.Err, ErrProtocol) {
 					code = pb.Code_CODE_PROTOCOL_ERROR
 				}
+				var re *RefusedError
+				if errors.As(e.Err, &re) {
+					return t.fail(re.Code, "refused: "+re.Message, true), nil
+				}
 				return t.fail(code, "restore: "+e.Err.Error(), true), nil
 			}
 			if t.draining { // seed §8 bug 12: a restore never finishes staging after drain began
@@ -333,6 +342,9 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 		return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "PREPARE arrived after its deadline", false), nil
 	}
 	parts, err := participants(p)
+	if err == nil {
+		t.join, err = checkGroups(p, parts)
+	}
 	if err != nil {
 		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, err.Error(), false), nil
 	}
@@ -477,13 +489,13 @@ func (t *Target) onCutover(c *pb.Cutover) ([]Action, error) {
 
 func (t *Target) commit() []Action {
 	t.phase = TargetCommitting
-	return []Action{Commit{RelocationID: t.id, Participants: t.participants}}
+	return []Action{Commit{RelocationID: t.id, Participants: t.participants, JoinGroup: t.join}}
 }
 
 func (t *Target) onCommit(e CommitResult) []Action {
 	if e.Err != nil {
 		t.resolving = true
-		return []Action{ResolveCommit{RelocationID: t.id, Participants: t.participants}}
+		return []Action{ResolveCommit{RelocationID: t.id, Participants: t.participants, JoinGroup: t.join}}
 	}
 	if !e.Committed && t.resolving && t.untouched(e.Records) {
 		// DESIGN.md §3: an uncertain commit is decided again, never taken

@@ -133,4 +133,7 @@ type WriteResult struct {
 	Found      bool
 	OwnerAlive bool
 	Snapshot   record.Snapshot
+	// Members: for a group, the other participants' records after the
+	// write (Written), or as found.
+	Members map[string]record.Snapshot
 }

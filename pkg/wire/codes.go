@@ -84,6 +84,7 @@ var codeNames = map[pb.Code]string{
 	pb.Code_CODE_INTERNAL: "internal", pb.Code_CODE_APPLICATION_ERROR: "application_error",
 	pb.Code_CODE_UNKNOWN_KIND: "unknown_kind", pb.Code_CODE_PROTOCOL_ERROR: "protocol_error",
 	pb.Code_CODE_ALREADY_TERMINAL: "already_terminal", pb.Code_CODE_NOT_FOUND: "not_found",
+	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large",
 }
 
 // GRPCCode maps a call code to the gRPC status code used when a call error
@@ -95,7 +96,7 @@ func GRPCCode(c pb.Code) codes.Code {
 	case pb.Code_CODE_INVALID_ARGUMENT, pb.Code_CODE_UNKNOWN_TYPE, pb.Code_CODE_UNKNOWN_METHOD,
 		pb.Code_CODE_INVALID_OPERATION_ID, pb.Code_CODE_UNKNOWN_KIND:
 		return codes.InvalidArgument
-	case pb.Code_CODE_PAYLOAD_TOO_LARGE:
+	case pb.Code_CODE_PAYLOAD_TOO_LARGE, pb.Code_CODE_STATE_TOO_LARGE:
 		return codes.ResourceExhausted
 	case pb.Code_CODE_NOT_OWNER, pb.Code_CODE_STALE_FENCE, pb.Code_CODE_ALREADY_TERMINAL:
 		return codes.FailedPrecondition

@@ -69,6 +69,7 @@ func TestGRPCCode(t *testing.T) {
 		pb.Code_CODE_PROTOCOL_ERROR:       codes.InvalidArgument,
 		pb.Code_CODE_ALREADY_TERMINAL:     codes.FailedPrecondition,
 		pb.Code_CODE_NOT_FOUND:            codes.NotFound,
+		pb.Code_CODE_STATE_TOO_LARGE:      codes.ResourceExhausted,
 	}
 	for _, c := range allCodes() {
 		w, ok := want[c]

@@ -114,6 +114,14 @@ func TestWorkloads(t *testing.T) {
 		{"register", []string{chaos.PauseNode}, nil},
 		{"list", []string{chaos.Failpoint, chaos.LinkDuplicate, chaos.Failpoint}, func(s *chaos.Spec) { s.Cluster.Proxies = true }},
 		{"counter", []string{chaos.PartitionEtcd, chaos.KillSource}, func(s *chaos.Spec) { s.Cluster.Proxies = true }},
+		// Issue 6: counters and lists in groups (the storm moves whole
+		// groups), through a rolling restart (SIGTERM drains each node)
+		// and a paused owner.
+		{"groups", []string{chaos.RollingRestart, chaos.PauseNode}, func(s *chaos.Spec) {
+			s.Workloads = []string{"counter", "list"}
+			s.Groups = 2
+			s.FaultEvery = 12 * time.Second
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.workload, func(t *testing.T) {

@@ -23,7 +23,7 @@ import (
 
 // binaries are the commands the tests run as processes; they are built once
 // per run of the test binary, into binDir.
-var binaries = []string{"locationd", "meshnode"}
+var binaries = []string{"locationd", "meshnode", "meshctl"}
 
 var (
 	binDir    string // a temporary directory made by TestMain

@@ -13,6 +13,11 @@
 //	/v1/objects/{object}                         one object, e.g. actor/counter/c1 → ObjectResponse
 //	POST /v1/relocations  RelocateRequest        move one object; answers when it ended → Relocation
 //	/v1/relocations?object=O&inflight=true|false relocations of every live node → RelocationsResponse
+//	POST /v1/groups, /v1/groups/join, /v1/groups/leave  GroupRequest  groups (groups.go) → Group
+//	/v1/groups/{group}                           a group, e.g. group/g1   → Group
+//	/v1/controllers                              who leads the recovery controller, orphans → ControllersResponse
+//	/v1/rebalance/plan?budget=N                  the rebalancer's plan, moving nothing → RebalancePlan
+//	POST /v1/rebalance  RebalanceRequest         run (or with dryRun, only make) a plan → RebalancePlan
 //	/healthz                                     the process is up        → {"status":"ok"}
 //	/readyz                                      etcd answers a read       → {"status":"ok"}
 //	/metrics                                     Prometheus text format

@@ -16,6 +16,11 @@
 //	ticker    start PERIOD_MS [skip|fireonce|catchup] [MAXCATCHUP]
 //	          read, stop               {"count":n,"last":i,"ok":bool}
 //
+// Each type also exists as a durable variant named with the prefix "d"
+// (dcounter, dregister, dlist, dbank, dblob, dticker: DurableTypes): the
+// same methods and replies, with every acknowledged change persisted in
+// etcd before the reply (DESIGN.md §5a).
+//
 // Arguments are the strings of `meshctl call OBJ METHOD [ARG…]`; replies are
 // compact JSON objects. Every handler is deterministic given the state and
 // the arguments (blob's content too: it is derived from the size and a
@@ -64,9 +69,9 @@ func Types() []actor.Type {
 	}
 }
 
-// Register adds every built-in type to r.
+// Register adds every built-in type to r, memory and durable (DurableTypes).
 func Register(r *actor.Registry) error {
-	for _, t := range Types() {
+	for _, t := range append(Types(), DurableTypes()...) {
 		if err := r.Register(t); err != nil {
 			return err
 		}

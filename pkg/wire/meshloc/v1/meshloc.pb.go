@@ -61,6 +61,10 @@ const (
 	Code_CODE_PROTOCOL_ERROR    Code = 19
 	Code_CODE_ALREADY_TERMINAL  Code = 20
 	Code_CODE_NOT_FOUND         Code = 21
+	// A durable object's change would make its persisted state larger than the
+	// node's bound (--durable-max-bytes, within etcd's request size): refused,
+	// the object's state is unchanged.
+	Code_CODE_STATE_TOO_LARGE Code = 22
 )
 
 // Enum value maps for Code.
@@ -88,6 +92,7 @@ var (
 		19: "CODE_PROTOCOL_ERROR",
 		20: "CODE_ALREADY_TERMINAL",
 		21: "CODE_NOT_FOUND",
+		22: "CODE_STATE_TOO_LARGE",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":          0,
@@ -112,6 +117,7 @@ var (
 		"CODE_PROTOCOL_ERROR":       19,
 		"CODE_ALREADY_TERMINAL":     20,
 		"CODE_NOT_FOUND":            21,
+		"CODE_STATE_TOO_LARGE":      22,
 	}
 )
 
@@ -670,8 +676,12 @@ type Prepare struct {
 	Crc32C             uint32         `protobuf:"varint,8,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
 	ApplicationVersion string         `protobuf:"bytes,9,opt,name=application_version,json=applicationVersion,proto3" json:"application_version,omitempty"`
 	DeadlineUnixMs     int64          `protobuf:"varint,10,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Actor Join (seed-inventory §5.4): the group, owned by the target, that the
+	// one actor participant joins; the commit writes the membership (the
+	// actor's group and the group's members) in the same transaction.
+	JoinGroup     string `protobuf:"bytes,11,opt,name=join_group,json=joinGroup,proto3" json:"join_group,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Prepare) Reset() {
@@ -772,6 +782,13 @@ func (x *Prepare) GetDeadlineUnixMs() int64 {
 		return x.DeadlineUnixMs
 	}
 	return 0
+}
+
+func (x *Prepare) GetJoinGroup() string {
+	if x != nil {
+		return x.JoinGroup
+	}
+	return ""
 }
 
 type StateChunk struct {
@@ -1816,6 +1833,153 @@ func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
 	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
 }
 
+// GroupCommand is a group operation of the AdminService: create a group on
+// the node, or have an actor join or leave it.
+type GroupCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// group/<id>.
+	Group string `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// actor/<type>/<id> (join and leave).
+	Actor string `protobuf:"bytes,2,opt,name=actor,proto3" json:"actor,omitempty"`
+	// Join only: deadline of the Actor Join relocation from now, in
+	// milliseconds (0: the node's default).
+	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupCommand) Reset() {
+	*x = GroupCommand{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupCommand) ProtoMessage() {}
+
+func (x *GroupCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
+func (*GroupCommand) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *GroupCommand) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupCommand) GetActor() string {
+	if x != nil {
+		return x.Actor
+	}
+	return ""
+}
+
+func (x *GroupCommand) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// GroupStatus answers a group operation: the group's record after it.
+type GroupStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Group string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	// The owner pair "id@generation".
+	Owner        string   `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	Members      []string `protobuf:"bytes,3,rep,name=members,proto3" json:"members,omitempty"`
+	StoreVersion int64    `protobuf:"varint,4,opt,name=store_version,json=storeVersion,proto3" json:"store_version,omitempty"`
+	// Actor Join only: the relocation that moves the actor to the group's
+	// node, as it was when READY was received (the join answers then; the
+	// source's clean-up runs later). Absent for a join on the same node.
+	Relocation    *RelocationStatus `protobuf:"bytes,5,opt,name=relocation,proto3" json:"relocation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupStatus) Reset() {
+	*x = GroupStatus{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupStatus) ProtoMessage() {}
+
+func (x *GroupStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
+func (*GroupStatus) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *GroupStatus) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *GroupStatus) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *GroupStatus) GetMembers() []string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *GroupStatus) GetStoreVersion() int64 {
+	if x != nil {
+		return x.StoreVersion
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetRelocation() *RelocationStatus {
+	if x != nil {
+		return x.Relocation
+	}
+	return nil
+}
+
 type ListRelocationsResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Relocations   []*RelocationStatus    `protobuf:"bytes,1,rep,name=relocations,proto3" json:"relocations,omitempty"`
@@ -1825,7 +1989,7 @@ type ListRelocationsResponse struct {
 
 func (x *ListRelocationsResponse) Reset() {
 	*x = ListRelocationsResponse{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1837,7 +2001,7 @@ func (x *ListRelocationsResponse) String() string {
 func (*ListRelocationsResponse) ProtoMessage() {}
 
 func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1850,7 +2014,7 @@ func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
@@ -1858,6 +2022,539 @@ func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
 		return x.Relocations
 	}
 	return nil
+}
+
+// DrainRequest asks a node to drain (AdminService.Drain, DESIGN.md §7).
+type DrainRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Relocations at a time (0: the node's --drain-concurrency).
+	Concurrency uint32 `protobuf:"varint,1,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
+	// Bound on the whole drain, in milliseconds (0: the node's --drain-timeout).
+	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Stop the node once drained (absent: true).
+	StopAfter     *bool `protobuf:"varint,3,opt,name=stop_after,json=stopAfter,proto3,oneof" json:"stop_after,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainRequest) Reset() {
+	*x = DrainRequest{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainRequest) ProtoMessage() {}
+
+func (x *DrainRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
+func (*DrainRequest) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *DrainRequest) GetConcurrency() uint32 {
+	if x != nil {
+		return x.Concurrency
+	}
+	return 0
+}
+
+func (x *DrainRequest) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *DrainRequest) GetStopAfter() bool {
+	if x != nil && x.StopAfter != nil {
+		return *x.StopAfter
+	}
+	return false
+}
+
+// DrainEvent is one message of a drain's stream: progress events, then one
+// report.
+type DrainEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*DrainEvent_Progress
+	//	*DrainEvent_Report
+	Event         isDrainEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainEvent) Reset() {
+	*x = DrainEvent{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainEvent) ProtoMessage() {}
+
+func (x *DrainEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainEvent.ProtoReflect.Descriptor instead.
+func (*DrainEvent) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *DrainEvent) GetEvent() isDrainEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *DrainEvent) GetProgress() *DrainProgress {
+	if x != nil {
+		if x, ok := x.Event.(*DrainEvent_Progress); ok {
+			return x.Progress
+		}
+	}
+	return nil
+}
+
+func (x *DrainEvent) GetReport() *DrainReport {
+	if x != nil {
+		if x, ok := x.Event.(*DrainEvent_Report); ok {
+			return x.Report
+		}
+	}
+	return nil
+}
+
+type isDrainEvent_Event interface {
+	isDrainEvent_Event()
+}
+
+type DrainEvent_Progress struct {
+	Progress *DrainProgress `protobuf:"bytes,1,opt,name=progress,proto3,oneof"`
+}
+
+type DrainEvent_Report struct {
+	Report *DrainReport `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
+}
+
+func (*DrainEvent_Progress) isDrainEvent_Event() {}
+
+func (*DrainEvent_Report) isDrainEvent_Event() {}
+
+// DrainProgress is one step of a drain.
+type DrainProgress struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// started, moved, retry or failed.
+	Kind   string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Object string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	// The target owner pair, "id@generation".
+	Target string `protobuf:"bytes,3,opt,name=target,proto3" json:"target,omitempty"`
+	// The object's relocation attempt, from 1.
+	Attempt      uint32 `protobuf:"varint,4,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Code         Code   `protobuf:"varint,5,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
+	Message      string `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`
+	RelocationId []byte `protobuf:"bytes,7,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	// Seal to admission on the target, in microseconds (moved).
+	InterruptionUs int64 `protobuf:"varint,8,opt,name=interruption_us,json=interruptionUs,proto3" json:"interruption_us,omitempty"`
+	// Running totals of the drain.
+	Moved  uint32 `protobuf:"varint,9,opt,name=moved,proto3" json:"moved,omitempty"`
+	Failed uint32 `protobuf:"varint,10,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Objects still hosted on the node.
+	Remaining     uint32 `protobuf:"varint,11,opt,name=remaining,proto3" json:"remaining,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainProgress) Reset() {
+	*x = DrainProgress{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainProgress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainProgress) ProtoMessage() {}
+
+func (x *DrainProgress) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainProgress.ProtoReflect.Descriptor instead.
+func (*DrainProgress) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *DrainProgress) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *DrainProgress) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *DrainProgress) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DrainProgress) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *DrainProgress) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *DrainProgress) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *DrainProgress) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
+func (x *DrainProgress) GetInterruptionUs() int64 {
+	if x != nil {
+		return x.InterruptionUs
+	}
+	return 0
+}
+
+func (x *DrainProgress) GetMoved() uint32 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *DrainProgress) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *DrainProgress) GetRemaining() uint32 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+// DrainedObject is an object a drain moved away.
+type DrainedObject struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Object string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// The owner pair it moved to, "id@generation".
+	Target         string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	RelocationId   []byte `protobuf:"bytes,3,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	Attempts       uint32 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	InterruptionUs int64  `protobuf:"varint,5,opt,name=interruption_us,json=interruptionUs,proto3" json:"interruption_us,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DrainedObject) Reset() {
+	*x = DrainedObject{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainedObject) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainedObject) ProtoMessage() {}
+
+func (x *DrainedObject) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainedObject.ProtoReflect.Descriptor instead.
+func (*DrainedObject) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *DrainedObject) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *DrainedObject) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *DrainedObject) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
+func (x *DrainedObject) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+func (x *DrainedObject) GetInterruptionUs() int64 {
+	if x != nil {
+		return x.InterruptionUs
+	}
+	return 0
+}
+
+// DrainFailure is an object a drain could not move: it is lost when the node
+// stops (re-created elsewhere with CODE_STATE_LOST on its next call).
+type DrainFailure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Object        string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Code          Code                   `protobuf:"varint,2,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Attempts      uint32                 `protobuf:"varint,4,opt,name=attempts,proto3" json:"attempts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainFailure) Reset() {
+	*x = DrainFailure{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainFailure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainFailure) ProtoMessage() {}
+
+func (x *DrainFailure) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainFailure.ProtoReflect.Descriptor instead.
+func (*DrainFailure) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *DrainFailure) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *DrainFailure) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *DrainFailure) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *DrainFailure) GetAttempts() uint32 {
+	if x != nil {
+		return x.Attempts
+	}
+	return 0
+}
+
+// DrainReport ends a drain.
+type DrainReport struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The drained owner pair, "id@generation".
+	Owner         string           `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Moved         []*DrainedObject `protobuf:"bytes,2,rep,name=moved,proto3" json:"moved,omitempty"`
+	Failed        []*DrainFailure  `protobuf:"bytes,3,rep,name=failed,proto3" json:"failed,omitempty"`
+	StartedUnixMs int64            `protobuf:"varint,4,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	DurationUs    int64            `protobuf:"varint,5,opt,name=duration_us,json=durationUs,proto3" json:"duration_us,omitempty"`
+	// Relocations started, retries included.
+	Relocations uint32 `protobuf:"varint,6,opt,name=relocations,proto3" json:"relocations,omitempty"`
+	// The node stops now.
+	Stopping bool `protobuf:"varint,7,opt,name=stopping,proto3" json:"stopping,omitempty"`
+	// Why the drain ended before every object was handled (deadline,
+	// cancelled, node stopping); empty when it finished.
+	EndedEarly    string `protobuf:"bytes,8,opt,name=ended_early,json=endedEarly,proto3" json:"ended_early,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainReport) Reset() {
+	*x = DrainReport{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainReport) ProtoMessage() {}
+
+func (x *DrainReport) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainReport.ProtoReflect.Descriptor instead.
+func (*DrainReport) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *DrainReport) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *DrainReport) GetMoved() []*DrainedObject {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+func (x *DrainReport) GetFailed() []*DrainFailure {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *DrainReport) GetStartedUnixMs() int64 {
+	if x != nil {
+		return x.StartedUnixMs
+	}
+	return 0
+}
+
+func (x *DrainReport) GetDurationUs() int64 {
+	if x != nil {
+		return x.DurationUs
+	}
+	return 0
+}
+
+func (x *DrainReport) GetRelocations() uint32 {
+	if x != nil {
+		return x.Relocations
+	}
+	return 0
+}
+
+func (x *DrainReport) GetStopping() bool {
+	if x != nil {
+		return x.Stopping
+	}
+	return false
+}
+
+func (x *DrainReport) GetEndedEarly() string {
+	if x != nil {
+		return x.EndedEarly
+	}
+	return ""
 }
 
 var File_meshloc_v1_meshloc_proto protoreflect.FileDescriptor
@@ -1908,7 +2605,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
 	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
-	"\x06record\x18\x06 \x01(\fR\x06record\"\xa0\x03\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xbf\x03\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
@@ -1921,7 +2618,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06crc32c\x18\b \x01(\rR\x06crc32c\x12/\n" +
 	"\x13application_version\x18\t \x01(\tR\x12applicationVersion\x12(\n" +
 	"\x10deadline_unix_ms\x18\n" +
-	" \x01(\x03R\x0edeadlineUnixMs\"[\n" +
+	" \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
+	"\n" +
+	"join_group\x18\v \x01(\tR\tjoinGroup\"[\n" +
 	"\n" +
 	"StateChunk\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x14\n" +
@@ -2000,8 +2699,68 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x0finterruption_us\x18\f \x01(\x03R\x0einterruptionUs\x12#\n" +
 	"\rpayload_bytes\x18\r \x01(\x04R\fpayloadBytes\"\x18\n" +
 	"\x16ListRelocationsRequest\"Y\n" +
+	"\fGroupCommand\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05actor\x18\x02 \x01(\tR\x05actor\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\xb6\x01\n" +
+	"\vGroupStatus\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x18\n" +
+	"\amembers\x18\x03 \x03(\tR\amembers\x12#\n" +
+	"\rstore_version\x18\x04 \x01(\x03R\fstoreVersion\x12<\n" +
+	"\n" +
+	"relocation\x18\x05 \x01(\v2\x1c.meshloc.v1.RelocationStatusR\n" +
+	"relocation\"Y\n" +
 	"\x17ListRelocationsResponse\x12>\n" +
-	"\vrelocations\x18\x01 \x03(\v2\x1c.meshloc.v1.RelocationStatusR\vrelocations*\x8b\x04\n" +
+	"\vrelocations\x18\x01 \x03(\v2\x1c.meshloc.v1.RelocationStatusR\vrelocations\"\x82\x01\n" +
+	"\fDrainRequest\x12 \n" +
+	"\vconcurrency\x18\x01 \x01(\rR\vconcurrency\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\"\n" +
+	"\n" +
+	"stop_after\x18\x03 \x01(\bH\x00R\tstopAfter\x88\x01\x01B\r\n" +
+	"\v_stop_after\"\x81\x01\n" +
+	"\n" +
+	"DrainEvent\x127\n" +
+	"\bprogress\x18\x01 \x01(\v2\x19.meshloc.v1.DrainProgressH\x00R\bprogress\x121\n" +
+	"\x06report\x18\x02 \x01(\v2\x17.meshloc.v1.DrainReportH\x00R\x06reportB\a\n" +
+	"\x05event\"\xc7\x02\n" +
+	"\rDrainProgress\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
+	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
+	"\x06target\x18\x03 \x01(\tR\x06target\x12\x18\n" +
+	"\aattempt\x18\x04 \x01(\rR\aattempt\x12$\n" +
+	"\x04code\x18\x05 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12#\n" +
+	"\rrelocation_id\x18\a \x01(\fR\frelocationId\x12'\n" +
+	"\x0finterruption_us\x18\b \x01(\x03R\x0einterruptionUs\x12\x14\n" +
+	"\x05moved\x18\t \x01(\rR\x05moved\x12\x16\n" +
+	"\x06failed\x18\n" +
+	" \x01(\rR\x06failed\x12\x1c\n" +
+	"\tremaining\x18\v \x01(\rR\tremaining\"\xa9\x01\n" +
+	"\rDrainedObject\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12#\n" +
+	"\rrelocation_id\x18\x03 \x01(\fR\frelocationId\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\x12'\n" +
+	"\x0finterruption_us\x18\x05 \x01(\x03R\x0einterruptionUs\"\x80\x01\n" +
+	"\fDrainFailure\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12$\n" +
+	"\x04code\x18\x02 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\"\xae\x02\n" +
+	"\vDrainReport\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12/\n" +
+	"\x05moved\x18\x02 \x03(\v2\x19.meshloc.v1.DrainedObjectR\x05moved\x120\n" +
+	"\x06failed\x18\x03 \x03(\v2\x18.meshloc.v1.DrainFailureR\x06failed\x12&\n" +
+	"\x0fstarted_unix_ms\x18\x04 \x01(\x03R\rstartedUnixMs\x12\x1f\n" +
+	"\vduration_us\x18\x05 \x01(\x03R\n" +
+	"durationUs\x12 \n" +
+	"\vrelocations\x18\x06 \x01(\rR\vrelocations\x12\x1a\n" +
+	"\bstopping\x18\a \x01(\bR\bstopping\x12\x1f\n" +
+	"\vended_early\x18\b \x01(\tR\n" +
+	"endedEarly*\xa5\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -2025,7 +2784,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11CODE_UNKNOWN_KIND\x10\x12\x12\x17\n" +
 	"\x13CODE_PROTOCOL_ERROR\x10\x13\x12\x19\n" +
 	"\x15CODE_ALREADY_TERMINAL\x10\x14\x12\x12\n" +
-	"\x0eCODE_NOT_FOUND\x10\x15B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x0eCODE_NOT_FOUND\x10\x15\x12\x18\n" +
+	"\x14CODE_STATE_TOO_LARGE\x10\x16B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once
@@ -2040,7 +2800,7 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(Code)(0),                       // 0: meshloc.v1.Code
 	(*Fence)(nil),                   // 1: meshloc.v1.Fence
@@ -2064,7 +2824,15 @@ var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(*RelocateCommand)(nil),         // 19: meshloc.v1.RelocateCommand
 	(*RelocationStatus)(nil),        // 20: meshloc.v1.RelocationStatus
 	(*ListRelocationsRequest)(nil),  // 21: meshloc.v1.ListRelocationsRequest
-	(*ListRelocationsResponse)(nil), // 22: meshloc.v1.ListRelocationsResponse
+	(*GroupCommand)(nil),            // 22: meshloc.v1.GroupCommand
+	(*GroupStatus)(nil),             // 23: meshloc.v1.GroupStatus
+	(*ListRelocationsResponse)(nil), // 24: meshloc.v1.ListRelocationsResponse
+	(*DrainRequest)(nil),            // 25: meshloc.v1.DrainRequest
+	(*DrainEvent)(nil),              // 26: meshloc.v1.DrainEvent
+	(*DrainProgress)(nil),           // 27: meshloc.v1.DrainProgress
+	(*DrainedObject)(nil),           // 28: meshloc.v1.DrainedObject
+	(*DrainFailure)(nil),            // 29: meshloc.v1.DrainFailure
+	(*DrainReport)(nil),             // 30: meshloc.v1.DrainReport
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
@@ -2093,12 +2861,19 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	5,  // 23: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
 	0,  // 24: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
 	0,  // 25: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	20, // 26: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 26: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	20, // 27: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	27, // 28: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	30, // 29: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	0,  // 30: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 31: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	28, // 32: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	29, // 33: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -2115,13 +2890,18 @@ func file_meshloc_v1_meshloc_proto_init() {
 		(*RelocationFrame_Cutover)(nil),
 		(*RelocationFrame_Outcome)(nil),
 	}
+	file_meshloc_v1_meshloc_proto_msgTypes[24].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[25].OneofWrappers = []any{
+		(*DrainEvent_Progress)(nil),
+		(*DrainEvent_Report)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   22,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -31,10 +31,15 @@ const file_meshloc_rpc_v1_services_proto_rawDesc = "" +
 	"\n" +
 	"\x1dmeshloc/rpc/v1/services.proto\x12\x0emeshloc.rpc.v1\x1a\x18meshloc/v1/meshloc.proto2E\n" +
 	"\vCallService\x126\n" +
-	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply2\xb1\x01\n" +
+	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply2\xb1\x03\n" +
 	"\fAdminService\x12E\n" +
 	"\bRelocate\x12\x1b.meshloc.v1.RelocateCommand\x1a\x1c.meshloc.v1.RelocationStatus\x12Z\n" +
-	"\x0fListRelocations\x12\".meshloc.v1.ListRelocationsRequest\x1a#.meshloc.v1.ListRelocationsResponse2\x98\x01\n" +
+	"\x0fListRelocations\x12\".meshloc.v1.ListRelocationsRequest\x1a#.meshloc.v1.ListRelocationsResponse\x12;\n" +
+	"\x05Drain\x12\x18.meshloc.v1.DrainRequest\x1a\x16.meshloc.v1.DrainEvent0\x01\x12@\n" +
+	"\vCreateGroup\x12\x18.meshloc.v1.GroupCommand\x1a\x17.meshloc.v1.GroupStatus\x12>\n" +
+	"\tJoinGroup\x12\x18.meshloc.v1.GroupCommand\x1a\x17.meshloc.v1.GroupStatus\x12?\n" +
+	"\n" +
+	"LeaveGroup\x12\x18.meshloc.v1.GroupCommand\x1a\x17.meshloc.v1.GroupStatus2\x98\x01\n" +
 	"\vPeerService\x12H\n" +
 	"\bRelocate\x12\x1b.meshloc.v1.RelocationFrame\x1a\x1b.meshloc.v1.RelocationFrame(\x010\x01\x12?\n" +
 	"\n" +
@@ -44,29 +49,41 @@ var file_meshloc_rpc_v1_services_proto_goTypes = []any{
 	(*v1.CallRequest)(nil),             // 0: meshloc.v1.CallRequest
 	(*v1.RelocateCommand)(nil),         // 1: meshloc.v1.RelocateCommand
 	(*v1.ListRelocationsRequest)(nil),  // 2: meshloc.v1.ListRelocationsRequest
-	(*v1.RelocationFrame)(nil),         // 3: meshloc.v1.RelocationFrame
-	(*v1.ReplyRelay)(nil),              // 4: meshloc.v1.ReplyRelay
-	(*v1.CallReply)(nil),               // 5: meshloc.v1.CallReply
-	(*v1.RelocationStatus)(nil),        // 6: meshloc.v1.RelocationStatus
-	(*v1.ListRelocationsResponse)(nil), // 7: meshloc.v1.ListRelocationsResponse
-	(*v1.ReplyRelayAck)(nil),           // 8: meshloc.v1.ReplyRelayAck
+	(*v1.DrainRequest)(nil),            // 3: meshloc.v1.DrainRequest
+	(*v1.GroupCommand)(nil),            // 4: meshloc.v1.GroupCommand
+	(*v1.RelocationFrame)(nil),         // 5: meshloc.v1.RelocationFrame
+	(*v1.ReplyRelay)(nil),              // 6: meshloc.v1.ReplyRelay
+	(*v1.CallReply)(nil),               // 7: meshloc.v1.CallReply
+	(*v1.RelocationStatus)(nil),        // 8: meshloc.v1.RelocationStatus
+	(*v1.ListRelocationsResponse)(nil), // 9: meshloc.v1.ListRelocationsResponse
+	(*v1.DrainEvent)(nil),              // 10: meshloc.v1.DrainEvent
+	(*v1.GroupStatus)(nil),             // 11: meshloc.v1.GroupStatus
+	(*v1.ReplyRelayAck)(nil),           // 12: meshloc.v1.ReplyRelayAck
 }
 var file_meshloc_rpc_v1_services_proto_depIdxs = []int32{
-	0, // 0: meshloc.rpc.v1.CallService.Call:input_type -> meshloc.v1.CallRequest
-	1, // 1: meshloc.rpc.v1.AdminService.Relocate:input_type -> meshloc.v1.RelocateCommand
-	2, // 2: meshloc.rpc.v1.AdminService.ListRelocations:input_type -> meshloc.v1.ListRelocationsRequest
-	3, // 3: meshloc.rpc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
-	4, // 4: meshloc.rpc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
-	5, // 5: meshloc.rpc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
-	6, // 6: meshloc.rpc.v1.AdminService.Relocate:output_type -> meshloc.v1.RelocationStatus
-	7, // 7: meshloc.rpc.v1.AdminService.ListRelocations:output_type -> meshloc.v1.ListRelocationsResponse
-	3, // 8: meshloc.rpc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
-	8, // 9: meshloc.rpc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
-	5, // [5:10] is the sub-list for method output_type
-	0, // [0:5] is the sub-list for method input_type
-	0, // [0:0] is the sub-list for extension type_name
-	0, // [0:0] is the sub-list for extension extendee
-	0, // [0:0] is the sub-list for field type_name
+	0,  // 0: meshloc.rpc.v1.CallService.Call:input_type -> meshloc.v1.CallRequest
+	1,  // 1: meshloc.rpc.v1.AdminService.Relocate:input_type -> meshloc.v1.RelocateCommand
+	2,  // 2: meshloc.rpc.v1.AdminService.ListRelocations:input_type -> meshloc.v1.ListRelocationsRequest
+	3,  // 3: meshloc.rpc.v1.AdminService.Drain:input_type -> meshloc.v1.DrainRequest
+	4,  // 4: meshloc.rpc.v1.AdminService.CreateGroup:input_type -> meshloc.v1.GroupCommand
+	4,  // 5: meshloc.rpc.v1.AdminService.JoinGroup:input_type -> meshloc.v1.GroupCommand
+	4,  // 6: meshloc.rpc.v1.AdminService.LeaveGroup:input_type -> meshloc.v1.GroupCommand
+	5,  // 7: meshloc.rpc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
+	6,  // 8: meshloc.rpc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
+	7,  // 9: meshloc.rpc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
+	8,  // 10: meshloc.rpc.v1.AdminService.Relocate:output_type -> meshloc.v1.RelocationStatus
+	9,  // 11: meshloc.rpc.v1.AdminService.ListRelocations:output_type -> meshloc.v1.ListRelocationsResponse
+	10, // 12: meshloc.rpc.v1.AdminService.Drain:output_type -> meshloc.v1.DrainEvent
+	11, // 13: meshloc.rpc.v1.AdminService.CreateGroup:output_type -> meshloc.v1.GroupStatus
+	11, // 14: meshloc.rpc.v1.AdminService.JoinGroup:output_type -> meshloc.v1.GroupStatus
+	11, // 15: meshloc.rpc.v1.AdminService.LeaveGroup:output_type -> meshloc.v1.GroupStatus
+	5,  // 16: meshloc.rpc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
+	12, // 17: meshloc.rpc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
+	9,  // [9:18] is the sub-list for method output_type
+	0,  // [0:9] is the sub-list for method input_type
+	0,  // [0:0] is the sub-list for extension type_name
+	0,  // [0:0] is the sub-list for extension extendee
+	0,  // [0:0] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_rpc_v1_services_proto_init() }

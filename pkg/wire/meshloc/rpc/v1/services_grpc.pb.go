@@ -134,6 +134,10 @@ var CallService_ServiceDesc = grpc.ServiceDesc{
 const (
 	AdminService_Relocate_FullMethodName        = "/meshloc.rpc.v1.AdminService/Relocate"
 	AdminService_ListRelocations_FullMethodName = "/meshloc.rpc.v1.AdminService/ListRelocations"
+	AdminService_Drain_FullMethodName           = "/meshloc.rpc.v1.AdminService/Drain"
+	AdminService_CreateGroup_FullMethodName     = "/meshloc.rpc.v1.AdminService/CreateGroup"
+	AdminService_JoinGroup_FullMethodName       = "/meshloc.rpc.v1.AdminService/JoinGroup"
+	AdminService_LeaveGroup_FullMethodName      = "/meshloc.rpc.v1.AdminService/LeaveGroup"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -145,6 +149,20 @@ type AdminServiceClient interface {
 	// Relocate moves an object hosted by this node and returns when it ended.
 	Relocate(ctx context.Context, in *v1.RelocateCommand, opts ...grpc.CallOption) (*v1.RelocationStatus, error)
 	ListRelocations(ctx context.Context, in *v1.ListRelocationsRequest, opts ...grpc.CallOption) (*v1.ListRelocationsResponse, error)
+	// Drain marks the node draining, moves every object it hosts to other nodes
+	// and streams one progress event per step, then one report; unless
+	// stop_after is false, the node then stops (its lease revoked last; a
+	// meshnode process exits 0). DESIGN.md §7.
+	Drain(ctx context.Context, in *v1.DrainRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.DrainEvent], error)
+	// CreateGroup creates an empty group owned by this node.
+	CreateGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error)
+	// JoinGroup makes an actor a member of a group. Sent to the actor's owner
+	// (or, for an actor with no record yet, to the group's owner). When the
+	// group lives on another node, the actor is relocated there (Actor Join)
+	// and the answer comes once READY is received.
+	JoinGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error)
+	// LeaveGroup removes an actor from its group; sent to the group's owner.
+	LeaveGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error)
 }
 
 type adminServiceClient struct {
@@ -175,6 +193,55 @@ func (c *adminServiceClient) ListRelocations(ctx context.Context, in *v1.ListRel
 	return out, nil
 }
 
+func (c *adminServiceClient) Drain(ctx context.Context, in *v1.DrainRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.DrainEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_Drain_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[v1.DrainRequest, v1.DrainEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_DrainClient = grpc.ServerStreamingClient[v1.DrainEvent]
+
+func (c *adminServiceClient) CreateGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.GroupStatus)
+	err := c.cc.Invoke(ctx, AdminService_CreateGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) JoinGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.GroupStatus)
+	err := c.cc.Invoke(ctx, AdminService_JoinGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) LeaveGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.GroupStatus)
+	err := c.cc.Invoke(ctx, AdminService_LeaveGroup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -184,6 +251,20 @@ type AdminServiceServer interface {
 	// Relocate moves an object hosted by this node and returns when it ended.
 	Relocate(context.Context, *v1.RelocateCommand) (*v1.RelocationStatus, error)
 	ListRelocations(context.Context, *v1.ListRelocationsRequest) (*v1.ListRelocationsResponse, error)
+	// Drain marks the node draining, moves every object it hosts to other nodes
+	// and streams one progress event per step, then one report; unless
+	// stop_after is false, the node then stops (its lease revoked last; a
+	// meshnode process exits 0). DESIGN.md §7.
+	Drain(*v1.DrainRequest, grpc.ServerStreamingServer[v1.DrainEvent]) error
+	// CreateGroup creates an empty group owned by this node.
+	CreateGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error)
+	// JoinGroup makes an actor a member of a group. Sent to the actor's owner
+	// (or, for an actor with no record yet, to the group's owner). When the
+	// group lives on another node, the actor is relocated there (Actor Join)
+	// and the answer comes once READY is received.
+	JoinGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error)
+	// LeaveGroup removes an actor from its group; sent to the group's owner.
+	LeaveGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -199,6 +280,18 @@ func (UnimplementedAdminServiceServer) Relocate(context.Context, *v1.RelocateCom
 }
 func (UnimplementedAdminServiceServer) ListRelocations(context.Context, *v1.ListRelocationsRequest) (*v1.ListRelocationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRelocations not implemented")
+}
+func (UnimplementedAdminServiceServer) Drain(*v1.DrainRequest, grpc.ServerStreamingServer[v1.DrainEvent]) error {
+	return status.Error(codes.Unimplemented, "method Drain not implemented")
+}
+func (UnimplementedAdminServiceServer) CreateGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateGroup not implemented")
+}
+func (UnimplementedAdminServiceServer) JoinGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method JoinGroup not implemented")
+}
+func (UnimplementedAdminServiceServer) LeaveGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error) {
+	return nil, status.Error(codes.Unimplemented, "method LeaveGroup not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -257,6 +350,71 @@ func _AdminService_ListRelocations_Handler(srv interface{}, ctx context.Context,
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Drain_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(v1.DrainRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).Drain(m, &grpc.GenericServerStream[v1.DrainRequest, v1.DrainEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_DrainServer = grpc.ServerStreamingServer[v1.DrainEvent]
+
+func _AdminService_CreateGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.GroupCommand)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).CreateGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_CreateGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).CreateGroup(ctx, req.(*v1.GroupCommand))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_JoinGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.GroupCommand)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).JoinGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_JoinGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).JoinGroup(ctx, req.(*v1.GroupCommand))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_LeaveGroup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.GroupCommand)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).LeaveGroup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_LeaveGroup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).LeaveGroup(ctx, req.(*v1.GroupCommand))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -272,8 +430,26 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "ListRelocations",
 			Handler:    _AdminService_ListRelocations_Handler,
 		},
+		{
+			MethodName: "CreateGroup",
+			Handler:    _AdminService_CreateGroup_Handler,
+		},
+		{
+			MethodName: "JoinGroup",
+			Handler:    _AdminService_JoinGroup_Handler,
+		},
+		{
+			MethodName: "LeaveGroup",
+			Handler:    _AdminService_LeaveGroup_Handler,
+		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Drain",
+			Handler:       _AdminService_Drain_Handler,
+			ServerStreams: true,
+		},
+	},
 	Metadata: "meshloc/rpc/v1/services.proto",
 }
 

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshloc/meshloc/internal/locationd/api"
+)
+
+// drainWaitSlack is how much longer than the drain's bound meshctl waits for
+// the report (relocations in flight at the deadline end by their own).
+const drainWaitSlack = 2 * time.Minute
+
+func drainCmd(g *globals, out io.Writer) *cobra.Command {
+	var req api.DrainRequest
+	var timeout time.Duration
+	var keepRunning bool
+	cmd := &cobra.Command{
+		Use:   "drain OWNER",
+		Short: "move every object off a node, then stop it, e.g. drain n1",
+		Long: `Drain a node through locationd (POST /v1/owners/OWNER/drain): the node
+refuses new relocations and activations, finishes or aborts the relocations
+it is the target of, moves every object it hosts to other nodes (a few at a
+time: --concurrency, 0 for its --drain-concurrency; an attempt that aborts is
+retried elsewhere), then stops: its lease is revoked last and its process
+exits 0. --keep-running leaves it running, draining (it takes nothing new
+until it is restarted). --timeout bounds the drain (0: the node's
+--drain-timeout, 60s by default): objects not moved by then are reported, and
+lost when the node stops (their next call re-creates them, answered
+state_lost). SIGTERM to a meshnode drains it the same way.
+
+Prints one line per step as it happens:
+  draining n1@4: 12 objects
+  moved actor/counter/c1 -> n2@7 in 1.21ms (moved 1, failed 0, left 11)
+  retry actor/list/l3 -> n3@9 (attempt 1): deadline_exceeded: ...
+  failed actor/blob/b1 (attempts 3): unavailable: ...
+then the report: drained n1@4 in 1.234s: moved 11, failed 1 (13 relocations);
+stopping — and one line per object not moved. Exit status 1 if any object
+could not be moved (or the drain did not end), 0 otherwise. With -o json, the
+API's lines (one JSON object each, the last one the report) as they come.`,
+		Args: exactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if timeout < 0 || timeout > api.MaxDrainTimeoutMs*time.Millisecond {
+				return usageError{fmt.Errorf("--timeout %s must be between 0 (the node's --drain-timeout) and %s", timeout, api.MaxDrainTimeoutMs*time.Millisecond)}
+			}
+			if timeout > 0 && timeout < time.Millisecond {
+				return usageError{fmt.Errorf("--timeout %s is under a millisecond", timeout)}
+			}
+			if req.Concurrency < 0 || req.Concurrency > api.MaxDrainConcurrency {
+				return usageError{fmt.Errorf("--concurrency %d must be between 0 (the node's --drain-concurrency) and %d", req.Concurrency, api.MaxDrainConcurrency)}
+			}
+			req.TimeoutMs = timeout.Milliseconds()
+			if keepRunning {
+				req.StopAfter = new(false)
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			wait := timeout
+			if wait == 0 {
+				wait = 10 * time.Minute // the node's default is not known here; it bounds the drain itself
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), wait+drainWaitSlack)
+			defer cancel()
+			owner := args[0]
+			rep, err := c.Drain(ctx, owner, req, func(ev api.DrainEvent, raw []byte) {
+				if g.output == "json" {
+					fmt.Fprintf(out, "%s\n", raw)
+					return
+				}
+				if line := drainLine(owner, ev); line != "" {
+					fmt.Fprintln(out, line)
+				}
+			})
+			if err != nil {
+				return err
+			}
+			if g.output != "json" {
+				fmt.Fprintln(out, drainSummary(rep))
+				for _, f := range rep.Failed {
+					fmt.Fprintf(out, "  not moved: %s: %s: %s\n", f.Object, dash(f.Code), dash(f.Reason))
+				}
+			}
+			if len(rep.Failed) > 0 {
+				first := rep.Failed[0]
+				return &api.Error{Code: "drain_incomplete", Message: fmt.Sprintf("drain of %s: %d of %d objects not moved (%s: %s)",
+					rep.Owner, len(rep.Failed), len(rep.Failed)+len(rep.Moved), first.Object, first.Reason)}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&req.Concurrency, "concurrency", 0, "relocations at a time (0: the node's --drain-concurrency)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "bound on the drain (0: the node's --drain-timeout)")
+	cmd.Flags().BoolVar(&keepRunning, "keep-running", false, "leave the node running (draining) instead of stopping it")
+	return cmd
+}
+
+// drainLine is the progress line of one event ("" for the report).
+func drainLine(owner string, ev api.DrainEvent) string {
+	switch ev.Kind {
+	case api.DrainKindStarted:
+		return fmt.Sprintf("draining %s: %d objects", owner, ev.Remaining)
+	case api.DrainKindMoved:
+		return fmt.Sprintf("moved %s -> %s in %s (moved %d, failed %d, left %d)", ev.Object, dash(ev.Target),
+			interruption(ev.InterruptionMicros, "0s"), ev.Moved, ev.Failed, ev.Remaining)
+	case api.DrainKindRetry:
+		to := ""
+		if ev.Target != "" {
+			to = " -> " + ev.Target
+		}
+		return fmt.Sprintf("retry %s%s (attempt %d): %s: %s", ev.Object, to, ev.Attempt, dash(ev.Code), dash(ev.Message))
+	case api.DrainKindFailed:
+		return fmt.Sprintf("failed %s (attempts %d): %s: %s", ev.Object, ev.Attempt, dash(ev.Code), dash(ev.Message))
+	case api.DrainKindReport, api.DrainKindError:
+		return ""
+	}
+	return fmt.Sprintf("%s %s", ev.Kind, ev.Object)
+}
+
+// drainSummary is the report's line.
+func drainSummary(r api.DrainReport) string {
+	d := time.Duration(r.DurationMicros) * time.Microsecond
+	switch {
+	case d >= time.Second:
+		d = d.Round(time.Millisecond)
+	case d >= time.Millisecond:
+		d = d.Round(10 * time.Microsecond)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "drained %s in %s: moved %d, failed %d (%d relocations)", r.Owner, d, len(r.Moved), len(r.Failed), r.Relocations)
+	if r.EndedEarly != "" {
+		fmt.Fprintf(&b, "; ended early: %s", r.EndedEarly)
+	}
+	if r.Stopping {
+		b.WriteString("; stopping")
+	} else {
+		b.WriteString("; still running (draining)")
+	}
+	return b.String()
+}

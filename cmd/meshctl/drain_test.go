@@ -1,0 +1,135 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/meshloc/meshloc/internal/locationd/api"
+)
+
+// fakeDrain answers POST /v1/owners/{id}/drain like locationd, streaming
+// canned events, and records the bodies it got.
+type fakeDrain struct {
+	*httptest.Server
+	mu     sync.Mutex
+	bodies []string
+}
+
+var (
+	drainOK = []api.DrainEvent{
+		{Kind: "started", Remaining: 2},
+		{Kind: "moved", Object: "actor/counter/c1", Target: "n2@7", Attempt: 1, Code: "ok", RelocationID: "01958a3c-1f00-7abc-8def-0123456789ab", InterruptionMicros: 1210, Moved: 1, Remaining: 1},
+		{Kind: "retry", Object: "actor/list/l3", Target: "n3@9", Attempt: 1, Code: "deadline_exceeded", Message: "relocation to n3@9 aborted: no READY before the deadline", Moved: 1, Remaining: 1},
+		{Kind: "moved", Object: "actor/list/l3", Target: "n2@7", Attempt: 2, Code: "ok", InterruptionMicros: 2345, Moved: 2},
+		{Kind: "report", Moved: 2, Report: &api.DrainReport{Owner: "n1@4", Moved: []api.DrainedObject{
+			{Object: "actor/counter/c1", Target: "n2@7", Attempts: 1}, {Object: "actor/list/l3", Target: "n2@7", Attempts: 2}},
+			Failed: []api.DrainFailure{}, DurationMicros: 1_234_567, Relocations: 3, Stopping: true}},
+	}
+	drainPartial = []api.DrainEvent{
+		{Kind: "started", Remaining: 1},
+		{Kind: "failed", Object: "actor/blob/b1", Attempt: 3, Code: "unavailable", Message: "node: no relocation target for actor/blob/b1", Failed: 1, Remaining: 1},
+		{Kind: "report", Failed: 1, Report: &api.DrainReport{Owner: "n5@2", Moved: []api.DrainedObject{},
+			Failed:         []api.DrainFailure{{Object: "actor/blob/b1", Code: "unavailable", Reason: "node: no relocation target for actor/blob/b1", Attempts: 3}},
+			DurationMicros: 3_100_000, Relocations: 0, Stopping: false}},
+	}
+	drainBroken = []api.DrainEvent{
+		{Kind: "started", Remaining: 1},
+		{Kind: "error", Error: &api.Error{Code: "unavailable", Message: "locationd: node unavailable: node n6@3 (127.0.0.1:7150): connection reset"}},
+	}
+)
+
+func newFakeDrain(t *testing.T) *fakeDrain {
+	f := &fakeDrain{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/owners/{id}/drain", func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		f.mu.Lock()
+		f.bodies = append(f.bodies, string(b))
+		f.mu.Unlock()
+		var evs []api.DrainEvent
+		switch r.PathValue("id") {
+		case "n1":
+			evs = drainOK
+		case "n5":
+			evs = drainPartial
+		case "n6":
+			evs = drainBroken
+		default:
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(404)
+			_ = json.NewEncoder(w).Encode(api.ErrorBody{Error: &api.Error{Code: api.CodeNotFound, Message: "locationd: owner not found: " + r.PathValue("id") + " has no live owner key (see GET /v1/owners)"}})
+			return
+		}
+		w.Header().Set("Content-Type", api.DrainContentType)
+		for _, ev := range evs {
+			_ = json.NewEncoder(w).Encode(ev)
+			w.(http.Flusher).Flush()
+		}
+	})
+	f.Server = httptest.NewServer(mux)
+	t.Cleanup(f.Close)
+	return f
+}
+
+func TestDrain(t *testing.T) {
+	f := newFakeDrain(t)
+	for _, tc := range []struct {
+		args           []string
+		code           int
+		stdout, stderr string
+		body           string
+	}{
+		{[]string{"drain", "n1"}, 0, `draining n1: 2 objects
+moved actor/counter/c1 -> n2@7 in 1.21ms (moved 1, failed 0, left 1)
+retry actor/list/l3 -> n3@9 (attempt 1): deadline_exceeded: relocation to n3@9 aborted: no READY before the deadline
+moved actor/list/l3 -> n2@7 in 2.35ms (moved 2, failed 0, left 0)
+drained n1@4 in 1.235s: moved 2, failed 0 (3 relocations); stopping
+`, "", `{}`},
+		{[]string{"drain", "n5", "--keep-running", "--concurrency", "2", "--timeout", "30s"}, 1, `draining n5: 1 objects
+failed actor/blob/b1 (attempts 3): unavailable: node: no relocation target for actor/blob/b1
+drained n5@2 in 3.1s: moved 0, failed 1 (0 relocations); still running (draining)
+  not moved: actor/blob/b1: unavailable: node: no relocation target for actor/blob/b1
+`, "meshctl: drain_incomplete: drain of n5@2: 1 of 1 objects not moved (actor/blob/b1: node: no relocation target for actor/blob/b1)\n",
+			`{"concurrency":2,"timeoutMs":30000,"stopAfter":false}`},
+		{[]string{"drain", "n6"}, 1, "draining n6: 1 objects\n",
+			"meshctl: unavailable: locationd: node unavailable: node n6@3 (127.0.0.1:7150): connection reset\n", `{}`},
+		{[]string{"drain", "n9"}, 1, "", "meshctl: not_found: locationd: owner not found: n9 has no live owner key (see GET /v1/owners)\n", `{}`},
+		{[]string{"drain"}, 2, "", "meshctl: usage: meshctl drain: accepts 1 arg(s), received 0 (see meshctl --help)\n", ""},
+		{[]string{"drain", "n1", "--timeout", "-1s"}, 2, "",
+			"meshctl: usage: --timeout -1s must be between 0 (the node's --drain-timeout) and 1h0m0s (see meshctl --help)\n", ""},
+		{[]string{"drain", "n1", "--concurrency", "-3"}, 2, "",
+			"meshctl: usage: --concurrency -3 must be between 0 (the node's --drain-concurrency) and 256 (see meshctl --help)\n", ""},
+	} {
+		f.mu.Lock()
+		f.bodies = nil
+		f.mu.Unlock()
+		r := meshctl(nil, append([]string{"--locationd", f.URL}, tc.args...)...)
+		if r.code != tc.code || r.stdout != tc.stdout || r.stderr != tc.stderr {
+			t.Errorf("meshctl %v: exit %d\nstdout %q\nstderr %q\nwant exit %d\nstdout %q\nstderr %q", tc.args, r.code, r.stdout, r.stderr, tc.code, tc.stdout, tc.stderr)
+		}
+		f.mu.Lock()
+		got := strings.Join(f.bodies, "|")
+		f.mu.Unlock()
+		if got != tc.body {
+			t.Errorf("meshctl %v sent %s, want %s", tc.args, got, tc.body)
+		}
+	}
+}
+
+func TestDrainJSON(t *testing.T) {
+	f := newFakeDrain(t)
+	r := meshctl(nil, "--locationd", f.URL, "-o", "json", "drain", "n1")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != 0 || len(lines) != len(drainOK) {
+		t.Fatalf("exit %d, %d lines:\n%s\n%s", r.code, len(lines), r.stdout, r.stderr)
+	}
+	var last api.DrainEvent
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Report == nil || last.Report.Owner != "n1@4" {
+		t.Fatalf("last line %s: %v", lines[len(lines)-1], err)
+	}
+}

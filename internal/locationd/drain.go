@@ -1,0 +1,244 @@
+package locationd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Drain (POST /v1/owners/{id}/drain): locationd finds the owner's address in
+// its live key and calls its AdminService.Drain; the node moves every object
+// it hosts away and, unless stopAfter is false, stops (DESIGN.md §7). The
+// answer streams: once the node answered its first event, the status is 200
+// and the body is one JSON object per line (application/x-ndjson): progress
+// events, then a "report" line — or an "error" line if the node's stream
+// broke (the drain may still run: it is the node's). Errors found before the
+// node answered are the API's usual JSON errors: a bad owner id or body is
+// 400 invalid_argument, an owner without a live key 404 not_found, a node
+// that cannot be reached or is stopping 503 unavailable. Like a relocation,
+// the drain does not stop if the HTTP caller goes away.
+
+// errOwnerNotFound: no live key owners/<id>.
+var errOwnerNotFound = errors.New("locationd: owner not found")
+
+// drainRoute is the pattern of the drain route.
+const drainRoute = "/v1/owners/{id}/drain"
+
+// drainSlack is how much longer than the drain's bound locationd waits for
+// the node's stream: relocations in flight at the drain's deadline end by
+// their own deadline (the node's --relocation-timeout), then the node stops.
+const drainSlack = time.Minute
+
+// drainDefaultWait bounds the wait for a drain asked without timeoutMs (the
+// node's --drain-timeout, 60 s by default, is not known here).
+const drainDefaultWait = 10 * time.Minute
+
+// drainHandler serves drainRoute: POST only.
+func (s *Server) drainHandler(h *handlers) http.Handler {
+	return s.m.instrument(drainRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			s.writeError(w, r, drainRoute, fmt.Errorf("%w: %s %s (POST only)", errMethodNotAllowed, r.Method, r.URL.Path))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+		if err := h.drain(w, r); err != nil {
+			s.writeError(w, r, drainRoute, err)
+		}
+	}))
+}
+
+// decodeDrainRequest reads the optional body: nothing, or one JSON object
+// with known fields.
+func decodeDrainRequest(r *http.Request) (api.DrainRequest, error) {
+	var req api.DrainRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return req, nil
+		}
+		return req, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return req, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
+	}
+	if req.Concurrency < 0 || req.Concurrency > api.MaxDrainConcurrency {
+		return req, fmt.Errorf("%w: concurrency %d (want 0 for the node's --drain-concurrency, or 1..%d)", errInvalidArgument, req.Concurrency, api.MaxDrainConcurrency)
+	}
+	if req.TimeoutMs < 0 || req.TimeoutMs > api.MaxDrainTimeoutMs {
+		return req, fmt.Errorf("%w: timeoutMs %d (want 0 for the node's --drain-timeout, or 1..%d)", errInvalidArgument, req.TimeoutMs, int64(api.MaxDrainTimeoutMs))
+	}
+	return req, nil
+}
+
+// drain runs one drain. It returns an error only before the answer began
+// (the caller writes it as the API's JSON error).
+func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
+	if _, err := query(r); err != nil {
+		return err
+	}
+	id := r.PathValue("id")
+	if err := keyspace.ValidateOwnerID(id); err != nil {
+		return fmt.Errorf("%w: owner: %w", errInvalidArgument, err)
+	}
+	req, err := decodeDrainRequest(r)
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(r.Context(), h.s.cfg.RequestTimeout)
+	owners, _, err := lease.ListOwners(rctx, h.cli, h.s.keys)
+	cancel()
+	if err != nil {
+		return err
+	}
+	var owner *lease.Owner
+	for i := range owners {
+		if owners[i].Descriptor.OwnerID == id {
+			owner = &owners[i]
+		}
+	}
+	if owner == nil {
+		return fmt.Errorf("%w: %s has no live owner key (see GET /v1/owners)", errOwnerNotFound, id)
+	}
+	addr := owner.Descriptor.Address
+	pair := fmt.Sprintf("%s@%d", id, owner.Generation)
+	if addr == "" {
+		return fmt.Errorf("%w: owner %s advertises no gRPC address", errNodeUnavailable, pair)
+	}
+	wait := time.Duration(req.TimeoutMs) * time.Millisecond
+	if wait == 0 {
+		wait = drainDefaultWait
+	}
+	preq := &pb.DrainRequest{Concurrency: uint32(req.Concurrency), TimeoutMs: req.TimeoutMs, StopAfter: req.StopAfter}
+	// Detached from the HTTP request: a caller that goes away does not
+	// stop the drain, and locationd still logs its report.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), wait+drainSlack)
+	defer cancel()
+	started := false
+	var writeErr error
+	write := func(ev api.DrainEvent) {
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", api.DrainContentType)
+			w.Header().Set("Cache-Control", "no-store")
+			w.WriteHeader(http.StatusOK)
+		}
+		if writeErr != nil {
+			return
+		}
+		b, _ := json.Marshal(ev)
+		if _, writeErr = w.Write(append(b, '\n')); writeErr == nil {
+			writeErr = http.NewResponseController(w).Flush()
+		}
+	}
+	var report *api.DrainReport
+	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
+		stream, err := c.Drain(ctx, preq)
+		if err != nil {
+			return err
+		}
+		for {
+			ev, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				if report == nil {
+					return fmt.Errorf("%w: node %s (%s) ended the drain's stream without a report", errNodeUnavailable, pair, addr)
+				}
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			out := drainEventJSON(ev)
+			if out.Report != nil {
+				report = out.Report
+			}
+			write(out)
+		}
+	})
+	if err != nil {
+		if !errors.Is(err, errNodeUnavailable) {
+			err = drainNodeError(err, pair, addr)
+		}
+		if !started {
+			return err
+		}
+		e := toAPIError(err)
+		write(api.DrainEvent{Kind: api.DrainKindError, Error: e})
+		h.s.log.Warn().Str("owner", pair).Err(err).Msg("drain asked through the API: the node's stream broke")
+		return nil
+	}
+	h.s.log.Info().Str("owner", report.Owner).Int("moved", len(report.Moved)).Int("failed", len(report.Failed)).
+		Int64("durationMicros", report.DurationMicros).Bool("stopping", report.Stopping).Str("endedEarly", report.EndedEarly).
+		Msg("drain asked through the API ended")
+	return nil
+}
+
+// drainNodeError classifies the gRPC error of a node's AdminService.Drain.
+func drainNodeError(err error, pair, addr string) error {
+	st, _ := status.FromError(err)
+	where := fmt.Sprintf("node %s (%s)", pair, addr)
+	switch st.Code() {
+	case codes.InvalidArgument:
+		return fmt.Errorf("%w: %s: %s", errInvalidArgument, where, st.Message())
+	case codes.Unimplemented:
+		return fmt.Errorf("%w: %s does not serve AdminService.Drain: %s", errNodeUnavailable, where, st.Message())
+	case codes.DeadlineExceeded, codes.Canceled:
+		return fmt.Errorf("%w: %s did not end the drain in time (%s); it may still run", errNodeUnavailable, where, st.Message())
+	case codes.Unavailable:
+		return fmt.Errorf("%w: %s: %s", errNodeUnavailable, where, st.Message())
+	}
+	return fmt.Errorf("%s: %s: %s", where, st.Code(), st.Message())
+}
+
+func relocationIDText(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	var id wire.RelocationID
+	copy(id[:], b)
+	return id.String()
+}
+
+// drainEventJSON converts one event of the node's stream.
+func drainEventJSON(ev *pb.DrainEvent) api.DrainEvent {
+	if r := ev.GetReport(); r != nil {
+		rep := &api.DrainReport{
+			Owner: r.GetOwner(), Moved: []api.DrainedObject{}, Failed: []api.DrainFailure{},
+			Started: timeJSON(r.GetStartedUnixMs()), StartedUnixMs: r.GetStartedUnixMs(), DurationMicros: r.GetDurationUs(),
+			Relocations: int(r.GetRelocations()), Stopping: r.GetStopping(), EndedEarly: r.GetEndedEarly(),
+		}
+		for _, m := range r.GetMoved() {
+			rep.Moved = append(rep.Moved, api.DrainedObject{Object: m.GetObject(), Target: m.GetTarget(),
+				RelocationID: relocationIDText(m.GetRelocationId()), Attempts: int(m.GetAttempts()), InterruptionMicros: m.GetInterruptionUs()})
+		}
+		for _, f := range r.GetFailed() {
+			rep.Failed = append(rep.Failed, api.DrainFailure{Object: f.GetObject(), Code: wire.CodeName(f.GetCode()), Reason: f.GetReason(), Attempts: int(f.GetAttempts())})
+		}
+		return api.DrainEvent{Kind: api.DrainKindReport, Moved: len(rep.Moved), Failed: len(rep.Failed), Report: rep}
+	}
+	p := ev.GetProgress()
+	out := api.DrainEvent{
+		Kind: p.GetKind(), Object: p.GetObject(), Target: p.GetTarget(), Attempt: int(p.GetAttempt()), Message: p.GetMessage(),
+		RelocationID: relocationIDText(p.GetRelocationId()), InterruptionMicros: p.GetInterruptionUs(),
+		Moved: int(p.GetMoved()), Failed: int(p.GetFailed()), Remaining: int(p.GetRemaining()),
+	}
+	if p.GetCode() != pb.Code_CODE_UNSPECIFIED {
+		out.Code = wire.CodeName(p.GetCode())
+	}
+	return out
+}

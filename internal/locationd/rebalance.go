@@ -1,0 +1,268 @@
+package locationd
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/internal/rebalance"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// RebalanceConcurrency is how many moves of a plan run at a time (each is
+// one relocation asked of its owner).
+const RebalanceConcurrency = 4
+
+// rebalanceRoutes adds GET /v1/rebalance/plan and POST /v1/rebalance to mux,
+// and the rebalancer's metric to the registry.
+func (h *handlers) rebalanceRoutes(mux *http.ServeMux) {
+	s := h.s
+	h.moves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "meshloc_rebalance_moves_total",
+		Help: "Moves run by POST /v1/rebalance, by reason (load, weight, drain) and outcome (completed, aborted, failed, shutdown, skipped, error).",
+	}, []string{"reason", "outcome"})
+	s.reg.MustRegister(h.moves)
+
+	const planRoute, runRoute = "/v1/rebalance/plan", "/v1/rebalance"
+	mux.Handle(planRoute, s.m.instrument(planRoute, s.getOnly(s.serve(planRoute, h.rebalancePlan, s.cfg.RequestTimeout))))
+	run := s.serve(runRoute, h.rebalance, 0)
+	mux.Handle(runRoute, s.m.instrument(runRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			s.writeError(w, r, runRoute, fmt.Errorf("%w: %s %s (POST only; the plan alone is GET /v1/rebalance/plan)", errMethodNotAllowed, r.Method, r.URL.Path))
+			return
+		}
+		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+		run(w, r)
+	})))
+}
+
+func checkBudget(b int) (int, error) {
+	if b == 0 {
+		return api.DefaultRebalanceBudget, nil
+	}
+	if b < 1 || b > api.MaxRebalanceBudget {
+		return 0, fmt.Errorf("%w: budget %d (want 1..%d; 0 or absent: %d)", errInvalidArgument, b, api.MaxRebalanceBudget, api.DefaultRebalanceBudget)
+	}
+	return b, nil
+}
+
+// rebalancePlan is GET /v1/rebalance/plan?budget=N: the plan, nothing moved.
+func (h *handlers) rebalancePlan(ctx context.Context, r *http.Request) (any, error) {
+	q, err := query(r, "budget")
+	if err != nil {
+		return nil, err
+	}
+	budget := 0
+	if v, given := q["budget"]; given {
+		if budget, err = strconv.Atoi(v); err != nil || budget == 0 {
+			return nil, fmt.Errorf("%w: budget %q (want an integer 1..%d)", errInvalidArgument, v, api.MaxRebalanceBudget)
+		}
+	}
+	if budget, err = checkBudget(budget); err != nil {
+		return nil, err
+	}
+	return h.makePlan(ctx, budget)
+}
+
+// makePlan reads every record and owner key at one revision and plans.
+func (h *handlers) makePlan(ctx context.Context, budget int) (api.RebalancePlan, error) {
+	in, rev, err := h.rebalanceInput(ctx)
+	if err != nil {
+		return api.RebalancePlan{}, err
+	}
+	in.Budget, in.Tolerance = budget, rebalance.DefaultTolerance
+	p, err := rebalance.Make(in)
+	if err != nil {
+		return api.RebalancePlan{}, fmt.Errorf("%w: %w", errInvalidArgument, err)
+	}
+	out := api.RebalancePlan{Revision: rev, Budget: budget, Tolerance: in.Tolerance, DryRun: true, BudgetExhausted: p.BudgetExhausted,
+		Moves: []api.RebalanceMove{}, Owners: []api.RebalanceOwner{}, Stuck: []api.RebalanceStuck{}}
+	for _, m := range p.Moves {
+		out.Moves = append(out.Moves, api.RebalanceMove{Object: m.Object, From: m.From, To: m.To, Reason: string(m.Reason), Units: m.Units})
+	}
+	for _, o := range p.Owners {
+		out.Owners = append(out.Owners, api.RebalanceOwner{ID: o.ID, Weight: o.Weight, State: o.State, Before: o.Before, After: o.After, Fair: o.Fair})
+	}
+	for _, s := range p.Stuck {
+		out.Stuck = append(out.Stuck, api.RebalanceStuck{Object: s.Object, Owner: s.Owner, Reason: string(s.Reason), Why: s.Why})
+	}
+	return out, nil
+}
+
+// rebalanceInput is the planner's input: the live owners, and the records
+// whose owner is alive (same generation), all at one revision.
+func (h *handlers) rebalanceInput(ctx context.Context) (rebalance.Input, int64, error) {
+	const attempts = 3
+	var err error
+	for range attempts {
+		var snaps []authority.Snapshot
+		var rev int64
+		snaps, rev, err = h.st.List(ctx, authority.ListOptions{})
+		if err != nil {
+			return rebalance.Input{}, 0, err
+		}
+		var resp *clientv3.GetResponse
+		resp, err = h.cli.Get(ctx, h.s.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev))
+		if errors.Is(err, rpctypes.ErrCompacted) {
+			continue
+		}
+		if err != nil {
+			return rebalance.Input{}, 0, fmt.Errorf("locationd: owners at revision %d: %w", rev, err)
+		}
+		var in rebalance.Input
+		gens := map[string]int64{}
+		for _, kv := range resp.Kvs {
+			id, perr := h.s.keys.ParseOwner(string(kv.Key))
+			if perr != nil {
+				continue
+			}
+			d, derr := lease.DecodeDescriptor(kv.Value)
+			if derr != nil {
+				continue // an owner we cannot read takes nothing
+			}
+			gens[id] = kv.CreateRevision
+			in.Owners = append(in.Owners, rebalance.Owner{ID: id, Weight: d.Weight, State: string(d.State), Types: d.Types, ApplicationVersion: d.ApplicationVersion})
+		}
+		for _, s := range snaps {
+			rec := s.Record
+			if !alive(gens, rec.Owner) {
+				continue // an orphan: the recovery controller's business
+			}
+			in.Objects = append(in.Objects, rebalance.Object{
+				Name: s.Object.String(), Owner: rec.Owner.ID, Type: rec.Type, Pinned: rec.Pinned,
+				Busy: rec.State == authority.StateRelocating, Group: rec.Group, Members: rec.Members,
+			})
+		}
+		return in, rev, nil
+	}
+	return rebalance.Input{}, 0, fmt.Errorf("%w: revisions compacted during %d list attempts: %w", errUnavailable, attempts, err)
+}
+
+// rebalance is POST /v1/rebalance {budget, dryRun}: it plans and, unless
+// dryRun, runs the moves RebalanceConcurrency at a time through the owners'
+// AdminService.Relocate, and answers when every move ended, with each
+// outcome. Like POST /v1/relocations, the moves do not stop if the HTTP
+// caller goes away; locationd's shutdown stops them.
+func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	var req api.RebalanceRequest
+	dec := json.NewDecoder(r.Body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf(`%w: empty body (want {"budget":32,"dryRun":false})`, errInvalidArgument)
+		}
+		return nil, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
+	}
+	budget, err := checkBudget(req.Budget)
+	if err != nil {
+		return nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
+	plan, err := h.makePlan(pctx, budget)
+	cancel()
+	if err != nil || req.DryRun {
+		return plan, err
+	}
+	plan.DryRun = false
+	rctx := context.WithoutCancel(ctx)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(RebalanceConcurrency, len(plan.Moves)) {
+		wg.Go(func() {
+			for i := range next {
+				plan.Moves[i] = h.runMove(rctx, plan.Moves[i])
+			}
+		})
+	}
+	for i := range plan.Moves {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	for _, m := range plan.Moves {
+		switch m.Outcome {
+		case api.OutcomeCompleted:
+			plan.Completed++
+		case api.OutcomeSkipped:
+			plan.Skipped++
+		default:
+			plan.Failed++
+		}
+		h.moves.WithLabelValues(m.Reason, m.Outcome).Inc()
+	}
+	h.s.log.Info().Int("moves", len(plan.Moves)).Int("completed", plan.Completed).Int("skipped", plan.Skipped).
+		Int("failed", plan.Failed).Bool("budgetExhausted", plan.BudgetExhausted).Msg("rebalance ran")
+	return plan, nil
+}
+
+// runMove checks the move against etcd again (the object is still on its
+// source, not pinned, not relocating; the target still takes it) and asks
+// the source to relocate it to the target.
+func (h *handlers) runMove(ctx context.Context, m api.RebalanceMove) api.RebalanceMove {
+	fail := func(outcome string, err error) api.RebalanceMove {
+		e := toAPIError(err)
+		m.Outcome, m.Code, m.Message = outcome, e.Code, e.Message
+		return m
+	}
+	obj, err := keyspace.ParseObject(m.Object)
+	if err != nil {
+		return fail(api.OutcomeError, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
+	p, err := h.plan(rctx, obj, m.To)
+	cancel()
+	if err != nil {
+		return fail(api.OutcomeError, err)
+	}
+	rec := p.snap.Record
+	switch {
+	case rec.Owner.ID != m.From:
+		return fail(api.OutcomeSkipped, fmt.Errorf("%w: %s is owned by %s now, not %s", errConflict, m.Object, rec.Owner, m.From))
+	case rec.Pinned:
+		return fail(api.OutcomeSkipped, fmt.Errorf("%w: %s is pinned", errConflict, m.Object))
+	case rec.State == authority.StateRelocating:
+		return fail(api.OutcomeSkipped, fmt.Errorf("%w: %s is relocating", errConflict, m.Object))
+	}
+	timeout := h.s.cfg.RelocationTimeout
+	cctx, cancel := context.WithTimeout(ctx, timeout+RelocationSlack)
+	defer cancel()
+	addr := p.owner.Address
+	var st *pb.RelocationStatus
+	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
+		var err error
+		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: m.To, TimeoutMs: timeout.Milliseconds()})
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, errNodeUnavailable) {
+			err = nodeError(err, rec.Owner.String(), addr, obj.String())
+		}
+		return fail(api.OutcomeError, err)
+	}
+	rel := relocationJSON(st, rec.Owner.ID)
+	m.Outcome, m.Code, m.Message, m.RelocationID, m.InterruptionMicros = rel.Outcome, rel.Code, rel.Message, rel.RelocationID, rel.InterruptionMicros
+	h.s.log.Info().Str("object", m.Object).Str("from", m.From).Str("to", m.To).Str("reason", m.Reason).
+		Str("relocation", m.RelocationID).Str("outcome", m.Outcome).Str("message", m.Message).Msg("rebalance move ended")
+	return m
+}

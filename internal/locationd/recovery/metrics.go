@@ -1,0 +1,42 @@
+package recovery
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// Outcomes of a recovery attempt (meshloc_recoveries_total{outcome}).
+const (
+	OutcomeRecovered = "recovered" // re-activated on a live node
+	OutcomeRaced     = "raced"     // the record moved, or its owner is alive: nothing to do
+	OutcomeNoTarget  = "no_target" // no serving node with weight > 0 hosts its type(s)
+	OutcomeFailed    = "failed"    // etcd did not answer, or the outcome is uncertain (retried later)
+)
+
+// Metrics of the recovery controller, registered on one registry.
+type Metrics struct {
+	leader     prometheus.Gauge
+	orphans    prometheus.Gauge
+	recoveries *prometheus.CounterVec
+}
+
+// NewMetrics registers the controller's metrics on reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name:        "meshloc_controller_leader",
+			Help:        "1 while this locationd leads the controller's election, else 0.",
+			ConstLabels: prometheus.Labels{"controller": Name},
+		}),
+		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "meshloc_orphaned_objects",
+			Help: "Objects whose owner is gone, as the leading recovery controller sees them (0 on a locationd that does not lead).",
+		}),
+		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "meshloc_recoveries_total",
+			Help: "Recovery attempts of orphaned objects by this locationd's recovery controller, by outcome (recovered, raced, no_target, failed).",
+		}, []string{"outcome"}),
+	}
+	for _, o := range []string{OutcomeRecovered, OutcomeRaced, OutcomeNoTarget, OutcomeFailed} {
+		m.recoveries.WithLabelValues(o)
+	}
+	reg.MustRegister(m.leader, m.orphans, m.recoveries)
+	return m
+}

@@ -1,0 +1,54 @@
+package node_test
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/meshloc/meshloc/internal/node"
+)
+
+func TestConfigDrain(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		bad  string
+	}{
+		{nil, nil, ""},
+		{[]string{"--drain-concurrency", "16", "--drain-timeout", "2m"}, nil, ""},
+		{[]string{"--drain-concurrency", "0"}, nil, "--drain-concurrency"},
+		{[]string{"--drain-concurrency", "1000"}, nil, "--drain-concurrency"},
+		{[]string{"--drain-timeout", "0s"}, nil, "--drain-timeout"},
+		{nil, map[string]string{"MESHNODE_DRAIN_TIMEOUT": "-1s"}, "--drain-timeout"},
+	} {
+		cfg := node.DefaultConfig()
+		fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
+		cfg.AddFlags(fs)
+		if err := fs.Parse(append([]string{"--name", "n1"}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		given := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		if err := node.ApplyEnv(fs, given); err != nil {
+			t.Fatal(err)
+		}
+		err := cfg.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%v %v: %v", c.args, c.env, err)
+		case c.bad != "" && (!errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%v %v: %v, want ErrInvalidConfig naming %s", c.args, c.env, err, c.bad)
+		}
+		if c.bad == "" && len(c.args) > 0 && (cfg.DrainConcurrency != 16 || cfg.DrainTimeout != 2*time.Minute) {
+			t.Errorf("%v: concurrency %d timeout %v", c.args, cfg.DrainConcurrency, cfg.DrainTimeout)
+		}
+	}
+	if d := node.DefaultConfig(); d.DrainConcurrency != 4 || d.DrainTimeout != time.Minute {
+		t.Errorf("defaults: %d %v", d.DrainConcurrency, d.DrainTimeout)
+	}
+}

@@ -1,0 +1,457 @@
+package node
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Durable objects (DESIGN.md §5a): a type with actor.Type.Durable set
+// persists every acknowledged change in etcd before the reply.
+//
+// What is persisted (pkg/authority state.go): at state/<object> the
+// object's Snapshot, its timers and the bounds and watermark of a reply
+// table that holds the replies of the persisted changes only, whose entries
+// are keys of their own (state/<object>/replies/<op>): a write carries the
+// state and one reply, and deletes the replies the table evicted. The node
+// keeps that table apart from the object's in-memory reply table (which
+// also holds the replies of read-only requests and travels with
+// relocations): replies of reads can be large (a bank's ledger) and need no
+// persistence, because a read retried after a crash may run again.
+//
+// When: after each request (and timer fire) the node takes a Snapshot; if
+// the bytes and the timers are those last persisted, nothing is written (a
+// read). Otherwise, before the reply is recorded or sent, it writes the new
+// value with authority.Store.PersistState, one transaction fenced by the
+// authority record's store version, the owner key and the state key's own
+// version:
+//
+//   - written: the reply is recorded and sent;
+//   - moved (the node's own intent or preserve rewrote the record under the
+//     same fence): written again from the new store version;
+//   - superseded (the record names another owner or generation), owner gone
+//     (lease lost), state moved, or an outcome that stays uncertain: the
+//     change is not acknowledged (NOT_OWNER with the new owner, or
+//     UNAVAILABLE: the caller retries with the same operation id) and the
+//     instance is dropped; the next call re-activates the object from etcd;
+//   - over --durable-max-bytes: refused with CODE_STATE_TOO_LARGE, the
+//     instance rolled back to the last persisted state (not recorded in the
+//     reply table: a retry runs again and is refused again while the state
+//     is the same).
+//
+// Re-activation: when a node takes over an object whose owner died
+// (pkg/authority Recover: the object generation is bumped as for memory
+// objects, which keeps the audit's and the checkers' notion of a recovery),
+// or finds itself named in the record without an instance, it restores the
+// persisted state, timers and replies instead of starting empty, and
+// answers normally: no CODE_STATE_LOST, also to a caller that knew the old
+// object generation (nothing was lost). A first activation (no record)
+// starts from the type's initial state.
+//
+// Relocation: the payload carries the state as for every object; the
+// commit (pkg/authority Commit, unchanged) gives the target a new store
+// version, and the target reads state/<object> before its first write to
+// learn the state key's version and the persisted reply table it extends.
+// The source can no longer write once the commit rewrote the record.
+
+// Bounds of --durable-max-bytes.
+const (
+	DefaultDurableMaxBytes = 1 << 20
+	MinDurableMaxBytes     = 4 << 10
+	MaxDurableMaxBytes     = 64 << 20
+)
+
+// durableState is the persistence bookkeeping of a hosted durable object.
+// It is touched only by activation (before the object is ready) and by the
+// object's drain goroutine, like the instance.
+type durableState struct {
+	state    []byte            // Snapshot as last persisted (or the initial one: what restoring an absent key gives)
+	timers   []byte            // timers encoding as last persisted (nil: none)
+	table    *actor.ReplyTable // replies of the persisted changes, as in etcd
+	stateRev int64             // ModRevision of state/<object> last written or read (0: absent)
+	seq      uint64            // StateValue.Seq of the last write
+}
+
+type durableMetrics struct {
+	writes  *prometheus.CounterVec
+	seconds prometheus.Histogram
+	bytes   prometheus.Histogram
+	loads   *prometheus.CounterVec
+}
+
+func registerDurableMetrics(reg *prometheus.Registry, l prometheus.Labels) *durableMetrics {
+	m := &durableMetrics{
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_durable_writes_total",
+			Help: "Durable object changes by outcome: written, unchanged (nothing to write), moved (written again from a newer store version), too_large, superseded, owner_gone, state_moved, not_written, uncertain, error.", ConstLabels: l},
+			[]string{"outcome"}),
+		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_durable_write_seconds", Help: "Time of the etcd transactions persisting durable object changes.",
+			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
+		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_durable_write_bytes", Help: "Size of the durable object writes (state value and reply), as written.",
+			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(64, 4, 12)}),
+		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_durable_loads_total",
+			Help: "Durable objects whose persisted state was read by this node: restored (from etcd), empty (nothing persisted yet), failed.", ConstLabels: l},
+			[]string{"result"}),
+	}
+	reg.MustRegister(m.writes, m.seconds, m.bytes, m.loads)
+	return m
+}
+
+func (n *Node) durableCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), n.cfg.CallTimeout)
+}
+
+func encodeTimers(t *actor.Timers) []byte {
+	if t == nil || t.Len() == 0 {
+		return nil
+	}
+	return t.Encode()
+}
+
+func replyID(id wire.OperationID) string { return hex.EncodeToString(id[:]) }
+
+func watermarkMs(t *actor.ReplyTable) int64 {
+	if w := t.Watermark(); !w.IsZero() {
+		return w.UnixMilli()
+	}
+	return 0
+}
+
+// restoreReplies rebuilds the persisted reply table of a read state.
+func restoreReplies(rd authority.StateRead) (*actor.ReplyTable, error) {
+	es := make([]actor.ReplyEntry, 0, len(rd.Replies))
+	for _, r := range rd.Replies {
+		b, err := hex.DecodeString(r.ID)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reply %s: %v", actor.ErrCorruptState, r.ID, err)
+		}
+		id, err := wire.ParseOperationIDBytes(b)
+		if err != nil {
+			return nil, fmt.Errorf("%w: reply %s: %v", actor.ErrCorruptState, r.ID, err)
+		}
+		es = append(es, actor.ReplyEntry{ID: id, Reply: actor.Reply{Code: r.Value.Code, Payload: r.Value.Payload, Message: r.Value.Message}})
+	}
+	var wm time.Time
+	if ms := rd.Value.ReplyWatermarkMs; ms > 0 {
+		wm = time.UnixMilli(ms)
+	}
+	return actor.RestoreReplyTable(time.Duration(rd.Value.ReplyWindowMs)*time.Millisecond, rd.Value.ReplyMaxEntries, wm, es)
+}
+
+// initialDurable is the bookkeeping of an object with nothing persisted:
+// its initial state (what a restore from an absent key gives) and an empty
+// reply table with the given bounds (0: the node's).
+func (h *hosted) initialDurable(stateRev int64, window time.Duration, entries int) (*durableState, error) {
+	if window == 0 {
+		window = h.n.cfg.DedupWindow
+	}
+	state, err := h.typ.New().Snapshot()
+	if err != nil {
+		return nil, fmt.Errorf("initial snapshot of %s: %w", h.name, err)
+	}
+	return &durableState{state: state, table: actor.NewReplyTable(window, entries), stateRev: stateRev}, nil
+}
+
+// freshDurable starts the bookkeeping of an object this node just activated
+// (no record existed): the initial state, nothing persisted. A state key
+// left by an earlier incarnation whose record is gone is not restored (the
+// catalog gave the object a new generation); its version is taken so that
+// the first write replaces it (and deletes its replies).
+func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
+	rev, err := n.store.ReadStateVersion(ctx, h.obj)
+	if err != nil {
+		n.metrics.durable.loads.WithLabelValues("failed").Inc()
+		return unavailable("read the state of "+h.name, err)
+	}
+	if rev != 0 {
+		n.log.Warn().Str("object", h.name).Int64("stateVersion", rev).Msg("activated a durable object that has a persisted state but no record: starting from the initial state")
+	}
+	if h.dur, err = h.initialDurable(rev, 0, 0); err != nil {
+		return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
+	}
+	n.metrics.durable.loads.WithLabelValues("empty").Inc()
+	return nil
+}
+
+// dataLost is the answer for an object whose persisted state cannot be
+// used: it is not served (and not overwritten) until an operator repairs it.
+func (h *hosted) dataLost(what string, err error) *pb.CallReply {
+	h.n.metrics.durable.loads.WithLabelValues("failed").Inc()
+	return h.reply(pb.Code_CODE_DATA_LOST, nil, fmt.Sprintf("%s: %s cannot be read (%v); not served", h.name, what, err))
+}
+
+// loadDurable restores a durable object from etcd on the node that serves it
+// now (h was installed fresh from its record): its state, timers and
+// persisted replies, or the initial state if nothing was persisted yet. A
+// value that cannot be read is refused with CODE_DATA_LOST and left as it
+// is: the object is not served until an operator repairs it.
+func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
+	rd, err := n.store.ReadState(ctx, h.obj)
+	switch {
+	case errors.Is(err, authority.ErrInvalidState):
+		return h.dataLost("its persisted state", err)
+	case err != nil:
+		n.metrics.durable.loads.WithLabelValues("failed").Inc()
+		return unavailable("read the state of "+h.name, err)
+	case !rd.Found:
+		if h.dur, err = h.initialDurable(0, 0, 0); err != nil {
+			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
+		}
+		n.metrics.durable.loads.WithLabelValues("empty").Inc()
+		return nil
+	}
+	v := rd.Value
+	inst := h.typ.New()
+	var timers *actor.Timers
+	table, err := restoreReplies(rd)
+	var replies *actor.ReplyTable
+	if err == nil {
+		replies, err = restoreReplies(rd) // the in-memory table: a copy
+	}
+	if err == nil {
+		err = inst.Restore(v.State)
+	}
+	if err == nil && len(v.Timers) > 0 {
+		timers, err = actor.DecodeTimers(v.Timers)
+	}
+	if err != nil {
+		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
+	}
+	h.mu.Lock()
+	h.inst, h.replies, h.timers = inst, replies, timers
+	h.mu.Unlock()
+	h.dur = &durableState{state: v.State, timers: v.Timers, table: table, stateRev: rd.StateVersion, seq: v.Seq}
+	n.metrics.durable.loads.WithLabelValues("restored").Inc()
+	n.log.Info().Str("object", h.name).Uint64("seq", v.Seq).Int64("stateVersion", rd.StateVersion).Int("replies", len(rd.Replies)).
+		Str("writtenBy", v.Owner.String()).Int64("writtenUnderObjectGeneration", v.ObjectGeneration).Msg("restored a durable object from etcd")
+	if timers != nil {
+		h.arm()
+	}
+	return nil
+}
+
+// ensureDurable makes sure h.dur is known before h runs anything: a
+// relocation target learns it from etcd on its first request (the commit
+// gave it the object; etcd holds what the source persisted: the state it
+// restored from the payload, and the persisted replies it extends). It
+// returns the answer to give instead when it cannot.
+func (h *hosted) ensureDurable() *pb.CallReply {
+	if h.dur != nil {
+		return nil
+	}
+	n := h.n
+	ctx, cancel := n.durableCtx()
+	defer cancel()
+	rd, err := n.store.ReadState(ctx, h.obj)
+	switch {
+	case errors.Is(err, authority.ErrInvalidState):
+		return h.dataLost("its persisted state", err)
+	case err != nil:
+		n.metrics.durable.loads.WithLabelValues("failed").Inc()
+		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
+	case !rd.Found:
+		h.mu.Lock()
+		w, m := h.replies.Window(), h.replies.MaxEntries()
+		h.mu.Unlock()
+		if h.dur, err = h.initialDurable(0, w, m); err != nil {
+			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
+		}
+		n.metrics.durable.loads.WithLabelValues("empty").Inc()
+		return nil
+	}
+	t, err := restoreReplies(rd)
+	if err != nil {
+		return h.dataLost("its persisted replies", err)
+	}
+	v := rd.Value
+	h.dur = &durableState{state: v.State, timers: v.Timers, table: t, stateRev: rd.StateVersion, seq: v.Seq}
+	n.metrics.durable.loads.WithLabelValues("restored").Inc()
+	return nil
+}
+
+// persistSlack bounds how much the state value can grow between the size
+// check and the write (the reply table's watermark after Record's eviction).
+const persistSlack = 32
+
+// persistChange persists h's state after a request (op, with its reply rec)
+// or a timer fire (op nil) ran, if it changed. It returns nil when the
+// change may be acknowledged (written, or nothing to write), or the answer
+// to give instead; then the change is undone: rolled back (too large) or
+// the instance dropped (every other failure).
+func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.Time) *pb.CallReply {
+	n, d := h.n, h.dur
+	state, err := h.inst.Snapshot()
+	if err != nil {
+		n.metrics.durable.writes.WithLabelValues("error").Inc()
+		h.dropDurable("snapshot failed: " + err.Error())
+		return h.reply(pb.Code_CODE_INTERNAL, nil, fmt.Sprintf("%s: snapshot: %v; the change was not persisted", h.name, err))
+	}
+	h.mu.Lock()
+	timers := encodeTimers(h.timers)
+	fence, version := h.fence, h.version
+	h.mu.Unlock()
+	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) {
+		n.metrics.durable.writes.WithLabelValues("unchanged").Inc()
+		return nil
+	}
+	v := authority.StateValue{
+		V: authority.StateVersion1, Object: h.name,
+		ObjectGeneration: fence.ObjectGeneration, AuthorityGeneration: fence.OwnerGeneration, Owner: fence.Owner,
+		Seq: d.seq + 1, State: state, Timers: timers,
+		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: watermarkMs(d.table),
+	}
+	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode()}
+	if op != nil {
+		req.Reply = &authority.StateReply{ID: replyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
+	}
+	if size := req.Size() + persistSlack; size > n.cfg.DurableMaxBytes {
+		n.metrics.durable.writes.WithLabelValues("too_large").Inc()
+		msg := fmt.Sprintf("%s: the change would persist %d bytes (state %d), over this node's limit of %d (--durable-max-bytes; etcd's request limit bounds it); refused, the state is unchanged",
+			h.name, size, len(state), n.cfg.DurableMaxBytes)
+		if err := h.rollbackDurable(); err != nil {
+			h.dropDurable("rollback failed: " + err.Error())
+		}
+		return h.reply(pb.Code_CODE_STATE_TOO_LARGE, nil, msg)
+	}
+	if op != nil {
+		d.table.Record(*op, rec, now)
+		if wm := watermarkMs(d.table); wm != v.ReplyWatermarkMs {
+			v.ReplyWatermarkMs = wm
+			req.Value = v.Encode()
+		}
+	}
+	if oldest, ok := d.table.Oldest(); ok {
+		req.KeepRepliesFrom = replyID(oldest)
+	}
+	ctx, cancel := n.durableCtx()
+	defer cancel()
+	for range 4 {
+		start := time.Now()
+		res, err := n.store.PersistState(ctx, req)
+		n.metrics.durable.seconds.Observe(time.Since(start).Seconds())
+		if err != nil {
+			n.metrics.durable.writes.WithLabelValues("uncertain").Inc()
+			h.dropDurable("persist: " + err.Error())
+			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: persisting the change: %v; retry with the same operation id", h.name, err))
+		}
+		switch res.Outcome {
+		case authority.PersistWritten:
+			n.metrics.durable.writes.WithLabelValues("written").Inc()
+			n.metrics.durable.bytes.Observe(float64(req.Size()))
+			d.state, d.timers, d.stateRev, d.seq = state, timers, res.StateVersion, v.Seq
+			return nil
+		case authority.PersistMoved:
+			// Our own intent or preserve rewrote the record: same fence
+			// (PersistState checked it), newer store version.
+			n.metrics.durable.writes.WithLabelValues("moved").Inc()
+			req.StoreVersion = res.Current.StoreVersion
+			h.mu.Lock()
+			if h.fence == fence {
+				h.version = max(h.version, req.StoreVersion)
+			}
+			h.mu.Unlock()
+			continue
+		case authority.PersistSuperseded:
+			n.metrics.durable.writes.WithLabelValues("superseded").Inc()
+			h.dropDurable("superseded")
+			if res.Found {
+				n.cache.Observe(res.Current)
+				r := n.notOwner(res.Current)
+				r.Message += "; this node's copy was superseded and its change not persisted: retry there with the same operation id"
+				return r
+			}
+			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record is gone; the change was not persisted")
+		case authority.PersistOwnerGone:
+			n.metrics.durable.writes.WithLabelValues("owner_gone").Inc()
+			h.dropDurable("owner key gone")
+			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner "+fence.Owner.String()+" lost its lease: the change to "+h.name+" was not persisted")
+		default: // state moved, not written
+			n.metrics.durable.writes.WithLabelValues(outcomeLabel(res.Outcome)).Inc()
+			h.dropDurable("persist " + res.Outcome.String())
+			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: the change was not persisted (%s); retry with the same operation id", h.name, res.Outcome))
+		}
+	}
+	n.metrics.durable.writes.WithLabelValues("not_written").Inc()
+	h.dropDurable("the record kept moving")
+	return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record kept moving; the change was not persisted")
+}
+
+func outcomeLabel(o authority.PersistOutcome) string {
+	switch o {
+	case authority.PersistStateMoved:
+		return "state_moved"
+	case authority.PersistNotWritten:
+		return "not_written"
+	}
+	return "error"
+}
+
+// rollbackDurable puts back the last persisted state and timers (the
+// persisted reply table was not touched).
+func (h *hosted) rollbackDurable() error {
+	d := h.dur
+	inst := h.typ.New()
+	if err := inst.Restore(d.state); err != nil {
+		return err
+	}
+	var timers *actor.Timers
+	if len(d.timers) > 0 {
+		var err error
+		if timers, err = actor.DecodeTimers(d.timers); err != nil {
+			return err
+		}
+	}
+	h.mu.Lock()
+	h.inst, h.timers = inst, timers
+	h.mu.Unlock()
+	h.arm()
+	return nil
+}
+
+// dropDurable stops serving h after a change that could not be persisted:
+// what etcd holds is the truth, and the next call re-activates the object
+// from it (on this node while the record names it, else on its owner).
+func (h *hosted) dropDurable(why string) {
+	h.n.log.Warn().Str("object", h.name).Str("reason", why).Msg("durable object dropped: its change was not persisted")
+	h.n.unhost(h)
+	h.close()
+}
+
+// durableTimerGate is called before a durable object's timers fire: it
+// makes sure h.dur is known, or retries the fire in a second.
+func (h *hosted) durableTimerGate() bool {
+	if r := h.ensureDurable(); r == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		h.fireSet = false
+		return false
+	}
+	h.fireSet = true
+	h.timer = time.AfterFunc(time.Second, func() {
+		if !h.submit(&work{timer: true}) {
+			h.mu.Lock()
+			h.fireSet = false
+			h.mu.Unlock()
+		}
+	})
+	return false
+}
+
+// persistTimers persists a durable object's state after its timers fired.
+func (h *hosted) persistTimers(now time.Time) {
+	if r := h.persistChange(nil, actor.Reply{}, now); r != nil {
+		h.n.log.Warn().Str("object", h.name).Str("code", wire.CodeName(r.GetCode())).Str("message", r.GetMessage()).Msg("timer fire of a durable object not persisted")
+	}
+}

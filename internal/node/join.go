@@ -1,0 +1,291 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Actor Join (seed-inventory §5.4, bugs 24–28). An actor joining a group
+// that lives on another node is relocated there: its owner (the source)
+// runs a relocation whose PREPARE names the group, and the target's commit
+// writes the membership with the move, in one transaction.
+//
+//   - The join answers its caller once READY is received (bug 24): from
+//     then on the target commits, or the source preserves at the deadline.
+//     The source's clean-up (CUTOVER, the settle read, then dropping its
+//     copy; or reopening it after a winning preserve) runs later, in the
+//     background, under a join profile.
+//   - A failure before READY answers the caller with that failure (a
+//     *JoinError) and the actor stays where it was, not in the group: the
+//     source preserved and reopened it (bug 25).
+//   - The profile is retired exactly once, after the clean-up ran, and only
+//     then tombstoned (bug 26).
+//   - Stop waits for the pending join clean-ups, bounded by its ctx, before
+//     it stops relocations (bug 27); what is still pending then ends as
+//     shutdown and is still retired once.
+//   - After the commit the source's copy is detached: unhosted, its callers
+//     redirected to the group's node (bug 28: Drop, relocate.go).
+
+// JoinError: an Actor Join ended before READY; the actor stayed where it
+// was and is not a member. Status says how it ended.
+type JoinError struct {
+	Actor, Group string
+	Status       *pb.RelocationStatus
+}
+
+func (e *JoinError) Error() string {
+	st := e.Status
+	return fmt.Sprintf("node: join of %s to %s ended before READY (%s, %s: %s); %s stays where it was, not a member",
+		e.Actor, e.Group, st.GetOutcome(), wire.CodeName(st.GetCode()), st.GetMessage(), e.Actor)
+}
+
+// joinSet holds the Actor Join profiles of this node (as the source).
+type joinSet struct {
+	mu       sync.Mutex
+	pending  map[wire.RelocationID]*joinProfile
+	recent   []JoinTombstone // retired, oldest first (bounded)
+	wg       sync.WaitGroup  // one per join source run
+	metricMu sync.Once
+	retired  *prometheus.CounterVec
+}
+
+// JoinTombstone is a retired Actor Join, kept (bounded) for inspection.
+type JoinTombstone struct {
+	RelocationID string
+	Actor, Group string
+	// Outcome of the relocation: completed, aborted, failed or shutdown.
+	Outcome string
+	// RetiredUnixMs: when the profile was retired (after the clean-up).
+	RetiredUnixMs int64
+}
+
+type joinProfile struct {
+	id           wire.RelocationID
+	actor, group string
+
+	readyOnce sync.Once
+	ready     chan struct{}        // closed at READY, or when the run ended before it
+	atReady   *pb.RelocationStatus // the status at READY
+	failure   *pb.RelocationStatus // the run ended before READY
+
+	retireOnce sync.Once
+	done       chan struct{} // closed when retired
+}
+
+// resolveReady answers the caller once: at READY (atReady), or with the
+// final status of a run that ended before it (failure).
+func (p *joinProfile) resolveReady(atReady, failure *pb.RelocationStatus) {
+	p.readyOnce.Do(func() {
+		p.atReady, p.failure = atReady, failure
+		close(p.ready)
+	})
+}
+
+func (j *joinSet) wait() { j.wg.Wait() }
+
+func (n *Node) joinMetric() *prometheus.CounterVec {
+	j := &n.joins
+	j.metricMu.Do(func() {
+		j.retired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_join_cleanups_total",
+			Help: "Actor Join source clean-ups retired on this node (exactly one per join), by the relocation's outcome.", ConstLabels: prometheus.Labels{"node": n.cfg.Name}},
+			[]string{"outcome"})
+		if err := n.metrics.reg.Register(j.retired); err != nil {
+			if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
+				j.retired = are.ExistingCollector.(*prometheus.CounterVec)
+			}
+		}
+	})
+	return j.retired
+}
+
+// PendingJoins is the number of Actor Joins whose source clean-up has not
+// been retired yet.
+func (n *Node) PendingJoins() int {
+	n.joins.mu.Lock()
+	defer n.joins.mu.Unlock()
+	return len(n.joins.pending)
+}
+
+// RecentJoins lists the retired Actor Joins (oldest first, at most 256).
+func (n *Node) RecentJoins() []JoinTombstone {
+	n.joins.mu.Lock()
+	defer n.joins.mu.Unlock()
+	return slices.Clone(n.joins.recent)
+}
+
+// retireJoin retires a profile once (seed bug 26): its clean-up ran (the
+// source run ended), so it leaves the pending set, is counted, and only
+// then gets its tombstone.
+func (n *Node) retireJoin(p *joinProfile, final *pb.RelocationStatus) {
+	p.retireOnce.Do(func() {
+		n.joinMetric().WithLabelValues(final.GetOutcome()).Inc()
+		j := &n.joins
+		j.mu.Lock()
+		if j.pending[p.id] == p {
+			delete(j.pending, p.id)
+		}
+		j.recent = append(j.recent, JoinTombstone{RelocationID: p.id.String(), Actor: p.actor, Group: p.group,
+			Outcome: final.GetOutcome(), RetiredUnixMs: n.now().UnixMilli()})
+		if len(j.recent) > 256 {
+			j.recent = j.recent[len(j.recent)-256:]
+		}
+		j.mu.Unlock()
+		close(p.done)
+	})
+}
+
+// drainJoins waits, bounded by ctx, until every pending Actor Join's
+// clean-up is retired (seed bug 27): Stop calls it before it stops the
+// relocations in flight, so a join answered at READY still ends as its
+// commit or preserve decides.
+func (n *Node) drainJoins(ctx context.Context) {
+	n.joins.mu.Lock()
+	ps := make([]*joinProfile, 0, len(n.joins.pending))
+	for _, p := range n.joins.pending {
+		ps = append(ps, p)
+	}
+	n.joins.mu.Unlock()
+	for _, p := range ps {
+		select {
+		case <-p.done:
+		case <-ctx.Done():
+			n.log.Warn().Int("pending", len(ps)).Msg("stop: Actor Join clean-ups still pending; they end as shutdown")
+			return
+		}
+	}
+}
+
+// joinTarget is the live owner of the group, if it can take the actor.
+func (n *Node) joinTarget(gs authority.Snapshot, actor keyspace.Object) (lease.Owner, error) {
+	o := gs.Record.Owner
+	for _, c := range n.dir.List() {
+		d := c.Descriptor
+		if d.OwnerID != o.ID || c.Generation != o.Generation {
+			continue
+		}
+		switch {
+		case d.State != lease.StateServing:
+			return lease.Owner{}, fmt.Errorf("%w: %s, the owner of %s, is %s", ErrNoTarget, o, gs.Object, d.State)
+		case d.ApplicationVersion != n.cfg.ApplicationVersion:
+			return lease.Owner{}, fmt.Errorf("%w: %s runs application version %q, this node %q", ErrNoTarget, o, d.ApplicationVersion, n.cfg.ApplicationVersion)
+		case !hostsType(d.Types, actor.Type):
+			return lease.Owner{}, fmt.Errorf("%w: %s, the owner of %s, does not host type %s", ErrNoTarget, o, gs.Object, actor.Type)
+		}
+		return c, nil
+	}
+	return lease.Owner{}, fmt.Errorf("%w: %s, the owner of %s, is not alive", ErrNoTarget, o, gs.Object)
+}
+
+// actorJoin relocates actor (this node's) to the node that owns the group
+// and makes it a member there; it answers at READY (see the file comment).
+func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authority.Snapshot, timeout time.Duration) (*pb.GroupStatus, error) {
+	if n.isClosing() {
+		return nil, fmt.Errorf("%w: node %s is shutting down", ErrNoTarget, n.cfg.Name)
+	}
+	if err := n.limits().CheckGroup(n.keys, gs.Object.String(), len(gs.Record.Members)+1, nil); err != nil {
+		return nil, err
+	}
+	target, err := n.joinTarget(gs, as.Object)
+	for wait := time.Now().Add(2 * time.Second); err != nil && time.Now().Before(wait); {
+		// The owner directory may be catching up (the group's node just
+		// started, or its descriptor is being rewritten): look again after
+		// its next change.
+		t := time.NewTimer(250 * time.Millisecond)
+		select {
+		case <-n.dir.Changed():
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		target, err = n.joinTarget(gs, as.Object)
+	}
+	if err != nil {
+		return nil, err
+	}
+	h, err := n.holdActor(ctx, as.Object)
+	if err != nil {
+		return nil, err
+	}
+	// The record the relocation starts from, read with the actor held.
+	snap, err := n.store.Read(ctx, as.Object)
+	if err == nil && (snap.Record.Owner != n.self || snap.Record.Group != "" || snap.Record.State != record.StateActive) {
+		err = fmt.Errorf("%w: %s changed before its join (owner %s, group %q)", ErrAlreadyRelocating, as.Object, snap.Record.Owner, snap.Record.Group)
+	}
+	if err != nil {
+		n.releaseActor(h)
+		return nil, err
+	}
+	if timeout <= 0 {
+		timeout = n.cfg.RelocationTimeout
+	}
+	id := wire.NewRelocationID()
+	now := n.now()
+	src := relocation.NewSource(relocation.SourceConfig{
+		ID: id, Object: snap, Self: n.self, SelfRoutingID: n.rid, JoinGroup: gs.Object.String(),
+		Target:     relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation}, Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}},
+		AppVersion: n.cfg.ApplicationVersion, DeadlineMs: now.Add(timeout).UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
+	})
+	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: as.Object.String(), Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
+		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
+	p := &joinProfile{id: id, actor: as.Object.String(), group: gs.Object.String(), ready: make(chan struct{}), done: make(chan struct{})}
+	n.joins.mu.Lock()
+	if n.isClosing() {
+		n.joins.mu.Unlock()
+		n.untrack(rec)
+		n.releaseActor(h)
+		return nil, fmt.Errorf("%w: node %s is shutting down", ErrNoTarget, n.cfg.Name)
+	}
+	if n.joins.pending == nil {
+		n.joins.pending = map[wire.RelocationID]*joinProfile{}
+	}
+	n.joins.pending[id] = p
+	n.joins.wg.Add(1)
+	n.joins.mu.Unlock()
+	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, primary: as.Object,
+		events: make(chan relocation.Event, 64), ended: make(chan struct{}),
+		onReady: func() {
+			rec.set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
+			p.resolveReady(rec.snapshot(), nil)
+		}}
+	go func() {
+		defer n.joins.wg.Done()
+		// Not the caller's ctx: the caller is answered at READY and leaves;
+		// the run ends by its deadline, or as shutdown when the node stops.
+		r.run(context.Background(), now.Add(timeout+5*time.Second))
+		n.releaseActor(h)
+		final := rec.snapshot()
+		n.untrack(rec)
+		p.resolveReady(nil, final) // ended before READY: the caller gets the failure (bug 25)
+		n.retireJoin(p, final)
+		n.log.Debug().Str("relocation", id.String()).Str("object", p.actor).Str("group", p.group).Str("outcome", final.GetOutcome()).Msg("Actor Join retired")
+	}()
+	select {
+	case <-p.ready:
+	case <-ctx.Done():
+		return nil, fmt.Errorf("join of %s to %s: no READY yet (%w); the join goes on: see the relocation %s", as.Object, gs.Object, ctx.Err(), id)
+	}
+	if p.failure != nil {
+		return nil, &JoinError{Actor: p.actor, Group: p.group, Status: p.failure}
+	}
+	st := groupStatus(gs)
+	st.Owner = target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation)
+	st.Members = authority.WithMember(gs.Record.Members, as.Object.String())
+	st.Relocation = p.atReady
+	return st, nil
+}
