@@ -184,10 +184,12 @@ var RegisterModel = porcupine.Model{
 			return false, st // served by a superseded owner
 		}
 		if out.Replayed {
-			// It ran at some earlier point of this object generation:
-			// the fence bounds it but does not place it.
-			if f.ObjectGeneration != st.ObjGen {
-				return false, st
+			// It ran at some earlier point of this object generation,
+			// under an authority generation the fence only bounds: the
+			// generation may begin here, the authority generation does not
+			// move.
+			if f.ObjectGeneration > st.ObjGen {
+				st = regState{ObjGen: f.ObjectGeneration}
 			}
 		} else {
 			if f.ObjectGeneration > st.ObjGen {

@@ -3,6 +3,8 @@ package verify
 import (
 	"testing"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/meshloc/meshloc/pkg/record"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -170,5 +172,31 @@ func TestRegisterStateLostWriteRanOnDeadOwner(t *testing.T) {
 	wantClean(t, checkRegister(build(""), nil))
 	if r := checkRegister(build("x"), nil); r.Verdict != "Illegal" {
 		t.Fatalf("a write refused with StateLost shows in the new generation: verdict %s", r.Verdict)
+	}
+}
+
+// A reply answered from the de-duplication table carries the replier's
+// fence, not the one the request ran under: the model takes it as a bound.
+// The first operation of a history may be such a replay (its first attempt's
+// reply was lost), and a replay may carry an authority generation newer than
+// the one it ran under.
+func TestRegisterReplayedReplies(t *testing.T) {
+	f := func(aut int64) Fence { return fence("n1", 1, aut) }
+	ops := []porcupine.Operation{
+		{ClientId: 1, Input: regInput{Kind: regPut, Value: "a"}, Call: 0, Return: 10, Output: regOutput{Version: 1, Fence: f(1), Replayed: true}},
+		{ClientId: 2, Input: regInput{Kind: regGet}, Call: 11, Return: 12, Output: regOutput{Value: "a", Version: 1, Fence: f(1)}},
+		{ClientId: 3, Input: regInput{Kind: regReloc, Obj: 1, Gen: 2}, Call: 13, Return: 14, Output: regOutput{}},
+		// ran at a1 (before the move, inside its call), answered at a2
+		{ClientId: 1, Input: regInput{Kind: regGet}, Call: 12, Return: 20, Output: regOutput{Value: "a", Version: 1, Fence: f(2), Replayed: true}},
+		{ClientId: 2, Input: regInput{Kind: regPut, Value: "b"}, Call: 15, Return: 16, Output: regOutput{Version: 2, Fence: f(2)}},
+	}
+	if r := porcupine.CheckOperations(RegisterModel, ops); !r {
+		t.Errorf("replayed replies refused")
+	}
+	// A replay still cannot show a value no execution could have seen.
+	bad := append(ops[:len(ops):len(ops)], porcupine.Operation{ClientId: 4, Input: regInput{Kind: regGet}, Call: 17, Return: 18,
+		Output: regOutput{Value: "a", Version: 1, Fence: f(2), Replayed: true}})
+	if porcupine.CheckOperations(RegisterModel, bad) {
+		t.Errorf("a replayed read of a value overwritten before its call was accepted")
 	}
 }
