@@ -98,3 +98,39 @@ func (fx *benchFixture) relocate(b *testing.B) {
 		b.Fatalf("outcomes %s / %s", src.Outcome(), tgt.Outcome())
 	}
 }
+
+// BenchmarkAssembly: the target's side of the payload alone — plan the
+// chunks, add each, check the CRC32C of the whole — beside a bare CRC32C
+// of the same bytes (the baseline it cannot beat: every byte is checked
+// once).
+func BenchmarkAssembly(b *testing.B) {
+	for _, size := range []int{1 << 20, 64 << 20} {
+		payload := simPayload(size)
+		m := PlanChunks(payload, 1<<20)
+		b.Run(fmt.Sprintf("payload=%dMiB/assembly", size>>20), func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				a, err := NewAssembly(m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				for i := range m.Chunks {
+					start, end := m.ChunkSpan(i)
+					if err := a.Add(i, payload[start:end]); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if _, err := a.Payload(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("payload=%dMiB/crc32c-baseline", size>>20), func(b *testing.B) {
+			b.SetBytes(int64(size))
+			for b.Loop() {
+				_ = wire.CRC32C(payload)
+			}
+		})
+	}
+}
