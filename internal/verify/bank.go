@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -43,8 +42,7 @@ type Bank struct {
 	// named after its type, so both variants can run side by side.
 	Type string
 
-	once sync.Once
-	rot  *rotor
+	rot lazyRotor
 }
 
 // NewBank returns the workload on n objects.
@@ -53,20 +51,12 @@ func NewBank(prefix string, n int) *Bank { return &Bank{Prefix: prefix, N: n} }
 // Name implements Workload.
 func (w *Bank) Name() string { return w.typ() }
 
-func (w *Bank) typ() string {
-	if w.Type == "" {
-		return "bank"
-	}
-	return w.Type
-}
+func (w *Bank) typ() string { return typeOr(w.Type, "bank") }
 
 // Objects implements Workload.
 func (w *Bank) Objects() []string { return w.names().objects() }
 
-func (w *Bank) names() *rotor {
-	w.once.Do(func() { w.rot = newRotor(w.typ(), w.Prefix+"b", w.N, w.Rotate) })
-	return w.rot
-}
+func (w *Bank) names() *rotor { return w.rot.get(w.typ(), w.Prefix+"b", w.N, w.Rotate) }
 
 // FinalRead implements Workload.
 func (w *Bank) FinalRead() (string, []string) { return "read", nil }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"sync"
 	"time"
 )
 
@@ -36,8 +35,7 @@ type List struct {
 	// groups.
 	Groups int
 
-	once sync.Once
-	rot  *rotor
+	rot lazyRotor
 }
 
 // NewList returns the workload on n objects.
@@ -46,20 +44,12 @@ func NewList(prefix string, n int) *List { return &List{Prefix: prefix, N: n} }
 // Name implements Workload.
 func (w *List) Name() string { return w.typ() }
 
-func (w *List) typ() string {
-	if w.Type == "" {
-		return "list"
-	}
-	return w.Type
-}
+func (w *List) typ() string { return typeOr(w.Type, "list") }
 
 // Objects implements Workload.
 func (w *List) Objects() []string { return w.names().objects() }
 
-func (w *List) names() *rotor {
-	w.once.Do(func() { w.rot = newRotor(w.typ(), w.Prefix+"l", w.N, w.Rotate) })
-	return w.rot
-}
+func (w *List) names() *rotor { return w.rot.get(w.typ(), w.Prefix+"l", w.N, w.Rotate) }
 
 // FinalRead implements Workload.
 func (w *List) FinalRead() (string, []string) { return "read", nil }

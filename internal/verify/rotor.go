@@ -67,3 +67,23 @@ func (r *rotor) objects() []string {
 	defer r.mu.Unlock()
 	return append([]string(nil), r.all...)
 }
+
+// lazyRotor is a workload's rotor, made on first use (Objects may be asked
+// before Run).
+type lazyRotor struct {
+	once sync.Once
+	rot  *rotor
+}
+
+func (l *lazyRotor) get(typ, prefix string, n, every int) *rotor {
+	l.once.Do(func() { l.rot = newRotor(typ, prefix, n, every) })
+	return l.rot
+}
+
+// typeOr is a workload's object type: t, or def when t is empty.
+func typeOr(t, def string) string {
+	if t == "" {
+		return def
+	}
+	return t
+}
