@@ -18,6 +18,7 @@ const MaxBlobBytes = 512 << 20
 //
 //	fill BYTES [SEED]   → {"size":n,"sha256":hex}
 //	hash                → {"size":n,"sha256":hex}
+//	size                → {"size":n}   (constant time: the cheap call of benchmarks)
 //
 // fill replaces the content with BYTES bytes (decimal, 0 to MaxBlobBytes)
 // of a ChaCha8 stream keyed by SHA-256 of the size and SEED (default empty),
@@ -83,6 +84,13 @@ func (b *blob) Handle(_ actor.Context, method string, args [][]byte) ([]byte, er
 			return nil, err
 		}
 		return b.reply()
+	case "size":
+		if err := wantArgs(BlobType, method, args); err != nil {
+			return nil, err
+		}
+		return reply(struct {
+			Size int `json:"size"`
+		}{len(b.data)})
 	}
 	return nil, actor.UnknownMethod(BlobType, method)
 }

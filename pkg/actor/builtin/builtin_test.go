@@ -205,6 +205,8 @@ func TestBlob(t *testing.T) {
 		c("fill").fails(errArg),
 		c("fill", "1", "2", "3").fails(errArg),
 		c("hash", "x").fails(errArg),
+		c("size").is(`{"size":1000}`),
+		c("size", "x").fails(errArg),
 		c("read").fails(errMethod),
 	})
 	snap, _ := obj.Snapshot()

@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestTargetMet(t *testing.T) {
+	for _, c := range []struct {
+		t     Target
+		ratio float64
+		met   bool
+	}{
+		{Target{"<=", 2}, 1.9, true}, {Target{"<=", 2}, 2, true}, {Target{"<=", 2}, 2.1, false},
+		{Target{">=", 0.5}, 0.6, true}, {Target{">=", 0.5}, 0.4, false}, {Target{}, 1, false},
+	} {
+		if got := c.t.Met(c.ratio); got != c.met {
+			t.Errorf("%v.Met(%v) = %v", c.t, c.ratio, got)
+		}
+	}
+}
+
+func TestFigure(t *testing.T) {
+	f := figure(Measure{Name: "x", Value: 3, Unit: "ms"}, Measure{Name: "b", Value: 2, Unit: "ms"}, le(2))
+	if f.Ratio != 1.5 || f.Met == nil || !*f.Met {
+		t.Fatalf("%+v", f)
+	}
+	// A baseline that was not measured meets nothing.
+	f = figure(Measure{Name: "x", Value: 3}, Measure{Name: "b"}, ge(0.5))
+	if f.Ratio != 0 || *f.Met {
+		t.Fatalf("%+v", f)
+	}
+	if f := figure(Measure{Value: 1}, Measure{Value: 1}, nil); f.Met != nil {
+		t.Fatal("a figure without a target is marked")
+	}
+}
+
+func TestPct(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(101-i))
+	}
+	if pct(d, 50) != 50 || pct(d, 99) != 99 || pct(d, 100) != 100 || pct(nil, 50) != 0 || pct(d[:1], 99) != 100 {
+		t.Fatal(pct(d, 50), pct(d, 99))
+	}
+}
+
+func TestRunRefusesAnEmptyPlan(t *testing.T) {
+	if _, err := Run(context.Background(), Config{Plan: Plan{Name: "bad"}}); err == nil {
+		t.Fatal("an empty plan ran")
+	}
+}
+
+// TestTinyRun runs every measurement with a few samples each, on the real
+// embedded etcd and real nodes: every baseline and figure is measured, and
+// every target of the issue is there with a verdict. The numbers are not
+// checked: this machine is shared (TESTING.md: no timed assertions).
+func TestTinyRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and three nodes")
+	}
+	plan := Plan{Name: "tiny", Ops: 20, Window: 200 * time.Millisecond, Stream: 4 << 20, Sizes: []Size{
+		{"1 KiB", 1 << 10, 4, 3}, {"64 KiB", 64 << 10, 2, 2},
+	}}
+	r, err := Run(context.Background(), Config{Plan: plan, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range r.Baselines {
+		if b.Value <= 0 || b.N <= 0 {
+			t.Errorf("baseline %q not measured: %+v", b.Name, b)
+		}
+	}
+	targets := 0
+	for _, f := range r.Figures {
+		if f.Value <= 0 || f.Baseline.Value <= 0 || f.Ratio <= 0 {
+			t.Errorf("figure %q not measured: %+v", f.Name, f)
+		}
+		if f.Target != nil {
+			targets++
+		}
+	}
+	// 1 KiB: CAS p50, CAS p99 and the peer; 64 KiB: the peer; relocations
+	// at 64 in flight; groups; streaming; the Go client's call p50.
+	if targets != 8 {
+		t.Errorf("%d figures with a target, want 8", targets)
+	}
+	var text, js bytes.Buffer
+	if err := r.WriteText(&text); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"BASELINE", "MESHLOC FIGURE", "stop-persist-reload p50, 64 KiB", "relocations/s, 64 in flight", "targets met:"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("the text report has no %q:\n%s", want, text.String())
+		}
+	}
+	if err := r.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Figures) != len(r.Figures) || back.Figures[0].Target == nil {
+		t.Fatalf("JSON report does not read back: %v", err)
+	}
+}

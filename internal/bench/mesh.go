@@ -1,0 +1,153 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/internal/freeport"
+	"github.com/meshloc/meshloc/internal/node"
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/actor/builtin"
+	"github.com/meshloc/meshloc/pkg/client"
+)
+
+// mesh is what the meshloc figures run on: one embedded etcd member, two
+// meshnodes that host objects (n1, n2) and one pure gateway (gw, weight 0),
+// all in this process, talking real gRPC over loopback; a Go client that
+// routes from etcd straight to owners, and one that calls through gw.
+type mesh struct {
+	dir     string
+	etcd    *embedetcd.Server
+	ec      *clientv3.Client
+	nodes   map[string]*node.Node // n1, n2, gw
+	direct  *client.Client
+	gateway *client.Client
+}
+
+func startMesh(ctx context.Context, dir string) (_ *mesh, err error) {
+	m := &mesh{dir: dir, nodes: map[string]*node.Node{}}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	cu, err := freeport.Addr()
+	if err != nil {
+		return nil, err
+	}
+	pu, err := freeport.Addr()
+	if err != nil {
+		return nil, err
+	}
+	m.etcd, err = embedetcd.Start(ctx, embedetcd.Config{Name: "bench", Dir: dir + "/etcd", ClientURL: "http://" + cu, PeerURL: "http://" + pu, LogLevel: "fatal"})
+	if err != nil {
+		return nil, err
+	}
+	m.ec, err = clientv3.New(clientv3.Config{Endpoints: []string{m.etcd.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		return nil, err
+	}
+	reg := actor.NewRegistry()
+	if err := builtin.Register(reg); err != nil {
+		return nil, err
+	}
+	for _, name := range []string{"n1", "n2", "gw"} {
+		cfg := node.DefaultConfig()
+		cfg.Name = name
+		cfg.EtcdEndpoints = []string{m.etcd.Endpoint()}
+		cfg.Listen, cfg.HTTP = "127.0.0.1:0", ""
+		cfg.LeaseTTL = 5 * time.Second
+		cfg.RelocationTimeout = time.Minute
+		if name == "gw" {
+			cfg.Weight = 0
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		n, err := node.New(cfg, node.Options{Registry: reg, Listener: lis, Metrics: prometheus.NewRegistry()})
+		if err != nil {
+			lis.Close()
+			return nil, err
+		}
+		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		err = n.Start(sctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("bench: node %s: %w", name, err)
+		}
+		m.nodes[name] = n
+	}
+	m.direct, err = client.New(ctx, client.Config{Etcd: m.ec, Timeout: 2 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	m.gateway, err = client.New(ctx, client.Config{Nodes: []string{m.nodes["gw"].Address()}, Timeout: 2 * time.Minute})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func (m *mesh) close() {
+	if m.direct != nil {
+		m.direct.Close()
+	}
+	if m.gateway != nil {
+		m.gateway.Close()
+	}
+	for _, n := range m.nodes {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_ = n.Stop(ctx)
+		cancel()
+	}
+	if m.ec != nil {
+		m.ec.Close()
+	}
+	if m.etcd != nil {
+		m.etcd.Close()
+	}
+	os.RemoveAll(m.dir + "/etcd")
+}
+
+// owned is an object the run moves between n1 and n2, with where it is now.
+type owned struct {
+	name string
+	at   string // n1 or n2
+}
+
+// create makes the object with one call through the direct client and
+// records the node that answered (its owner).
+func (m *mesh) create(ctx context.Context, name, method string, args ...string) (*owned, error) {
+	r, err := m.direct.Call(ctx, name, method, args...)
+	if err != nil {
+		return nil, fmt.Errorf("bench: create %s: %w", name, err)
+	}
+	if r.Node != "n1" && r.Node != "n2" {
+		return nil, fmt.Errorf("bench: %s was created on %q", name, r.Node)
+	}
+	return &owned{name: name, at: r.Node}, nil
+}
+
+// move relocates o to the other hosting node and returns the status. A
+// relocation that did not complete is an error (its outcome and message).
+func (m *mesh) move(ctx context.Context, o *owned) (time.Duration, uint64, error) {
+	to := map[string]string{"n1": "n2", "n2": "n1"}[o.at]
+	st, err := m.nodes[o.at].Relocate(ctx, o.name, node.RelocateOptions{Target: to})
+	if err != nil {
+		return 0, 0, err
+	}
+	if st.GetOutcome() != "completed" {
+		return 0, 0, fmt.Errorf("bench: relocation of %s %s: %s", o.name, st.GetOutcome(), st.GetMessage())
+	}
+	o.at = to
+	return time.Duration(st.GetInterruptionUs()) * time.Microsecond, st.GetPayloadBytes(), nil
+}

@@ -1,0 +1,226 @@
+package bench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Measure is one measured number: a baseline, or the value of a Figure.
+type Measure struct {
+	Name  string  `json:"name"`
+	Value float64 `json:"value"`
+	Unit  string  `json:"unit"`
+	// N is how many samples (operations, moves, bytes) the number is made of.
+	N int64 `json:"n,omitempty"`
+	// Note says what else happened while it was measured (failed moves, …).
+	Note string `json:"note,omitempty"`
+}
+
+// Target is a bound on a Figure's ratio to its baseline.
+type Target struct {
+	// Op is "<=" (the ratio must be at most Ratio) or ">=".
+	Op    string  `json:"op"`
+	Ratio float64 `json:"ratio"`
+}
+
+func (t Target) String() string {
+	if t.Op == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s %s×", map[string]string{"<=": "≤", ">=": "≥"}[t.Op], num(t.Ratio))
+}
+
+// Met reports whether ratio meets the target.
+func (t Target) Met(ratio float64) bool {
+	switch t.Op {
+	case "<=":
+		return ratio <= t.Ratio
+	case ">=":
+		return ratio >= t.Ratio
+	}
+	return false
+}
+
+// Figure is a meshloc number beside the baseline it is judged against, both
+// measured in the same run.
+type Figure struct {
+	Measure
+	// Baseline is the Measure it is compared with (its Name, Value, Unit).
+	Baseline Measure `json:"baseline"`
+	// Ratio is Value / Baseline.Value (0 when the baseline is 0).
+	Ratio float64 `json:"ratio"`
+	// Target, when set, is the issue's bound on Ratio, and Met says whether
+	// this run met it. Figures without a target are shown for context.
+	Target *Target `json:"target,omitempty"`
+	Met    *bool   `json:"met,omitempty"`
+}
+
+func figure(m Measure, base Measure, t *Target) Figure {
+	f := Figure{Measure: m, Baseline: base, Target: t}
+	if base.Value != 0 {
+		f.Ratio = m.Value / base.Value
+	}
+	if t != nil {
+		met := m.Value > 0 && base.Value > 0 && t.Met(f.Ratio)
+		f.Met = &met
+	}
+	return f
+}
+
+// Machine describes where a run ran.
+type Machine struct {
+	CPU    string `json:"cpu"`
+	Cores  int    `json:"cores"`
+	Memory string `json:"memory"`
+	OS     string `json:"os"`
+	Go     string `json:"go"`
+}
+
+// Report is the result of one run.
+type Report struct {
+	Started   time.Time `json:"started"`
+	Seconds   float64   `json:"seconds"`
+	Plan      string    `json:"plan"`
+	Machine   Machine   `json:"machine"`
+	Baselines []Measure `json:"baselines"`
+	Figures   []Figure  `json:"figures"`
+}
+
+// Missed lists the figures with a target this run did not meet.
+func (r *Report) Missed() []Figure {
+	var out []Figure
+	for _, f := range r.Figures {
+		if f.Met != nil && !*f.Met {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func (r *Report) baseline(name string) Measure {
+	for _, b := range r.Baselines {
+		if b.Name == name {
+			return b
+		}
+	}
+	return Measure{Name: name}
+}
+
+func (r *Report) figure(name string) Measure {
+	for _, f := range r.Figures {
+		if f.Name == name {
+			return f.Measure
+		}
+	}
+	return Measure{Name: name}
+}
+
+// WriteJSON writes the report as one indented JSON document.
+func (r *Report) WriteJSON(w io.Writer) error {
+	e := json.NewEncoder(w)
+	e.SetIndent("", "  ")
+	return e.Encode(r)
+}
+
+// WriteText writes the report as two tables: the baselines, then every
+// figure with its baseline, ratio, target and whether it was met.
+func (r *Report) WriteText(w io.Writer) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "meshloc bench (%s plan), %s, %.0f s\n", r.Plan, r.Started.UTC().Format(time.RFC3339), r.Seconds)
+	fmt.Fprintf(bw, "machine: %s, %d cores, %s memory, %s, %s\n\n", r.Machine.CPU, r.Machine.Cores, r.Machine.Memory, r.Machine.OS, r.Machine.Go)
+	tw := tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "BASELINE (same run)\tVALUE\tN\t")
+	for _, b := range r.Baselines {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", b.Name, valueUnit(b), b.N, b.Note)
+	}
+	tw.Flush()
+	fmt.Fprintln(bw)
+	tw = tabwriter.NewWriter(bw, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MESHLOC FIGURE\tVALUE\tBASELINE\tRATIO\tTARGET\tMET\t")
+	for _, f := range r.Figures {
+		met := ""
+		if f.Met != nil {
+			met = map[bool]string{true: "met", false: "NOT MET"}[*f.Met]
+		}
+		tgt := ""
+		if f.Target != nil {
+			tgt = f.Target.String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s×\t%s\t%s\t%s\n", f.Name, valueUnit(f.Measure), f.Baseline.Name, valueUnit(f.Baseline), num(f.Ratio), tgt, met, f.Note)
+	}
+	tw.Flush()
+	met, with := 0, 0
+	for _, f := range r.Figures {
+		if f.Met != nil {
+			with++
+			if *f.Met {
+				met++
+			}
+		}
+	}
+	fmt.Fprintf(bw, "\ntargets met: %d of %d\n", met, with)
+	return bw.Flush()
+}
+
+// valueUnit prints a measure with its unit, to 3 significant digits.
+func valueUnit(m Measure) string {
+	if m.Unit == "" {
+		return num(m.Value)
+	}
+	return num(m.Value) + " " + m.Unit
+}
+
+func num(v float64) string {
+	switch {
+	case v == 0:
+		return "0"
+	case v >= 100 || v <= -100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 10 || v <= -10:
+		return fmt.Sprintf("%.1f", v)
+	case v >= 1 || v <= -1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+// pct returns the p-th percentile (0..100) of d, nearest rank.
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(float64(len(s))*p/100+0.5) - 1
+	return s[max(0, min(len(s)-1, i))]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func machine() Machine {
+	m := Machine{Cores: runtime.NumCPU(), OS: runtime.GOOS + "/" + runtime.GOARCH, Go: runtime.Version(), CPU: "unknown", Memory: "unknown"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.Lines(string(b)) {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		var kb int64
+		if _, err := fmt.Sscanf(string(b), "MemTotal: %d kB", &kb); err == nil {
+			m.Memory = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+		}
+	}
+	return m
+}
