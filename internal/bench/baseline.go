@@ -25,28 +25,36 @@ import (
 // The baselines are what the hardware, etcd and gRPC can do on this machine
 // in this run, with nothing of meshloc in the way.
 
-// casSerial runs n single-key compare-and-swap transactions one after the
-// other (compare the key's mod revision, put) and returns their latencies.
-func casSerial(ctx context.Context, c *clientv3.Client, key string, n int) ([]time.Duration, error) {
+// cas is the single-key compare-and-swap baseline: each step compares the
+// key's mod revision and puts a new value, one transaction.
+type cas struct {
+	c   *clientv3.Client
+	key string
+	rev int64
+	i   int
+}
+
+func newCAS(ctx context.Context, c *clientv3.Client, key string) (*cas, error) {
 	resp, err := c.Put(ctx, key, "0")
 	if err != nil {
 		return nil, err
 	}
-	rev := resp.Header.Revision
-	out := make([]time.Duration, 0, n)
-	for i := range n {
-		t0 := time.Now()
-		tr, err := c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).Then(clientv3.OpPut(key, fmt.Sprint(i))).Commit()
-		if err != nil {
-			return nil, err
-		}
-		if !tr.Succeeded {
-			return nil, errors.New("bench: CAS baseline lost its own compare")
-		}
-		out = append(out, time.Since(t0))
-		rev = tr.Header.Revision
+	return &cas{c: c, key: key, rev: resp.Header.Revision}, nil
+}
+
+// step runs one transaction and returns its latency.
+func (x *cas) step(ctx context.Context) (time.Duration, error) {
+	x.i++
+	t0 := time.Now()
+	tr, err := x.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(x.key), "=", x.rev)).Then(clientv3.OpPut(x.key, fmt.Sprint(x.i))).Commit()
+	if err != nil {
+		return 0, err
 	}
-	return out, nil
+	if !tr.Succeeded {
+		return 0, errors.New("bench: CAS baseline lost its own compare")
+	}
+	x.rev = tr.Header.Revision
+	return time.Since(t0), nil
 }
 
 // txn8Serial runs n transactions that compare the mod revisions of 8 keys and
@@ -87,8 +95,8 @@ func txn8Serial(ctx context.Context, c *clientv3.Client, prefix string, n int) (
 }
 
 // casRate runs clients goroutines, each doing CAS transactions on its own
-// key, for d, and returns transactions per second.
-func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int, d time.Duration) (float64, int64, error) {
+// key, for d, and returns how many succeeded and how long they took.
+func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int, d time.Duration) (int64, time.Duration, error) {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, clients)
@@ -123,7 +131,7 @@ func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int
 	if err := <-errc; err != nil {
 		return 0, 0, err
 	}
-	return float64(total.Load()) / time.Since(start).Seconds(), total.Load(), nil
+	return total.Load(), time.Since(start), nil
 }
 
 // tcpThroughput sends total bytes over one loopback TCP connection, in 1 MiB

@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer m.close()
 	x.m = m
-	for _, f := range []func() error{x.etcdBaselines, x.rawBaselines, x.interruption, x.relocationRates, x.groups, x.streaming, x.calls} {
+	for _, f := range []func() error{x.etcdBaselines, x.interruption, x.relocationRates, x.groups, x.streaming, x.calls} {
 		if err := f(); err != nil {
 			return x.r, err
 		}
@@ -152,52 +152,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 func (x *run) etcdBaselines() error {
 	p := x.cfg.Plan
-	x.step("etcd: %d serial CAS transactions, %d 8-key transactions, CAS/s with 64 clients for %s", p.Ops, p.Ops, p.Window)
-	cas, err := casSerial(x.ctx, x.m.ec, "/bench/cas", p.Ops)
-	if err != nil {
-		return err
-	}
-	n := int64(len(cas))
-	x.base(Measure{Name: "etcd CAS p50", Value: ms(pct(cas, 50)), Unit: "ms", N: n})
-	x.base(Measure{Name: "etcd CAS p99", Value: ms(pct(cas, 99)), Unit: "ms", N: n})
+	x.step("etcd: %d serial 8-key transactions; CRC32C", p.Ops)
 	t8, err := txn8Serial(x.ctx, x.m.ec, "/bench/txn8", p.Ops)
 	if err != nil {
 		return err
 	}
+	n := int64(len(t8))
 	x.base(Measure{Name: "etcd 8-key txn p50", Value: ms(pct(t8, 50)), Unit: "ms", N: n})
 	x.base(Measure{Name: "etcd 8-key txn p99", Value: ms(pct(t8, 99)), Unit: "ms", N: n})
-	rate, total, err := casRate(x.ctx, x.m.ec, "/bench/rate", 64, p.Window)
-	if err != nil {
-		return err
-	}
-	x.base(Measure{Name: "etcd CAS/s, 64 clients", Value: rate, Unit: "/s", N: total})
-	_, err = x.m.ec.Delete(x.ctx, "/bench/", clientv3.WithPrefix())
-	return err
+	x.base(Measure{Name: "CRC32C", Value: crcThroughput(64 << 20), Unit: "GiB/s", N: 64 << 20})
+	return nil
 }
 
-func (x *run) rawBaselines() error {
-	p := x.cfg.Plan
-	x.step("loopback TCP (%d MiB, one connection), CRC32C, raw gRPC unary", p.Stream>>20)
-	tcp, err := tcpThroughput(p.Stream)
-	if err != nil {
-		return err
+// The baselines a target is judged against are measured interleaved with
+// the figure (a CAS between two relocations, a raw gRPC call between two
+// meshloc calls, alternating rate windows), so that a burst of load from
+// elsewhere on a shared machine falls on both.
+
+// alternate runs each f for d/rounds, in turn, rounds times, and returns
+// each one's successes and failures per second of its own windows.
+func alternate(rounds int, d time.Duration, fs ...func(time.Duration) (ok, failed int64, el time.Duration, err error)) ([]float64, []int64, []int64, error) {
+	rates := make([]float64, len(fs))
+	oks, fails := make([]int64, len(fs)), make([]int64, len(fs))
+	els := make([]time.Duration, len(fs))
+	for range rounds {
+		for i, f := range fs {
+			ok, failed, el, err := f(d / time.Duration(rounds))
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			oks[i] += ok
+			fails[i] += failed
+			els[i] += el
+		}
 	}
-	x.base(Measure{Name: "loopback TCP, 1 connection", Value: tcp, Unit: "GiB/s", N: int64(p.Stream)})
-	x.base(Measure{Name: "CRC32C", Value: crcThroughput(64 << 20), Unit: "GiB/s", N: 64 << 20})
-	raw, err := startRawGRPC()
-	if err != nil {
-		return err
+	for i := range fs {
+		if els[i] > 0 {
+			rates[i] = float64(oks[i]) / els[i].Seconds()
+		}
 	}
-	defer raw.close()
-	lat, err := serial(p.Ops, func() error { return raw.call(x.ctx) })
-	if err != nil {
-		return err
-	}
-	x.base(Measure{Name: "raw gRPC unary p50", Value: ms(pct(lat, 50)), Unit: "ms", N: int64(len(lat))})
-	x.base(Measure{Name: "raw gRPC unary p99", Value: ms(pct(lat, 99)), Unit: "ms", N: int64(len(lat))})
-	rate, total, failed := concurrent(64, p.Window, func(int) error { return raw.call(x.ctx) })
-	x.base(Measure{Name: "raw gRPC calls/s, 64 in flight", Value: rate, Unit: "/s", N: total, Note: failedNote(failed)})
-	return nil
+	return rates, oks, fails, nil
 }
 
 // serial runs f n times one after the other and returns the latencies.
@@ -213,9 +207,9 @@ func serial(n int, f func() error) ([]time.Duration, error) {
 	return out, nil
 }
 
-// concurrent runs f in k goroutines for d and returns the rate of calls
-// that succeeded, their number, and how many failed.
-func concurrent(k int, d time.Duration, f func(worker int) error) (float64, int64, int64) {
+// concurrent runs f in k goroutines for d and returns how many calls
+// succeeded, how many failed, and how long it took.
+func concurrent(k int, d time.Duration, f func(worker int) error) (int64, int64, time.Duration, error) {
 	var ok, failed atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
@@ -232,7 +226,7 @@ func concurrent(k int, d time.Duration, f func(worker int) error) (float64, int6
 		})
 	}
 	wg.Wait()
-	return float64(ok.Load()) / time.Since(start).Seconds(), ok.Load(), failed.Load()
+	return ok.Load(), failed.Load(), time.Since(start), nil
 }
 
 func failedNote(n int64) string {
@@ -280,34 +274,22 @@ func (x *run) load(moving string) (stop func() (int64, int64), err error) {
 
 func (x *run) interruption() error {
 	for _, s := range x.cfg.Plan.Sizes {
-		x.step("stop-persist-reload of %s with the plain etcd client: %d moves", s.Label, s.Peer)
+		x.step("interruption of a %s state: %d relocations idle, each after a stop-persist-reload move of the same state (%d)%s; then %d under a call load",
+			s.Label, s.Moves, s.Peer, map[bool]string{true: " and an etcd CAS", false: ""}[s.Bytes == 1<<10], s.Moves)
 		spr, err := newStopPersistReload(x.ctx, x.m.ec, "/bench/spr", s.Bytes)
 		if err != nil {
 			return err
 		}
-		var peer []time.Duration
-		for range s.Peer {
-			d, err := spr.move(x.ctx)
-			if err != nil {
-				spr.close(x.ctx)
-				return err
-			}
-			peer = append(peer, d)
-		}
-		spr.close(x.ctx)
-		if err := x.compact(); err != nil {
+		c, err := newCAS(x.ctx, x.m.ec, "/bench/cas")
+		if err != nil {
 			return err
 		}
-		peerName := "stop-persist-reload p50, " + s.Label
-		x.base(Measure{Name: peerName, Value: ms(pct(peer, 50)), Unit: "ms", N: int64(len(peer))})
-		x.base(Measure{Name: "stop-persist-reload p99, " + s.Label, Value: ms(pct(peer, 99)), Unit: "ms", N: int64(len(peer))})
-
-		x.step("interruption of a %s state: %d relocations idle, %d under a call load", s.Label, s.Moves, s.Moves)
 		name := fmt.Sprintf("actor/blob/intr-%d", s.Bytes)
 		o, err := x.m.create(x.ctx, name, "fill", fmt.Sprint(s.Bytes))
 		if err != nil {
 			return err
 		}
+		var peer, casLat []time.Duration
 		for _, loaded := range []bool{false, true} {
 			var stop func() (int64, int64)
 			if loaded {
@@ -315,15 +297,37 @@ func (x *run) interruption() error {
 					return err
 				}
 			}
-			var intr []time.Duration
+			var intr, srcIntr []time.Duration
 			var failed int
-			for range s.Moves {
-				d, _, err := x.m.move(x.ctx, o)
+			for i := range max(s.Moves, s.Peer) {
+				if !loaded && i < s.Peer {
+					d, err := spr.move(x.ctx)
+					if err != nil {
+						return err
+					}
+					peer = append(peer, d)
+				}
+				if i >= s.Moves {
+					continue
+				}
+				if !loaded && s.Bytes == 1<<10 {
+					d, err := c.step(x.ctx)
+					if err != nil {
+						return err
+					}
+					casLat = append(casLat, d)
+				}
+				st, err := x.m.move(x.ctx, o)
 				if err != nil {
 					failed++
 					continue
 				}
+				d, sd, err := x.m.interruption(x.ctx, st, o.at)
+				if err != nil {
+					return err
+				}
 				intr = append(intr, d)
+				srcIntr = append(srcIntr, sd)
 			}
 			note := ""
 			if failed > 0 {
@@ -336,12 +340,22 @@ func (x *run) interruption() error {
 			if len(intr) == 0 {
 				return fmt.Errorf("bench: no relocation of %s completed", name)
 			}
+			peerName := "stop-persist-reload p50, " + s.Label
+			if !loaded {
+				x.base(Measure{Name: peerName, Value: ms(pct(peer, 50)), Unit: "ms", N: int64(len(peer))})
+				x.base(Measure{Name: "stop-persist-reload p99, " + s.Label, Value: ms(pct(peer, 99)), Unit: "ms", N: int64(len(peer))})
+				if len(casLat) > 0 {
+					x.base(Measure{Name: "etcd CAS p50", Value: ms(pct(casLat, 50)), Unit: "ms", N: int64(len(casLat))})
+					x.base(Measure{Name: "etcd CAS p99", Value: ms(pct(casLat, 99)), Unit: "ms", N: int64(len(casLat))})
+				}
+			}
 			how := "idle"
 			if loaded {
 				how = "under load"
 			}
 			p50 := Measure{Name: fmt.Sprintf("interruption p50, %s, %s", s.Label, how), Value: ms(pct(intr, 50)), Unit: "ms", N: int64(len(intr)), Note: note}
 			p99 := Measure{Name: fmt.Sprintf("interruption p99, %s, %s", s.Label, how), Value: ms(pct(intr, 99)), Unit: "ms", N: int64(len(intr)), Note: note}
+			src := Measure{Name: fmt.Sprintf("seal to OUTCOME at the source p50, %s, %s", s.Label, how), Value: ms(pct(srcIntr, 50)), Unit: "ms", N: int64(len(srcIntr))}
 			switch {
 			case loaded:
 				x.fig(p50, fmt.Sprintf("interruption p50, %s, idle", s.Label), nil)
@@ -354,6 +368,11 @@ func (x *run) interruption() error {
 				x.fig(p50, peerName, le(0.1))
 				x.fig(p99, "stop-persist-reload p99, "+s.Label, nil)
 			}
+			x.fig(src, p50.Name, nil)
+		}
+		spr.close(x.ctx)
+		if err := x.compact(); err != nil {
+			return err
 		}
 		// Free the memory: the state is not needed any more.
 		if _, err := x.m.direct.Call(x.ctx, name, "fill", "0"); err != nil {
@@ -384,20 +403,29 @@ func (x *run) compact() error {
 	return err
 }
 
-// rate moves each object back and forth between n1 and n2, one goroutine
-// per object, for the plan's window, and returns the relocations completed
-// per second, how many, and how many did not complete.
-func (x *run) rate(objs []*owned) (float64, int64, int64) {
-	return concurrent(len(objs), x.cfg.Plan.Window, func(w int) error {
-		_, _, err := x.m.move(x.ctx, objs[w])
-		return err
-	})
+// mover returns a rate window that moves each object back and forth
+// between n1 and n2, one goroutine per object.
+func (x *run) mover(objs []*owned) func(time.Duration) (int64, int64, time.Duration, error) {
+	return func(d time.Duration) (int64, int64, time.Duration, error) {
+		return concurrent(len(objs), d, func(w int) error {
+			_, err := x.m.move(x.ctx, objs[w])
+			return err
+		})
+	}
+}
+
+// casWindow is a rate window of the CAS baseline with 64 clients.
+func (x *run) casWindow(d time.Duration) (int64, int64, time.Duration, error) {
+	ok, el, err := casRate(x.ctx, x.m.ec, "/bench/rate", 64, d)
+	return ok, 0, el, err
 }
 
 func (x *run) relocationRates() error {
+	w := x.cfg.Plan.Window
 	best := Measure{Name: "objects/s, single moves (best of 1, 8, 64 in flight)", Unit: "/s"}
-	for _, k := range []int{1, 8, 64} {
-		x.step("relocations/s with %d in flight (1 KiB states) for %s", k, x.cfg.Plan.Window)
+	var figs []Measure
+	// 64 first: its windows alternate with the CAS baseline's.
+	for _, k := range []int{64, 1, 8} {
 		objs := make([]*owned, k)
 		for i := range objs {
 			o, err := x.m.create(x.ctx, fmt.Sprintf("actor/blob/rate-%d-%d", k, i), "fill", "1024")
@@ -406,15 +434,35 @@ func (x *run) relocationRates() error {
 			}
 			objs[i] = o
 		}
-		r, n, failed := x.rate(objs)
-		var t *Target
+		var rate float64
+		var n, failed int64
 		if k == 64 {
+			x.step("relocations/s with 64 in flight (1 KiB states), alternating with etcd CAS/s with 64 clients: 2 windows of %s each", w/2)
+			rates, oks, fails, err := alternate(2, w, x.casWindow, x.mover(objs))
+			if err != nil {
+				return err
+			}
+			x.base(Measure{Name: "etcd CAS/s, 64 clients", Value: rates[0], Unit: "/s", N: oks[0]})
+			rate, n, failed = rates[1], oks[1], fails[1]
+		} else {
+			x.step("relocations/s with %d in flight (1 KiB states) for %s", k, w)
+			rates, oks, fails, err := alternate(1, w, x.mover(objs))
+			if err != nil {
+				return err
+			}
+			rate, n, failed = rates[0], oks[0], fails[0]
+		}
+		figs = append(figs, Measure{Name: fmt.Sprintf("relocations/s, %d in flight", k), Value: rate, Unit: "/s", N: n, Note: failedNote(failed)})
+		if rate > best.Value {
+			best.Value, best.N = rate, n
+		}
+	}
+	for _, f := range []Measure{figs[1], figs[2], figs[0]} {
+		var t *Target
+		if strings.HasSuffix(f.Name, " 64 in flight") {
 			t = ge(0.5)
 		}
-		x.fig(Measure{Name: fmt.Sprintf("relocations/s, %d in flight", k), Value: r, Unit: "/s", N: n, Note: failedNote(failed)}, "etcd CAS/s, 64 clients", t)
-		if r > best.Value {
-			best.Value, best.N = r, n
-		}
+		x.fig(f, "etcd CAS/s, 64 clients", t)
 	}
 	x.base(best)
 	return nil
@@ -441,7 +489,11 @@ func (x *run) groups() error {
 		}
 		objs[g] = &owned{name: name, at: "n1"}
 	}
-	r, n, failed := x.rate(objs)
+	rates, oks, fails, err := alternate(1, x.cfg.Plan.Window, x.mover(objs))
+	if err != nil {
+		return err
+	}
+	r, n, failed := rates[0], oks[0], fails[0]
 	x.fig(Measure{Name: fmt.Sprintf("objects/s moved in groups of %d, %d in flight", members, groups), Value: r * members, Unit: "/s", N: n * members, Note: failedNote(failed)},
 		"objects/s, single moves (best of 1, 8, 64 in flight)", ge(3))
 	return nil
@@ -449,26 +501,41 @@ func (x *run) groups() error {
 
 func (x *run) streaming() error {
 	p := x.cfg.Plan
-	x.step("streaming a %d MiB state", p.Stream>>20)
+	x.step("streaming a %d MiB state, after the same bytes over one loopback TCP connection: best of 2", p.Stream>>20)
 	o, err := x.m.create(x.ctx, "actor/blob/stream", "fill", fmt.Sprint(p.Stream))
 	if err != nil {
 		return err
 	}
-	var best float64
+	var best, tcp float64
 	for range 2 {
-		d, bytes, err := x.m.move(x.ctx, o)
+		t, err := tcpThroughput(p.Stream)
 		if err != nil {
 			return err
 		}
-		best = max(best, float64(bytes)/d.Seconds()/(1<<30))
+		tcp = max(tcp, t)
+		st, err := x.m.move(x.ctx, o)
+		if err != nil {
+			return err
+		}
+		d, _, err := x.m.interruption(x.ctx, st, o.at)
+		if err != nil {
+			return err
+		}
+		best = max(best, float64(st.GetPayloadBytes())/d.Seconds()/(1<<30))
 	}
-	x.fig(Measure{Name: fmt.Sprintf("streaming a %d MiB state (best of 2)", p.Stream>>20), Value: best, Unit: "GiB/s", N: int64(p.Stream)}, "loopback TCP, 1 connection", ge(0.7))
+	x.base(Measure{Name: "loopback TCP, 1 connection (best of 2)", Value: tcp, Unit: "GiB/s", N: int64(p.Stream)})
+	x.fig(Measure{Name: fmt.Sprintf("streaming a %d MiB state (best of 2)", p.Stream>>20), Value: best, Unit: "GiB/s", N: int64(p.Stream)}, "loopback TCP, 1 connection (best of 2)", ge(0.7))
 	_, err = x.m.direct.Call(x.ctx, o.name, "fill", "0")
 	return err
 }
 
 func (x *run) calls() error {
 	p := x.cfg.Plan
+	raw, err := startRawGRPC()
+	if err != nil {
+		return err
+	}
+	defer raw.close()
 	var objs []*owned
 	for i := range 16 {
 		o, err := x.m.create(x.ctx, fmt.Sprintf("actor/counter/calls-%d", i), "add", "1")
@@ -477,56 +544,86 @@ func (x *run) calls() error {
 		}
 		objs = append(objs, o)
 	}
+	type path struct {
+		name string
+		call func(ctx context.Context, i int) error
+	}
+	via := func(c *client.Client) func(context.Context, int) error {
+		return func(ctx context.Context, i int) error {
+			_, err := c.Call(ctx, objs[i%len(objs)].name, "add", "1")
+			return err
+		}
+	}
+	rawPath := path{"raw gRPC", func(ctx context.Context, _ int) error { return raw.call(ctx) }}
+	paths := []path{{"Go client direct", via(x.m.direct)}, {"through gateway", via(x.m.gateway)}}
 	for _, storm := range []bool{false, true} {
-		var stop func() int64
 		how := ""
+		run := paths
 		if storm {
 			how = ", relocation storm"
+		} else {
+			run = append([]path{rawPath}, paths...) // the baseline, interleaved
+		}
+		var stop func() int64
+		if storm {
 			stop = x.storm(objs)
 		}
-		for _, via := range []struct {
-			name string
-			c    *client.Client
-		}{{"Go client direct", x.m.direct}, {"through gateway", x.m.gateway}} {
-			x.step("calls %s%s: %d serial, then 64 in flight for %s", via.name, how, p.Ops, p.Window)
-			var failed int64
-			lat := make([]time.Duration, 0, p.Ops)
-			for i := range p.Ops {
+		x.step("calls%s: %d serial calls on each of %d paths in turn, then 64 in flight on each for %s (2 alternating windows)", how, p.Ops, len(run), p.Window)
+		lat := make([][]time.Duration, len(run))
+		failed := make([]int64, len(run))
+		for i := range p.Ops {
+			for j, pt := range run {
 				t0 := time.Now()
-				if _, err := via.c.Call(x.ctx, objs[i%len(objs)].name, "add", "1"); err != nil {
-					failed++
+				if err := pt.call(x.ctx, i); err != nil {
+					failed[j]++
 					continue
 				}
-				lat = append(lat, time.Since(t0))
-			}
-			if len(lat) == 0 {
-				return fmt.Errorf("bench: every call %s failed", via.name)
-			}
-			rate, n, rfailed := concurrent(64, p.Window, func(w int) error {
-				_, err := via.c.Call(x.ctx, objs[w%len(objs)].name, "add", "1")
-				return err
-			})
-			p50 := Measure{Name: "call p50, " + via.name + how, Value: ms(pct(lat, 50)), Unit: "ms", N: int64(len(lat)), Note: failedNote(failed)}
-			p99 := Measure{Name: "call p99, " + via.name + how, Value: ms(pct(lat, 99)), Unit: "ms", N: int64(len(lat)), Note: failedNote(failed)}
-			cps := Measure{Name: "calls/s, " + via.name + how + ", 64 in flight", Value: rate, Unit: "/s", N: n, Note: failedNote(rfailed)}
-			switch {
-			case storm:
-				x.fig(p50, "call p50, "+via.name, nil)
-				x.fig(p99, "call p99, "+via.name, nil)
-				x.fig(cps, "calls/s, "+via.name+", 64 in flight", nil)
-			case via.c == x.m.direct:
-				x.fig(p50, "raw gRPC unary p50", le(1.3))
-				x.fig(p99, "raw gRPC unary p99", nil)
-				x.fig(cps, "raw gRPC calls/s, 64 in flight", nil)
-			default:
-				x.fig(p50, "raw gRPC unary p50", nil)
-				x.fig(p99, "raw gRPC unary p99", nil)
-				x.fig(cps, "raw gRPC calls/s, 64 in flight", nil)
+				lat[j] = append(lat[j], time.Since(t0))
 			}
 		}
+		windows := make([]func(time.Duration) (int64, int64, time.Duration, error), len(run))
+		for j, pt := range run {
+			windows[j] = func(d time.Duration) (int64, int64, time.Duration, error) {
+				return concurrent(64, d, func(w int) error { return pt.call(x.ctx, w) })
+			}
+		}
+		rates, oks, fails, err := alternate(2, p.Window, windows...)
+		if err != nil {
+			return err
+		}
+		moved := int64(-1)
 		if stop != nil {
-			moved := stop()
-			x.r.Figures[len(x.r.Figures)-1].Note = joinNote(x.r.Figures[len(x.r.Figures)-1].Note, fmt.Sprintf("storm: %d relocations", moved))
+			moved = stop()
+		}
+		for j, pt := range run {
+			if len(lat[j]) == 0 {
+				return fmt.Errorf("bench: every call %s%s failed", pt.name, how)
+			}
+			n := int64(len(lat[j]))
+			p50 := Measure{Name: "call p50, " + pt.name + how, Value: ms(pct(lat[j], 50)), Unit: "ms", N: n, Note: failedNote(failed[j])}
+			p99 := Measure{Name: "call p99, " + pt.name + how, Value: ms(pct(lat[j], 99)), Unit: "ms", N: n, Note: failedNote(failed[j])}
+			cps := Measure{Name: "calls/s, " + pt.name + how + ", 64 in flight", Value: rates[j], Unit: "/s", N: oks[j], Note: failedNote(fails[j])}
+			if moved >= 0 {
+				cps.Note = joinNote(cps.Note, fmt.Sprintf("storm: %d relocations", moved))
+			}
+			switch {
+			case pt.name == rawPath.name:
+				x.base(Measure{Name: "raw gRPC unary p50", Value: p50.Value, Unit: "ms", N: n})
+				x.base(Measure{Name: "raw gRPC unary p99", Value: p99.Value, Unit: "ms", N: n})
+				x.base(Measure{Name: "raw gRPC calls/s, 64 in flight", Value: cps.Value, Unit: "/s", N: cps.N, Note: cps.Note})
+			case storm:
+				x.fig(p50, "call p50, "+pt.name, nil)
+				x.fig(p99, "call p99, "+pt.name, nil)
+				x.fig(cps, "calls/s, "+pt.name+", 64 in flight", nil)
+			default:
+				var t *Target
+				if pt.name == "Go client direct" {
+					t = le(1.3)
+				}
+				x.fig(p50, "raw gRPC unary p50", t)
+				x.fig(p99, "raw gRPC unary p99", nil)
+				x.fig(cps, "raw gRPC calls/s, 64 in flight", nil)
+			}
 		}
 	}
 	return nil
@@ -543,7 +640,7 @@ func (x *run) storm(objs []*owned) (stop func() int64) {
 			for i := w; ctx.Err() == nil; i += 4 {
 				// Each worker moves its own quarter of the objects, so that
 				// two workers never move the same object at once.
-				if _, _, err := x.m.move(ctx, objs[i%len(objs)]); err == nil {
+				if _, err := x.m.move(ctx, objs[i%len(objs)]); err == nil {
 					moved.Add(1)
 				}
 			}

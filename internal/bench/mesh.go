@@ -17,6 +17,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/client"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // mesh is what the meshloc figures run on: one embedded etcd member, two
@@ -137,17 +138,38 @@ func (m *mesh) create(ctx context.Context, name, method string, args ...string) 
 	return &owned{name: name, at: r.Node}, nil
 }
 
-// move relocates o to the other hosting node and returns the status. A
-// relocation that did not complete is an error (its outcome and message).
-func (m *mesh) move(ctx context.Context, o *owned) (time.Duration, uint64, error) {
+// move relocates o to the other hosting node and returns the source's
+// status. A relocation that did not complete is an error (its outcome and
+// message).
+func (m *mesh) move(ctx context.Context, o *owned) (*pb.RelocationStatus, error) {
 	to := map[string]string{"n1": "n2", "n2": "n1"}[o.at]
 	st, err := m.nodes[o.at].Relocate(ctx, o.name, node.RelocateOptions{Target: to})
 	if err != nil {
-		return 0, 0, err
+		return nil, err
 	}
 	if st.GetOutcome() != "completed" {
-		return 0, 0, fmt.Errorf("bench: relocation of %s %s: %s", o.name, st.GetOutcome(), st.GetMessage())
+		return nil, fmt.Errorf("bench: relocation of %s %s: %s", o.name, st.GetOutcome(), st.GetMessage())
 	}
 	o.at = to
-	return time.Duration(st.GetInterruptionUs()) * time.Microsecond, st.GetPayloadBytes(), nil
+	return st, nil
+}
+
+// interruption returns, for a completed relocation whose source status is
+// st and whose target is now the owner, the interruption as the target measured it (seal on the source to
+// admission on the target: one clock here) and as the source did (seal to
+// the target's OUTCOME).
+func (m *mesh) interruption(ctx context.Context, st *pb.RelocationStatus, on string) (target, source time.Duration, err error) {
+	source = time.Duration(st.GetInterruptionUs()) * time.Microsecond
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		for _, t := range m.nodes[on].Relocations() {
+			if t.GetRole() == "target" && string(t.GetRelocationId()) == string(st.GetRelocationId()) && t.GetAdmittedUnixUs() > 0 {
+				return time.Duration(t.GetInterruptionUs()) * time.Microsecond, source, nil
+			}
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return 0, 0, fmt.Errorf("bench: the target of %s reported no admission", st.GetObject())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

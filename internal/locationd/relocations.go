@@ -70,6 +70,8 @@ func relocationJSON(st *pb.RelocationStatus, node string) api.Relocation {
 		Ended:              timeJSON(st.GetEndedUnixMs()),
 		EndedUnixMs:        st.GetEndedUnixMs(),
 		InterruptionMicros: st.GetInterruptionUs(),
+		SealedUnixMicros:   st.GetSealedUnixUs(),
+		AdmittedUnixMicros: st.GetAdmittedUnixUs(),
 		PayloadBytes:       st.GetPayloadBytes(),
 	}
 	if out.Outcome != "" { // in flight, the code says nothing yet

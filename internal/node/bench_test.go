@@ -72,6 +72,9 @@ func BenchmarkCall(b *testing.B) {
 	b.Run("client-direct", func(b *testing.B) {
 		timed(b, func() error { _, err := direct.Call(ctx, "actor/counter/bench", "get"); return err })
 	})
+	b.Run("client-direct-add", func(b *testing.B) {
+		timed(b, func() error { _, err := direct.Call(ctx, "actor/counter/bench", "add", "1"); return err })
+	})
 	b.Run("gateway", func(b *testing.B) {
 		timed(b, func() error { _, err := gateway.Call(ctx, "actor/counter/bench", "get"); return err })
 	})

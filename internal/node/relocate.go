@@ -575,8 +575,9 @@ func (r *sourceRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 			size += len(sg)
 		}
 		r.payload = size
-		r.rec.set(func(s *pb.RelocationStatus) { s.PayloadBytes = uint64(size) })
-		return []relocation.Event{relocation.Captured{Segments: segs, Err: err}}
+		sealed := r.sealAt.UnixMicro()
+		r.rec.set(func(s *pb.RelocationStatus) { s.PayloadBytes, s.SealedUnixUs = uint64(size), sealed })
+		return []relocation.Event{relocation.Captured{Segments: segs, Err: err, SealedUnixUs: sealed}}
 	case relocation.Send:
 		if err := r.stream.Send(a.Frame); err != nil {
 			return sendBroken(err)
@@ -1158,6 +1159,14 @@ func (r *targetRun) do(ctx context.Context, a relocation.Action) []relocation.Ev
 		}
 		n.admit(r.hidden, a.Committed, data, r.m.ID())
 		r.hidden = nil
+		at := n.now()
+		sealed := r.m.Prepare().GetSealedUnixUs()
+		r.rec.set(func(s *pb.RelocationStatus) {
+			s.AdmittedUnixUs = at.UnixMicro()
+			if sealed > 0 && at.UnixMicro() > sealed {
+				s.InterruptionUs = at.UnixMicro() - sealed
+			}
+		})
 	case relocation.Discard:
 		n.discard(r.hidden)
 		r.hidden = nil

@@ -13,6 +13,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 func (m *mesh) owner(t testing.TB, name string) *node.Node {
@@ -62,7 +63,20 @@ func TestRelocateOne(t *testing.T) {
 	if r.Fence.OwnerGeneration != 2 || r.Fence.Owner != dst.Self() {
 		t.Fatalf("fence %+v", r.Fence)
 	}
-	t.Logf("interruption %dµs, payload %d bytes", st.GetInterruptionUs(), st.GetPayloadBytes())
+	// Both sides say when the object stopped serving and when it served
+	// again: the source its seal, the target its admission, and the
+	// target's interruption is the time between (one clock here).
+	var tst *pb.RelocationStatus
+	for _, x := range dst.Relocations() {
+		if x.GetRole() == "target" && string(x.GetRelocationId()) == string(st.GetRelocationId()) {
+			tst = x
+		}
+	}
+	if tst == nil || st.GetSealedUnixUs() == 0 || tst.GetAdmittedUnixUs() < st.GetSealedUnixUs() ||
+		tst.GetInterruptionUs() != tst.GetAdmittedUnixUs()-st.GetSealedUnixUs() {
+		t.Fatalf("source %+v, target %+v", st, tst)
+	}
+	t.Logf("interruption %dµs to the target's admission, %dµs to the source's OUTCOME, payload %d bytes", tst.GetInterruptionUs(), st.GetInterruptionUs(), st.GetPayloadBytes())
 }
 
 // Callers keep calling while the object moves back and forth: every

@@ -61,6 +61,9 @@ type (
 		Payload  []byte
 		Segments [][]byte
 		Err      error
+		// SealedUnixUs is when the seal happened (informational: it goes
+		// in PREPARE for the target's interruption figure).
+		SealedUnixUs int64
 	}
 	// BoundarySent: DATA frames and CUTOVER were sent; Count requests.
 	BoundarySent struct{ Count int }
@@ -318,6 +321,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			}
 			s.manifest = PlanSegments(segs, s.cfg.ChunkSize)
 			s.prepare = s.buildPrepare()
+			s.prepare.SealedUnixUs = e.SealedUnixUs
 			s.phase = SourcePreparing
 			return []Action{
 				Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},

@@ -134,9 +134,17 @@ type Relocation struct {
 	StartedUnixMs int64  `json:"startedUnixMs"`
 	Ended         string `json:"ended"`
 	EndedUnixMs   int64  `json:"endedUnixMs"`
-	// InterruptionMicros is the time from the seal on the source to the
-	// admission on the target (0 when unknown or not reached).
+	// InterruptionMicros is how long the object served nothing (0 when
+	// unknown or not reached). Role target: from the seal on the source to
+	// the admission on the target, by the two nodes' clocks. Role source:
+	// from the seal to the target's OUTCOME (or the commit seen in etcd),
+	// one hop more; POST /v1/relocations answers with the source's.
 	InterruptionMicros int64 `json:"interruptionMicros"`
+	// SealedUnixMicros (role source) and AdmittedUnixMicros (role target)
+	// are when the object stopped and started serving, by that node's
+	// clock; 0 when unknown.
+	SealedUnixMicros   int64 `json:"sealedUnixMicros,omitempty"`
+	AdmittedUnixMicros int64 `json:"admittedUnixMicros,omitempty"`
 	// PayloadBytes is the size of the captured state.
 	PayloadBytes uint64 `json:"payloadBytes"`
 }

@@ -75,6 +75,16 @@ func (Codec) Unmarshal(data []byte, v any) error {
 	return proto.Unmarshal(body, m)
 }
 
+// Flow control and I/O buffers of every meshloc connection. gRPC's defaults
+// (a 64 KiB window grown by BDP estimation, 32 KiB buffers) suit small
+// calls; a STATE stream of megabytes stalls on them. The relocation budgets
+// (--peer-budget-bytes, --node-budget-bytes) bound what is in flight.
+const (
+	StreamWindow = 8 << 20
+	ConnWindow   = 32 << 20
+	IOBuffer     = 256 << 10
+)
+
 // ReconnectMaxDelay bounds gRPC's reconnect backoff (its default grows to
 // 2 minutes: a node restarted after a crash would stay unreachable from a
 // client that failed to reach it a few times).
@@ -102,6 +112,8 @@ func DialOptions(call ...grpc.CallOption) []grpc.DialOption {
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
+		grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow),
+		grpc.WithReadBufferSize(IOBuffer), grpc.WithWriteBufferSize(IOBuffer),
 		grpc.WithDefaultCallOptions(append([]grpc.CallOption{grpc.CallContentSubtype(CodecName)}, call...)...),
 	}
 }
@@ -114,5 +126,7 @@ func ServerOptions() []grpc.ServerOption {
 	return []grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * KeepaliveTime, Timeout: KeepaliveTimeout}),
+		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
+		grpc.ReadBufferSize(IOBuffer), grpc.WriteBufferSize(IOBuffer),
 	}
 }

@@ -679,7 +679,11 @@ type Prepare struct {
 	// Actor Join (seed-inventory §5.4): the group, owned by the target, that the
 	// one actor participant joins; the commit writes the membership (the
 	// actor's group and the group's members) in the same transaction.
-	JoinGroup     string `protobuf:"bytes,11,opt,name=join_group,json=joinGroup,proto3" json:"join_group,omitempty"`
+	JoinGroup string `protobuf:"bytes,11,opt,name=join_group,json=joinGroup,proto3" json:"join_group,omitempty"`
+	// When the source sealed the object, Unix microseconds by the source's
+	// clock. Informational only (the target's interruption_us is measured
+	// from it); no decision depends on it.
+	SealedUnixUs  int64 `protobuf:"varint,12,opt,name=sealed_unix_us,json=sealedUnixUs,proto3" json:"sealed_unix_us,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +793,13 @@ func (x *Prepare) GetJoinGroup() string {
 		return x.JoinGroup
 	}
 	return ""
+}
+
+func (x *Prepare) GetSealedUnixUs() int64 {
+	if x != nil {
+		return x.SealedUnixUs
+	}
+	return 0
 }
 
 type StateChunk struct {
@@ -1669,9 +1680,18 @@ type RelocationStatus struct {
 	Message       string `protobuf:"bytes,9,opt,name=message,proto3" json:"message,omitempty"`
 	StartedUnixMs int64  `protobuf:"varint,10,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
 	EndedUnixMs   int64  `protobuf:"varint,11,opt,name=ended_unix_ms,json=endedUnixMs,proto3" json:"ended_unix_ms,omitempty"`
-	// Seal to admission on the target, in microseconds (0 when unknown).
+	// How long the object served no request, in microseconds (0 when
+	// unknown). Role target: from the seal on the source to the admission on
+	// the target (when the target serves its first call), by the two nodes'
+	// clocks (exact on one machine). Role source: from the seal to the source
+	// hearing that the target admitted it (its OUTCOME frame) or seeing the
+	// commit in etcd, whichever came first: one hop more than the target's.
 	InterruptionUs int64  `protobuf:"varint,12,opt,name=interruption_us,json=interruptionUs,proto3" json:"interruption_us,omitempty"`
 	PayloadBytes   uint64 `protobuf:"varint,13,opt,name=payload_bytes,json=payloadBytes,proto3" json:"payload_bytes,omitempty"`
+	// Role source: when the object was sealed; role target: when it was
+	// admitted. Unix microseconds by the node's own clock; 0 when unknown.
+	SealedUnixUs   int64 `protobuf:"varint,14,opt,name=sealed_unix_us,json=sealedUnixUs,proto3" json:"sealed_unix_us,omitempty"`
+	AdmittedUnixUs int64 `protobuf:"varint,15,opt,name=admitted_unix_us,json=admittedUnixUs,proto3" json:"admitted_unix_us,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -1793,6 +1813,20 @@ func (x *RelocationStatus) GetInterruptionUs() int64 {
 func (x *RelocationStatus) GetPayloadBytes() uint64 {
 	if x != nil {
 		return x.PayloadBytes
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetSealedUnixUs() int64 {
+	if x != nil {
+		return x.SealedUnixUs
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetAdmittedUnixUs() int64 {
+	if x != nil {
+		return x.AdmittedUnixUs
 	}
 	return 0
 }
@@ -2605,7 +2639,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
 	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
-	"\x06record\x18\x06 \x01(\fR\x06record\"\xbf\x03\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xe5\x03\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
@@ -2620,7 +2654,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x10deadline_unix_ms\x18\n" +
 	" \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
 	"\n" +
-	"join_group\x18\v \x01(\tR\tjoinGroup\"[\n" +
+	"join_group\x18\v \x01(\tR\tjoinGroup\x12$\n" +
+	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\"[\n" +
 	"\n" +
 	"StateChunk\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x14\n" +
@@ -2682,7 +2717,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\x9d\x03\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\xed\x03\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -2697,7 +2732,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	" \x01(\x03R\rstartedUnixMs\x12\"\n" +
 	"\rended_unix_ms\x18\v \x01(\x03R\vendedUnixMs\x12'\n" +
 	"\x0finterruption_us\x18\f \x01(\x03R\x0einterruptionUs\x12#\n" +
-	"\rpayload_bytes\x18\r \x01(\x04R\fpayloadBytes\"\x18\n" +
+	"\rpayload_bytes\x18\r \x01(\x04R\fpayloadBytes\x12$\n" +
+	"\x0esealed_unix_us\x18\x0e \x01(\x03R\fsealedUnixUs\x12(\n" +
+	"\x10admitted_unix_us\x18\x0f \x01(\x03R\x0eadmittedUnixUs\"\x18\n" +
 	"\x16ListRelocationsRequest\"Y\n" +
 	"\fGroupCommand\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
