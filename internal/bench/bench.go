@@ -24,6 +24,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,14 @@ type Config struct {
 	Dir string
 	// Progress, when set, gets one line as each step starts.
 	Progress io.Writer
+	// Only, when not empty, runs only these sections (Sections): a figure
+	// whose baseline is in a section left out has no ratio and misses its
+	// target.
+	Only []string
 }
+
+// Sections are the parts of a run, in the order they run.
+var Sections = []string{"etcd", "interruption", "relocations", "groups", "streaming", "calls"}
 
 type run struct {
 	cfg Config
@@ -121,6 +129,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Plan.Ops < 2 || cfg.Plan.Window <= 0 || cfg.Plan.Stream <= 0 || len(cfg.Plan.Sizes) == 0 {
 		return nil, errors.New("bench: a plan needs Ops ≥ 2, a Window, a Stream size and Sizes")
 	}
+	for _, o := range cfg.Only {
+		if !slices.Contains(Sections, o) {
+			return nil, fmt.Errorf("bench: no section %q (sections: %s)", o, strings.Join(Sections, ", "))
+		}
+	}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "meshloc-bench-")
@@ -138,7 +151,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer m.close()
 	x.m = m
-	for _, f := range []func() error{x.etcdBaselines, x.interruption, x.relocationRates, x.groups, x.streaming, x.calls} {
+	for i, f := range []func() error{x.etcdBaselines, x.interruption, x.relocationRates, x.groups, x.streaming, x.calls} {
+		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, Sections[i]) {
+			continue
+		}
 		if err := f(); err != nil {
 			return x.r, err
 		}
