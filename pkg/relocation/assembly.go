@@ -151,6 +151,8 @@ func NewAssembly(m Manifest) (*Assembly, error) {
 
 // Add stores chunk i. A wrong index or size is ErrDataLost (the stage
 // cannot complete); a repeated index is ErrDuplicateChunk and changes nothing.
+// The only chunk of a one-chunk payload is kept without a copy: the caller
+// must not change data after it was added.
 func (a *Assembly) Add(i uint32, data []byte) error {
 	if i >= a.m.Chunks {
 		return fmt.Errorf("%w: chunk %d of %d", ErrDataLost, i, a.m.Chunks)
@@ -162,10 +164,15 @@ func (a *Assembly) Add(i uint32, data []byte) error {
 	if uint64(len(data)) != end-start {
 		return fmt.Errorf("%w: chunk %d has %d bytes, want %d", ErrDataLost, i, len(data), end-start)
 	}
-	if a.buf == nil {
+	switch {
+	case a.m.Chunks == 1:
+		a.buf = data
+	case a.buf == nil:
 		a.buf = make([]byte, a.m.Length)
+		fallthrough
+	default:
+		copy(a.buf[start:end], data)
 	}
-	copy(a.buf[start:end], data)
 	a.got[i] = true
 	a.have++
 	return nil

@@ -372,3 +372,25 @@ func FuzzAssembly(f *testing.F) {
 		}
 	})
 }
+
+// A one-chunk payload is the chunk itself, not a copy; it is still checked.
+func TestAssemblyOneChunkIsNotCopied(t *testing.T) {
+	data := []byte("one chunk of state")
+	m := PlanChunks(data, 1<<20)
+	a, err := NewAssembly(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Add(0, data); err != nil {
+		t.Fatal(err)
+	}
+	p, err := a.Payload()
+	if err != nil || &p[0] != &data[0] {
+		t.Fatalf("payload %q (%v) is not the chunk", p, err)
+	}
+	bad, _ := NewAssembly(m)
+	_ = bad.Add(0, []byte("one chunk of stat!"))
+	if _, err := bad.Payload(); !errors.Is(err, ErrDataLost) {
+		t.Fatalf("a damaged one-chunk payload: %v", err)
+	}
+}

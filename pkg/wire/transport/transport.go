@@ -19,6 +19,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"google.golang.org/grpc"
@@ -26,9 +27,11 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // CodecName is the gRPC content-subtype of the checked codec.
@@ -72,7 +75,67 @@ func (Codec) Unmarshal(data []byte, v any) error {
 	if binary.LittleEndian.Uint32(data[len(data)-4:]) != wire.CRC32C(body) {
 		return ErrCorrupt
 	}
+	if f, ok := v.(*pb.RelocationFrame); ok && decodeChunkFrame(body, f) {
+		return nil
+	}
 	return proto.Unmarshal(body, m)
+}
+
+// decodeChunkFrame decodes a RelocationFrame that holds a StateChunk, the
+// bulk of a relocation's bytes, without copying its data: the chunk's Data
+// aliases body. gRPC hands a codec a buffer of its own (Materialize), kept by
+// nothing else, so the frame may keep it. It reports false, leaving f
+// untouched, for anything but exactly that shape (another frame, unknown or
+// repeated fields, bad wire types); proto.Unmarshal decodes those.
+func decodeChunkFrame(body []byte, f *pb.RelocationFrame) bool {
+	num, typ, n := protowire.ConsumeTag(body)
+	if n < 0 || num != 2 || typ != protowire.BytesType {
+		return false
+	}
+	inner, m := protowire.ConsumeBytes(body[n:])
+	if m < 0 || n+m != len(body) {
+		return false
+	}
+	c := &pb.StateChunk{}
+	var seen [4]bool
+	for len(inner) > 0 {
+		num, typ, n := protowire.ConsumeTag(inner)
+		if n < 0 || num < 1 || num > 3 || seen[num] {
+			return false
+		}
+		seen[num] = true
+		inner = inner[n:]
+		switch num {
+		case 1, 3:
+			if typ != protowire.BytesType {
+				return false
+			}
+			b, m := protowire.ConsumeBytes(inner)
+			if m < 0 {
+				return false
+			}
+			b = b[:len(b):len(b)]
+			if num == 1 {
+				c.RelocationId = b
+			} else {
+				c.Data = b
+			}
+			inner = inner[m:]
+		case 2:
+			if typ != protowire.VarintType {
+				return false
+			}
+			x, m := protowire.ConsumeVarint(inner)
+			if m < 0 || x > math.MaxUint32 {
+				return false
+			}
+			c.Index = uint32(x)
+			inner = inner[m:]
+		}
+	}
+	proto.Reset(f)
+	f.Frame = &pb.RelocationFrame_Chunk{Chunk: c}
+	return true
 }
 
 // Flow control and I/O buffers of every meshloc connection. gRPC's defaults
