@@ -3,7 +3,17 @@
 GO      ?= go
 TIMEOUT ?= 20m
 
-.PHONY: all build test test-race vet fmt clean proto
+# The compose cluster (docker-compose.yml). COMPOSE is `docker compose` where
+# that plugin exists, else Debian's `docker-compose`; override it as you like.
+DOCKER  ?= docker
+COMPOSE ?= $(shell $(DOCKER) compose version >/dev/null 2>&1 && echo '$(DOCKER) compose' || echo docker-compose)
+IMAGE   ?= meshloc:dev
+# The image context (Dockerfile, .dockerignore): static binaries and the
+# empty directories the processes write to.
+DOCKER_CTX = build/docker
+STATIC     = CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w'
+
+.PHONY: all build test test-race vet fmt clean proto docker-bin images cluster-up cluster-down test-compose bench bench-micro
 
 all: build
 
@@ -20,7 +30,9 @@ vet:
 ## the planted-bug tests, and last test/chaos, the verification suite's CI
 ## tier (a checked run per workload with its faults, and the planted-bug
 ## self-test), verbose so that every run's report is printed
-## (internal/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md)
+## (internal/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md);
+## last the compose cluster's fault test (test-compose; skipped without docker
+## unless CI=true)
 test: vet
 	$(GO) test -count=1 -timeout $(TIMEOUT) $$($(GO) list ./... | grep -v /test/chaos)
 	$(GO) vet -tags failpoints ./internal/node/ ./internal/failpoint/ ./internal/chaos/ ./pkg/... ./cmd/... ./test/chaos/
@@ -28,6 +40,7 @@ test: vet
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 	$(GO) test -count=1 -tags failpoints -run 'Planted|DeadlineNeverPastExpiry|AcceptRefusesOlderFence' ./pkg/lease/ ./pkg/client/ ./pkg/relocation/ ./pkg/authority/
 	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -v ./test/chaos/
+	$(MAKE) --no-print-directory test-compose
 
 ## test-race: the same under the race detector (about twice as slow on 2 cores)
 test-race: vet
@@ -45,5 +58,56 @@ proto:
 	$(BUF) lint
 	$(BUF) generate
 
+## bench: meshctl bench, the full plan (about 90 s): meshloc beside its
+## baselines measured in the same run, each target marked met or not
+## (README "Performance"); BENCH_FLAGS=--quick for the quick plan
+bench:
+	$(GO) run ./cmd/meshctl bench $(BENCH_FLAGS)
+
+## bench-micro: the micro-benchmarks of the codec, chunk assembly and the
+## relocation state machine step
+bench-micro:
+	$(GO) test -run '^$$' -bench 'Codec|Assembly|SourceTargetStep' ./pkg/wire/transport/ ./pkg/relocation/
+
+## docker-bin: static binaries (CGO_ENABLED=0) of etcd and etcdctl (from their
+## Go modules, the versions of go.mod), locationd, meshnode and meshctl into
+## build/docker/bin/, and the image's empty directories into build/docker/rootfs/
+docker-bin:
+	mkdir -p $(DOCKER_CTX)/bin $(DOCKER_CTX)/rootfs/var/lib/etcd $(DOCKER_CTX)/rootfs/tmp
+	chmod 0700 $(DOCKER_CTX)/rootfs/var/lib/etcd
+	chmod 1777 $(DOCKER_CTX)/rootfs/tmp
+	$(STATIC) -o $(DOCKER_CTX)/bin/etcd go.etcd.io/etcd/server/v3
+	$(STATIC) -o $(DOCKER_CTX)/bin/ go.etcd.io/etcd/etcdctl/v3 ./cmd/locationd ./cmd/meshnode ./cmd/meshctl
+
+## images: docker-bin, then the image $(IMAGE) FROM scratch (Dockerfile): no registry needed
+images: docker-bin
+	$(DOCKER) build -t $(IMAGE) .
+
+## cluster-up: images, then the compose cluster (etcd1..3, locationd1..2,
+## meshnode1..3; docker-compose.yml), and wait until every service is healthy
+cluster-up: images
+	MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) up -d
+	@echo "waiting for every service to be healthy (at most 3 minutes)"; \
+	for i in $$(seq 180); do \
+	  ids=$$($(COMPOSE) ps -q); \
+	  bad=$$(for id in $$ids; do $(DOCKER) inspect -f '{{.Name}} {{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' $$id; done | grep -v ' healthy$$'); \
+	  if [ -n "$$ids" ] && [ -z "$$bad" ]; then MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) ps; exit 0; fi; \
+	  sleep 1; \
+	done; \
+	MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) ps; echo "cluster-up: not healthy after 3 minutes:$$bad (see: $(COMPOSE) logs)" >&2; exit 1
+
+## cluster-down: stop the compose cluster and delete its containers, network
+## and volumes (etcd's data); the image stays (docker rmi $(IMAGE))
+cluster-down:
+	MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) down -v --remove-orphans
+
+## test-compose: test/compose, the compose cluster under faults (docker kill,
+## pause, network disconnect of meshnodes, docker stop of an etcd member). It
+## builds its own static binaries and image, runs its own compose project on
+## free loopback ports, and removes all of it at the end
+test-compose:
+	$(GO) vet -tags compose ./test/compose/
+	MESHLOC_COMPOSE='$(COMPOSE)' $(GO) test -count=1 -timeout 15m -tags compose -v ./test/compose/
+
 clean:
-	rm -rf bin/
+	rm -rf bin/ build/

@@ -124,7 +124,7 @@ line on stderr: "meshctl: <code>: <message>".`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
-		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout))
+		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}
