@@ -104,6 +104,11 @@ type Config struct {
 	// authentication yet. Port 0 picks a free port (tests); Server.HTTPAddr
 	// tells which.
 	HTTP string
+	// AdvertiseHTTP (--advertise-http, default: the address HTTP listens on)
+	// is the address this locationd publishes as its own in the recovery
+	// controller's election (`meshctl controllers`), for one that listens
+	// on 0.0.0.0 or behind NAT.
+	AdvertiseHTTP string
 	// Prefix (--prefix, default /meshloc) and Cluster (--cluster, default
 	// "default") select the keys /<prefix>/<cluster>/... (DESIGN.md §2), so
 	// several meshloc clusters can share one etcd.
@@ -208,6 +213,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.InitialClusterState, "initial-cluster-state", c.InitialClusterState, "new (bootstrap the members of --initial-cluster together) or existing (join a running cluster after etcdctl member add)")
 	fs.StringVar(&c.InitialClusterToken, "initial-cluster-token", c.InitialClusterToken, "token of the embedded etcd's cluster, the same on every member")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "host:port of the location API, /metrics, /healthz and /readyz")
+	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", c.AdvertiseHTTP, "host:port of the API published in the recovery controller's election (default: the address --http listens on)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error, fatal, panic, disabled")

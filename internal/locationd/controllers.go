@@ -1,6 +1,7 @@
 package locationd
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -38,7 +39,7 @@ func controllerID() string {
 // cancels it and waits: a leader revokes its election lease on the way out,
 // so another locationd leads at once. Call after HTTPAddr is known.
 func (s *Server) startControllers(cli *clientv3.Client) (stop func(), err error) {
-	ctrl, err := recovery.New(cli, s.keys, s.cfg.recoveryConfig(controllerID(), s.HTTPAddr()),
+	ctrl, err := recovery.New(cli, s.keys, s.cfg.recoveryConfig(controllerID(), cmp.Or(s.cfg.AdvertiseHTTP, s.HTTPAddr())),
 		s.log.With().Str("component", "controller").Logger(), recovery.NewMetrics(s.reg))
 	if err != nil {
 		return nil, err

@@ -29,6 +29,9 @@ type Config struct {
 	Advertise string
 	// HTTP serves /metrics and /healthz (default 127.0.0.1:7101; empty: off).
 	HTTP string
+	// AdvertiseHTTP is the HTTP address the owner descriptor publishes
+	// (default: HTTP), for a node listening on 0.0.0.0 or behind NAT.
+	AdvertiseHTTP string
 	// LeaseTTL of the owner lease (default 5 s; etcd grants at least ~2 s).
 	LeaseTTL time.Duration
 	// LeaseMargin is subtracted from the lease deadline (0: TTL/5, at least
@@ -155,6 +158,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Listen, "listen", c.Listen, "gRPC listen address")
 	fs.StringVar(&c.Advertise, "advertise", c.Advertise, "address other nodes dial (default: --listen)")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "HTTP address for /metrics and /healthz (empty: off)")
+	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", c.AdvertiseHTTP, "HTTP address published in the owner descriptor (default: --http)")
 	fs.DurationVar(&c.LeaseTTL, "lease-ttl", c.LeaseTTL, "owner lease TTL")
 	fs.DurationVar(&c.LeaseMargin, "lease-margin", c.LeaseMargin, "safety margin before the lease deadline (0: TTL/5, at least 100ms)")
 	fs.IntVar(&c.Weight, "weight", c.Weight, "placement weight; 0 makes a pure gateway")
@@ -214,6 +218,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Advertise == "" {
 		c.Advertise = c.Listen
+	}
+	if c.AdvertiseHTTP == "" {
+		c.AdvertiseHTTP = c.HTTP
 	}
 	if c.LeaseTTL < 2*time.Second {
 		return bad("--lease-ttl", "%s is below etcd's minimum of 2s", c.LeaseTTL)

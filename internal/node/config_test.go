@@ -31,3 +31,18 @@ func TestConfigLeaseMargin(t *testing.T) {
 		}
 	}
 }
+
+// --advertise-http defaults to --http, and is what the owner descriptor
+// publishes (a node listening on 0.0.0.0 publishes a reachable address).
+func TestConfigAdvertiseHTTP(t *testing.T) {
+	cfg := node.DefaultConfig()
+	cfg.Name, cfg.EtcdEndpoints, cfg.Listen, cfg.HTTP = "n1", []string{"http://127.0.0.1:2379"}, "127.0.0.1:7100", "0.0.0.0:7101"
+	if err := cfg.Validate(); err != nil || cfg.AdvertiseHTTP != "0.0.0.0:7101" {
+		t.Fatalf("%v, advertise-http %q", err, cfg.AdvertiseHTTP)
+	}
+	m := startMesh(t, 1, func(_ int, c *node.Config) { c.AdvertiseHTTP = "meshnode1:7101" })
+	resp, err := m.etcd.Get(t.Context(), "/meshloc/default/owners/n1")
+	if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"http":"meshnode1:7101"`) {
+		t.Fatalf("owner descriptor %v (%v)", resp, err)
+	}
+}

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -220,7 +221,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	lcfg.Descriptor = lease.Descriptor{
 		OwnerID: n.cfg.Name, RoutingID: n.rid.Hex(), Address: addr, State: lease.StateJoining,
 		Weight: n.cfg.Weight, ApplicationVersion: n.cfg.ApplicationVersion, Types: types,
-		StartedUnixMs: n.now().UnixMilli(), HTTP: n.cfg.HTTP,
+		StartedUnixMs: n.now().UnixMilli(), HTTP: cmp.Or(n.cfg.AdvertiseHTTP, n.cfg.HTTP),
 	}
 	n.keeper, err = lease.Start(ctx, n.etcd, n.keys, lcfg)
 	if err != nil {
