@@ -36,7 +36,7 @@ objects/s in groups of 8, streaming a 256 MiB state, calls direct and
 through a gateway with and without a relocation storm. Every figure is
 printed with its baseline, the ratio and its target, marked met or not.
 
-The full plan takes about two minutes on two cores; --quick, under one.
+The full plan takes about 90 s on two cores; --quick, under 30 s.
 -o json prints the report as JSON. Exit status 0 unless a measurement could
 not be made, or --strict and a target was missed (1).`,
 		Args: exactArgs(0),

@@ -59,7 +59,7 @@ type Plan struct {
 	Stream int
 }
 
-// FullPlan is the default: about two minutes on two cores.
+// FullPlan is the default: about 90 s on two cores.
 func FullPlan() Plan {
 	return Plan{Name: "full", Ops: 3000, Window: 5 * time.Second, Stream: 256 << 20, Sizes: []Size{
 		{"1 KiB", 1 << 10, 1000, 500}, {"1 MiB", 1 << 20, 150, 60}, {"64 MiB", 64 << 20, 16, 10},
