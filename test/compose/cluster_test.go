@@ -610,38 +610,26 @@ func durable(object string) bool { return strings.HasPrefix(object, "actor/dcoun
 
 // add adds n to a counter through node and checks the reply against the
 // model. A memory counter answered state_lost (re-created after its owner
-// died) restarts from 0 in the model, and the add is sent again; a durable
+// died) restarts from 0 in the model, and the call is sent again; a durable
 // one must never say so.
 func (c *cluster) add(t *testing.T, node int, object string, n int64) reply {
 	t.Helper()
-	for range 2 {
-		r, err := c.callRetry(node, 45*time.Second, object, "add", strconv.FormatInt(n, 10))
-		var ce *callError
-		if errors.As(err, &ce) && ce.Code == "state_lost" && !durable(object) {
-			t.Logf("%s: %s (memory object re-created: its value restarts from 0)", object, ce.Line)
-			c.setModel(object, 0)
-			continue
-		}
-		if err != nil {
-			t.Fatalf("add %d to %s: %v", n, object, err)
-		}
-		want := c.modelOf(object) + n
-		if r.Value != want {
-			t.Fatalf("add %d to %s via %s: value %d, want %d (served by %s)", n, object, meshnodes[node], r.Value, want, r.Fence.Owner)
-		}
-		c.setModel(object, want)
-		return r
-	}
-	t.Fatalf("add %d to %s: state_lost twice", n, object)
-	return reply{}
+	return c.counterCall(t, node, object, n, "add", strconv.FormatInt(n, 10))
 }
 
 // get reads a counter through node and checks it against the model (see add
 // for state_lost).
 func (c *cluster) get(t *testing.T, node int, object string) reply {
 	t.Helper()
+	return c.counterCall(t, node, object, 0, "get")
+}
+
+// counterCall is add (delta n) and get (delta 0).
+func (c *cluster) counterCall(t *testing.T, node int, object string, delta int64, method string, args ...string) reply {
+	t.Helper()
+	args = append([]string{method}, args...) // for the messages
 	for range 2 {
-		r, err := c.callRetry(node, 45*time.Second, object, "get")
+		r, err := c.callRetry(node, 45*time.Second, object, method, args[1:]...)
 		var ce *callError
 		if errors.As(err, &ce) && ce.Code == "state_lost" && !durable(object) {
 			t.Logf("%s: %s (memory object re-created: its value restarts from 0)", object, ce.Line)
@@ -649,14 +637,16 @@ func (c *cluster) get(t *testing.T, node int, object string) reply {
 			continue
 		}
 		if err != nil {
-			t.Fatalf("get %s: %v", object, err)
+			t.Fatalf("%v on %s: %v", args, object, err)
 		}
-		if want := c.modelOf(object); r.Value != want {
-			t.Fatalf("get %s via %s: value %d, want %d (served by %s)", object, meshnodes[node], r.Value, want, r.Fence.Owner)
+		want := c.modelOf(object) + delta
+		if r.Value != want {
+			t.Fatalf("%v on %s via %s: value %d, want %d (served by %s)", args, object, meshnodes[node], r.Value, want, r.Fence.Owner)
 		}
+		c.setModel(object, want)
 		return r
 	}
-	t.Fatalf("get %s: state_lost twice", object)
+	t.Fatalf("%v on %s: state_lost twice", args, object)
 	return reply{}
 }
 
