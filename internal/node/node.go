@@ -235,10 +235,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 
 	n.grpc = grpc.NewServer(append(transport.ServerOptions(),
-		grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
-		// Large windows: STATE chunks are up to 16 MiB; the default 64 KiB
-		// window makes a relocation stream wait for window updates.
-		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(streamWindow))...)
+		// (Flow-control windows and buffers: transport.ServerOptions.)
+		grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes))...)
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})

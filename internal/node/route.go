@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -20,9 +22,6 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
-
-// streamWindow is the HTTP/2 flow-control window of node-to-node connections.
-const streamWindow = 32 << 20
 
 // maxRouteAttempts bounds how often one call follows a redirect or retries an
 // unavailable owner before answering the caller.
@@ -316,8 +315,9 @@ func (n *Node) Fence(obj keyspace.Object) (authority.Fence, bool) {
 // ---------------------------------------------------------------- peers
 
 type connPool struct {
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool // close ran: no new connection (it would never be closed)
 }
 
 func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
@@ -328,8 +328,10 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, append(transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10)),
-		grpc.WithInitialWindowSize(streamWindow), grpc.WithInitialConnWindowSize(streamWindow))...)
+	if p.closed {
+		return nil, status.Error(codes.Unavailable, "node: stopped: no new peer connection")
+	}
+	c, err := grpc.NewClient(addr, transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10))...)
 	if err != nil {
 		return nil, err
 	}
@@ -348,6 +350,7 @@ func (p *connPool) call(ctx context.Context, addr string, req *pb.CallRequest) (
 func (p *connPool) close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	p.closed = true
 	for a, c := range p.conns {
 		c.Close()
 		delete(p.conns, a)

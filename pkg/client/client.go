@@ -41,6 +41,9 @@ import (
 // ErrNoNodes: neither etcd endpoints nor nodes were given, or no node serves.
 var ErrNoNodes = errors.New("client: no node to call")
 
+// ErrClosed: a call on a client after Close.
+var ErrClosed = errors.New("client: closed")
+
 // Config of a Client.
 type Config struct {
 	// EtcdEndpoints: route from etcd (direct to owners).
@@ -81,6 +84,7 @@ type Client struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	fences map[string]authority.Fence
+	closed bool // Close ran: no new connection (it would never be closed)
 }
 
 // New returns a client; with etcd it waits until its caches are loaded.
@@ -138,6 +142,7 @@ func (c *Client) Close() error {
 	}
 	c.wg.Wait()
 	c.mu.Lock()
+	c.closed = true
 	for a, cc := range c.conns {
 		cc.Close()
 		delete(c.conns, a)
@@ -193,6 +198,9 @@ func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method
 		}
 		req.Direct = direct
 		conn, err := c.conn(addr)
+		if errors.Is(err, ErrClosed) {
+			return nil, err
+		}
 		if err != nil {
 			last = err
 			continue
@@ -301,6 +309,9 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	defer c.mu.Unlock()
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
+	}
+	if c.closed {
+		return nil, ErrClosed
 	}
 	cc, err := grpc.NewClient(addr, transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(wire.MaxMessageBytes))...)
 	if err != nil {

@@ -140,10 +140,11 @@ func decodeChunkFrame(body []byte, f *pb.RelocationFrame) bool {
 
 // Flow control and I/O buffers of every meshloc connection. gRPC's defaults
 // (a 64 KiB window grown by BDP estimation, 32 KiB buffers) suit small
-// calls; a STATE stream of megabytes stalls on them. The relocation budgets
-// (--peer-budget-bytes, --node-budget-bytes) bound what is in flight.
+// calls; a STATE stream of megabytes (chunks up to 16 MiB) waits for window
+// updates on them. The relocation budgets (--peer-budget-bytes,
+// --node-budget-bytes) bound what is in flight.
 const (
-	StreamWindow = 8 << 20
+	StreamWindow = 32 << 20
 	ConnWindow   = 32 << 20
 	IOBuffer     = 256 << 10
 )
