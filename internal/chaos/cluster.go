@@ -59,6 +59,10 @@ type Config struct {
 	NodeArgs []string
 	// CallTimeout of the clients (default 6 s).
 	CallTimeout time.Duration
+	// CallTimeouts, when set, bound the workload streams' calls in turn
+	// (verify.Config.OpTimeouts); the clients' own bound is then the
+	// largest.
+	CallTimeouts []time.Duration
 	// RelocationTimeout is the deadline asked for each relocation (default 5 s).
 	RelocationTimeout time.Duration
 	// Logf, if set, gets progress lines.
@@ -172,6 +176,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 6 * time.Second
+	}
+	for _, d := range cfg.CallTimeouts {
+		cfg.CallTimeout = max(cfg.CallTimeout, d)
 	}
 	if cfg.RelocationTimeout <= 0 {
 		cfg.RelocationTimeout = 5 * time.Second

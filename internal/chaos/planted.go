@@ -51,8 +51,11 @@ var Plants = []Plant{
 		}},
 	{Bug: failpoint.BugCRCIgnored, Trigger: "every 2nd STATE chunk corrupted (source.chunk-data=corrupt%2)",
 		apply: failpoints("source.chunk-data=corrupt%2")},
-	{Bug: failpoint.BugWokenOwnerServes, Trigger: "SIGSTOP of the busiest owner past its TTL, then SIGCONT",
-		apply: faults(4*time.Second, 14*time.Second, PauseNode)},
+	{Bug: failpoint.BugWokenOwnerServes, Trigger: "SIGSTOP of the busiest owner for 3 TTLs (6 s), then SIGCONT; half the streams give up on a call after 3 s (they retry elsewhere, and the owner's objects are recovered there), half wait 15 s (their calls to the paused owner are still in flight when it wakes)",
+		apply: func(s *Spec) {
+			s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 3 * time.Second, 15 * time.Second, 15 * time.Second}
+			faults(4*time.Second, 14*time.Second, PauseNode)(s)
+		}},
 }
 
 // PlantResult is one planted bug's run.
@@ -133,6 +136,9 @@ func ControlSpec(base Spec) Spec {
 		s.Faults = append(s.Faults, t.Faults...)
 		s.Cluster.Proxies = s.Cluster.Proxies || t.Cluster.Proxies
 		s.Cluster.LeaseTTL = max(s.Cluster.LeaseTTL, t.Cluster.LeaseTTL)
+		if len(t.Cluster.CallTimeouts) > 0 {
+			s.Cluster.CallTimeouts = t.Cluster.CallTimeouts
+		}
 		if len(t.Cluster.NodeArgs) > len(base.Cluster.NodeArgs) {
 			s.Cluster.NodeArgs = t.Cluster.NodeArgs
 		}

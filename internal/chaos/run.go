@@ -131,6 +131,7 @@ func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 		Streams:            s.Streams,
 		Duration:           s.Duration,
 		OpTimeout:          c.cfg.CallTimeout,
+		OpTimeouts:         c.cfg.CallTimeouts,
 		Relocations:        !s.NoRelocations,
 		RelocationWorkers:  s.RelocationWorkers,
 		RelocationInterval: s.RelocationInterval,

@@ -61,6 +61,10 @@ type Config struct {
 	// OpTimeout bounds one operation; past it the outcome is unknown
 	// (default 5 s).
 	OpTimeout time.Duration
+	// OpTimeouts, when set, are the streams' bounds in turn instead (stream
+	// i gets OpTimeouts[i % len]): callers that wait longer than others
+	// still have a request in flight when a paused owner wakes.
+	OpTimeouts []time.Duration
 	// Relocations runs the relocation storm on every workload object.
 	Relocations bool
 	// RelocationWorkers, RelocationInterval, RelocationTimeout: see Relocator.
@@ -140,6 +144,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 			id++
 			s := Stream{ID: id, Caller: c, Timeout: cfg.OpTimeout}
+			if len(cfg.OpTimeouts) > 0 {
+				s.Timeout = cfg.OpTimeouts[(id-1)%len(cfg.OpTimeouts)]
+			}
 			if _, ok := first[w.Name()]; !ok {
 				first[w.Name()] = s
 			}
