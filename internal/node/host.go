@@ -99,6 +99,13 @@ func (h *hosted) submit(w *work) bool {
 		h.mu.Unlock()
 		return false
 	}
+	if w.timer && (h.mode == modeBoundary || h.mode == modeHold) {
+		// A fire racing the seal: the timers travel in the payload (missed
+		// ticks fire on the target) and reopen re-arms them after an abort.
+		// Kept as boundary work it would be sent as a request without one.
+		h.mu.Unlock()
+		return false
+	}
 	switch h.mode {
 	case modeBoundary:
 		h.boundary = append(h.boundary, w)
