@@ -126,6 +126,20 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// waitStats waits until the proxy's counters satisfy ok: a counter is
+// raised after the write it counts returned, so the peer may have read the
+// bytes a moment before.
+func waitStats(t *testing.T, p *Proxy, ok func(Stats) bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for st := p.Stats(); !ok(st); st = p.Stats() {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats = %+v (after 10s)", st)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 func newProxy(t *testing.T, target string) *Proxy {
 	t.Helper()
 	p, err := New("127.0.0.1:0", target)
@@ -182,10 +196,7 @@ func TestForwardClean(t *testing.T) {
 	if !bytes.Equal(got, want) {
 		t.Fatal("echo differs from what was sent")
 	}
-	st := p.Stats()
-	if st != (Stats{Accepted: 1, BytesToServer: 1 << 20, BytesToClient: 1 << 20}) {
-		t.Fatalf("stats = %+v", st)
-	}
+	waitStats(t, p, func(st Stats) bool { return st == Stats{Accepted: 1, BytesToServer: 1 << 20, BytesToClient: 1 << 20} })
 }
 
 func TestDelayPerDirection(t *testing.T) {
@@ -285,10 +296,9 @@ func TestDuplicate(t *testing.T) {
 	if got := readFull(t, c, 2); string(got) != "zz" {
 		t.Fatalf("client got %q, want \"zz\"", got)
 	}
-	st := p.Stats()
-	if st.Duplicated != 4 || st.BytesToServer != 6 || st.BytesToClient != 2 || st.Corrupted != 0 || st.Dropped != 0 {
-		t.Fatalf("stats = %+v", st)
-	}
+	waitStats(t, p, func(st Stats) bool {
+		return st.Duplicated == 4 && st.BytesToServer == 6 && st.BytesToClient == 2 && st.Corrupted == 0 && st.Dropped == 0
+	})
 	// Off again: a clean forward.
 	p.SetDuplicateRate(0)
 	write(t, c, []byte("d"))
@@ -328,9 +338,7 @@ func TestCorrupt(t *testing.T) {
 	if got := s.waitReceived(t, 1002); got[1001] != 0x41 {
 		t.Fatalf("after rate 0: %x", got[1001])
 	}
-	if st := p.Stats(); st.Duplicated != 0 || st.BytesToServer != 1002 || st.BytesToClient != 1 {
-		t.Fatalf("stats = %+v", st)
-	}
+	waitStats(t, p, func(st Stats) bool { return st.Duplicated == 0 && st.BytesToServer == 1002 && st.BytesToClient == 1 })
 }
 
 func TestModesAndStats(t *testing.T) {
@@ -370,10 +378,7 @@ func TestModesAndStats(t *testing.T) {
 			t.Fatalf("after ResetConns: read %v, want EOF", err)
 		}
 	}
-	want := Stats{Accepted: 3, BytesToServer: 2, BytesToClient: 1, Dropped: 3}
-	if st := p.Stats(); st != want {
-		t.Fatalf("stats = %+v, want %+v", st, want)
-	}
+	waitStats(t, p, func(st Stats) bool { return st == Stats{Accepted: 3, BytesToServer: 2, BytesToClient: 1, Dropped: 3} })
 }
 
 // A connection whose target refuses is closed at once, and counted.
