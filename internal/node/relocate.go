@@ -667,7 +667,11 @@ func (r *sourceRun) streamChunks(ctx context.Context, segs [][]byte, m relocatio
 			if len(data) > 0 && len(scratch) > 0 && &data[0] != &scratch[0] {
 				scratch = scratch[:0] // a corrupted copy was made; keep our buffer
 			}
-			err = r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: data}}})
+			c := &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: data}
+			if int(i) < len(m.ChunkCRCs) {
+				c.Crc32C = proto.Uint32(m.ChunkCRCs[i])
+			}
+			err = r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: c}})
 		}
 		pb2.release(size)
 		n.budget.release(size)
@@ -1020,7 +1024,7 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 		n.metrics.lateFrames.Inc()
 		return stream.Send(ans)
 	}
-	t := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion, FallbackMs: n.cfg.CutoverFallback.Milliseconds()})
+	t := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion, FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: allocPayload})
 	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: participantName(p), Source: fmt.Sprintf("%s@%d", p.GetCoordinator().GetOwnerId(), p.GetCoordinator().GetOwnerGeneration()),
 		Target: n.self.String(), Role: "target", Phase: t.Phase().String(), StartedUnixMs: n.now().UnixMilli(), PayloadBytes: p.GetPayloadLength()})
 	defer n.untrack(rec)

@@ -30,25 +30,44 @@ type Manifest struct {
 	Length uint64
 	Chunks uint32
 	CRC32C uint32
+	// ChunkCRCs is each chunk's CRC32C, on the source only (PlanSegments):
+	// the chunk frames carry them. Not part of PREPARE.
+	ChunkCRCs []uint32
 }
 
 // PlanChunks returns the manifest of payload cut into chunks of at most
 // chunkSize bytes.
 func PlanChunks(payload []byte, chunkSize int) Manifest {
-	n := uint64(len(payload))
-	return Manifest{Length: n, Chunks: chunkCount(n, chunkSize), CRC32C: wire.CRC32C(payload)}
+	return PlanSegments([][]byte{payload}, chunkSize)
 }
 
 // PlanSegments returns the manifest of the concatenation of segs cut into
-// chunks of at most chunkSize bytes.
+// chunks of at most chunkSize bytes, with each chunk's CRC32C: one pass
+// over the bytes, the payload's sum combined from the chunks'.
 func PlanSegments(segs [][]byte, chunkSize int) Manifest {
 	var n uint64
-	var crc uint32
 	for _, s := range segs {
 		n += uint64(len(s))
-		crc = wire.UpdateCRC32C(crc, s)
 	}
-	return Manifest{Length: n, Chunks: chunkCount(n, chunkSize), CRC32C: crc}
+	m := Manifest{Length: n, Chunks: chunkCount(n, chunkSize)}
+	m.ChunkCRCs = make([]uint32, m.Chunks)
+	seg, off := 0, uint64(0) // segs[seg] starts at payload offset off
+	for i := range m.Chunks {
+		start, end := m.ChunkSpan(i)
+		var crc uint32
+		for pos := start; pos < end; {
+			for off+uint64(len(segs[seg])) <= pos {
+				off += uint64(len(segs[seg]))
+				seg++
+			}
+			hi := min(end, off+uint64(len(segs[seg])))
+			crc = wire.UpdateCRC32C(crc, segs[seg][pos-off:hi-off])
+			pos = hi
+		}
+		m.ChunkCRCs[i] = crc
+		m.CRC32C = wire.CombineCRC32C(m.CRC32C, crc, int64(end-start))
+	}
+	return m
 }
 
 // chunkCount is the number of chunks of at most chunkSize bytes that carry n
@@ -137,7 +156,10 @@ type Assembly struct {
 	m    Manifest
 	buf  []byte
 	got  []bool
+	sums []uint32 // each received chunk's CRC32C, computed here
 	have uint32
+	// alloc makes the payload buffer (nil: make); see TargetConfig.Alloc.
+	alloc func(n int) []byte
 }
 
 // NewAssembly validates the manifest and returns an empty assembly. The
@@ -146,14 +168,24 @@ func NewAssembly(m Manifest) (*Assembly, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
 	}
-	return &Assembly{m: m, got: make([]bool, m.Chunks)}, nil
+	return &Assembly{m: m, got: make([]bool, m.Chunks), sums: make([]uint32, m.Chunks)}, nil
 }
 
 // Add stores chunk i. A wrong index or size is ErrDataLost (the stage
 // cannot complete); a repeated index is ErrDuplicateChunk and changes nothing.
 // The only chunk of a one-chunk payload is kept without a copy: the caller
-// must not change data after it was added.
-func (a *Assembly) Add(i uint32, data []byte) error {
+// must not change data after it was added. The chunk's CRC32C is computed
+// here, once: Payload combines the chunks' sums.
+func (a *Assembly) Add(i uint32, data []byte) error { return a.add(i, data, false, 0) }
+
+// AddSummed is Add of a chunk whose CRC32C the source sent (StateChunk's
+// crc32c): a chunk whose bytes do not match it is ErrDataLost at once,
+// rather than a payload that fails its CRC32C once every chunk arrived.
+func (a *Assembly) AddSummed(i uint32, data []byte, sum uint32) error {
+	return a.add(i, data, true, sum)
+}
+
+func (a *Assembly) add(i uint32, data []byte, summed bool, sum uint32) error {
 	if i >= a.m.Chunks {
 		return fmt.Errorf("%w: chunk %d of %d", ErrDataLost, i, a.m.Chunks)
 	}
@@ -164,11 +196,20 @@ func (a *Assembly) Add(i uint32, data []byte) error {
 	if uint64(len(data)) != end-start {
 		return fmt.Errorf("%w: chunk %d has %d bytes, want %d", ErrDataLost, i, len(data), end-start)
 	}
+	crc := wire.CRC32C(data)
+	if summed && crc != sum && !failpoint.Planted(failpoint.BugCRCIgnored) {
+		return fmt.Errorf("%w: chunk %d has CRC32C %08x, its frame says %08x", ErrDataLost, i, crc, sum)
+	}
+	a.sums[i] = crc
 	switch {
 	case a.m.Chunks == 1:
 		a.buf = data
 	case a.buf == nil:
-		a.buf = make([]byte, a.m.Length)
+		if a.alloc != nil {
+			a.buf = a.alloc(int(a.m.Length))
+		} else {
+			a.buf = make([]byte, a.m.Length)
+		}
 		fallthrough
 	default:
 		copy(a.buf[start:end], data)
@@ -185,8 +226,9 @@ func (a *Assembly) Complete() bool { return a.have == a.m.Chunks }
 func (a *Assembly) Received() uint32 { return a.have }
 
 // Payload returns the assembled bytes once complete and only if their
-// CRC32C matches the manifest (unless the bug crc-ignored is planted:
-// internal/failpoint, test builds only).
+// CRC32C, combined from the chunks' sums computed by Add, matches the
+// manifest (unless the bug crc-ignored is planted: internal/failpoint, test
+// builds only).
 func (a *Assembly) Payload() ([]byte, error) {
 	if !a.Complete() {
 		return nil, fmt.Errorf("%w: %d of %d chunks", ErrDataLost, a.have, a.m.Chunks)
@@ -194,7 +236,12 @@ func (a *Assembly) Payload() ([]byte, error) {
 	if a.buf == nil {
 		a.buf = []byte{}
 	}
-	if got := wire.CRC32C(a.buf); got != a.m.CRC32C && !failpoint.Planted(failpoint.BugCRCIgnored) {
+	var got uint32
+	for i, sum := range a.sums {
+		start, end := a.m.ChunkSpan(uint32(i))
+		got = wire.CombineCRC32C(got, sum, int64(end-start))
+	}
+	if got != a.m.CRC32C && !failpoint.Planted(failpoint.BugCRCIgnored) {
 		return nil, fmt.Errorf("%w: CRC32C %08x, manifest says %08x", ErrDataLost, got, a.m.CRC32C)
 	}
 	return a.buf, nil

@@ -95,12 +95,15 @@ func TestPlanSegmentsAndGather(t *testing.T) {
 		segs = append(segs, payload[last:])
 		for _, cs := range []int{0, 1, 3, 4, 7, 23, 100} {
 			m := PlanSegments(segs, cs)
-			if want := PlanChunks(payload, cs); m != want {
-				t.Fatalf("cuts %b, chunk %d: PlanSegments %+v, PlanChunks %+v", cuts, cs, m, want)
+			if want := chunkCount(uint64(len(payload)), cs); m.Length != uint64(len(payload)) || m.Chunks != want || m.CRC32C != wire.CRC32C(payload) || len(m.ChunkCRCs) != int(want) {
+				t.Fatalf("cuts %b, chunk %d: PlanSegments %+v, want %d bytes in %d chunks, CRC32C %08x", cuts, cs, m, len(payload), want, wire.CRC32C(payload))
 			}
 			var buf []byte
 			for i := range m.Chunks {
 				start, end := m.ChunkSpan(i)
+				if m.ChunkCRCs[i] != wire.CRC32C(payload[start:end]) {
+					t.Fatalf("cuts %b, chunk %d: chunk %d CRC32C %08x, want %08x", cuts, cs, i, m.ChunkCRCs[i], wire.CRC32C(payload[start:end]))
+				}
 				if got := Gather(segs, start, end, buf); !bytes.Equal(got, payload[start:end]) {
 					t.Fatalf("cuts %b: Gather [%d,%d) = %q, want %q", cuts, start, end, got, payload[start:end])
 				}
@@ -259,6 +262,23 @@ func TestAssemblyCRCMismatchNeverYieldsPayload(t *testing.T) {
 			}
 		}
 		if got, err := a.Payload(); !errors.Is(err, ErrDataLost) || got != nil {
+			t.Fatalf("payload %q, %v", got, err)
+		}
+	})
+	t.Run("chunk that does not match its frame's sum", func(t *testing.T) {
+		a, _ := NewAssembly(m)
+		parts := chunksOf(payload, m)
+		bad := append([]byte(nil), parts[1]...)
+		bad[0] ^= 0x01
+		if err := a.AddSummed(1, bad, m.ChunkCRCs[1]); !errors.Is(err, ErrDataLost) {
+			t.Fatalf("a damaged chunk was stored: %v", err)
+		}
+		for i, p := range parts { // the good chunk 1 is still welcome
+			if err := a.AddSummed(uint32(i), p, m.ChunkCRCs[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if got, err := a.Payload(); err != nil || !bytes.Equal(got, payload) {
 			t.Fatalf("payload %q, %v", got, err)
 		}
 	})

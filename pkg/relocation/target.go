@@ -94,6 +94,10 @@ type TargetConfig struct {
 	// FallbackMs: how long after READY the target waits for CUTOVER before
 	// committing on its own (unless it is draining).
 	FallbackMs int64
+	// Alloc makes the buffer a payload of several chunks is assembled in
+	// (nil: make). The node's prefaults it: the copies of a fresh buffer of
+	// many megabytes otherwise take a page fault every 4 KiB.
+	Alloc func(n int) []byte
 }
 
 // Target is the target side of one relocation attempt: a pure state machine.
@@ -353,6 +357,7 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 	if err != nil {
 		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
 	}
+	asm.alloc = t.cfg.Alloc
 	t.asm = asm
 	return nil, nil
 }
@@ -410,7 +415,13 @@ func (t *Target) onChunk(c *pb.StateChunk) ([]Action, error) {
 	if string(c.GetRelocationId()) != string(t.id[:]) {
 		return nil, nil // a stray chunk of another relocation: ignored
 	}
-	if err := t.asm.Add(c.GetIndex(), c.GetData()); err != nil {
+	var err error
+	if c.Crc32C != nil {
+		err = t.asm.AddSummed(c.GetIndex(), c.GetData(), c.GetCrc32C())
+	} else {
+		err = t.asm.Add(c.GetIndex(), c.GetData())
+	}
+	if err != nil {
 		if errors.Is(err, ErrDuplicateChunk) {
 			return nil, nil
 		}

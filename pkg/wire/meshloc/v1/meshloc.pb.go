@@ -803,10 +803,17 @@ func (x *Prepare) GetSealedUnixUs() int64 {
 }
 
 type StateChunk struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	RelocationId  []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
-	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
-	Data          []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	RelocationId []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	Index        uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Data         []byte                 `protobuf:"bytes,3,opt,name=data,proto3" json:"data,omitempty"`
+	// CRC32C of data, as the source computed it from the sealed state when it
+	// planned the chunks. The target checks each chunk against it as it
+	// arrives and combines the chunks' sums into the payload's (checked
+	// against PREPARE's crc32c) without reading the payload again; the
+	// checked transport codec covers a chunk frame's other bytes and combines
+	// this sum into its own. Absent (an older source): the target computes it.
+	Crc32C        *uint32 `protobuf:"fixed32,4,opt,name=crc32c,proto3,oneof" json:"crc32c,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -860,6 +867,13 @@ func (x *StateChunk) GetData() []byte {
 		return x.Data
 	}
 	return nil
+}
+
+func (x *StateChunk) GetCrc32C() uint32 {
+	if x != nil && x.Crc32C != nil {
+		return *x.Crc32C
+	}
+	return 0
 }
 
 type Ready struct {
@@ -2655,12 +2669,14 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	" \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
 	"\n" +
 	"join_group\x18\v \x01(\tR\tjoinGroup\x12$\n" +
-	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\"[\n" +
+	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\"\x83\x01\n" +
 	"\n" +
 	"StateChunk\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x14\n" +
 	"\x05index\x18\x02 \x01(\rR\x05index\x12\x12\n" +
-	"\x04data\x18\x03 \x01(\fR\x04data\",\n" +
+	"\x04data\x18\x03 \x01(\fR\x04data\x12\x1b\n" +
+	"\x06crc32c\x18\x04 \x01(\aH\x00R\x06crc32c\x88\x01\x01B\t\n" +
+	"\a_crc32c\",\n" +
 	"\x05Ready\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\"m\n" +
 	"\x06Failed\x12#\n" +
@@ -2918,6 +2934,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 	if File_meshloc_v1_meshloc_proto != nil {
 		return
 	}
+	file_meshloc_v1_meshloc_proto_msgTypes[7].OneofWrappers = []any{}
 	file_meshloc_v1_meshloc_proto_msgTypes[15].OneofWrappers = []any{
 		(*RelocationFrame_Prepare)(nil),
 		(*RelocationFrame_Chunk)(nil),
