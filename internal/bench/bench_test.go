@@ -65,7 +65,7 @@ func TestTinyRun(t *testing.T) {
 	}
 	plan := Plan{Name: "tiny", Ops: 20, Window: 200 * time.Millisecond, Stream: 4 << 20, Sizes: []Size{
 		{"1 KiB", 1 << 10, 4, 3}, {"64 KiB", 64 << 10, 2, 2},
-	}}
+	}, Groups: []int{2, 8}}
 	r, err := Run(context.Background(), Config{Plan: plan, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
