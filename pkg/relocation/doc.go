@@ -70,6 +70,10 @@
 //     revision, deliver SettleResult, and again after each watch event or
 //     OUTCOME frame, until the phase is no longer settling. No poll is
 //     needed for the deadline: a Tick past it makes the machine preserve.
+//     When a committed record of the primary that the read would return is
+//     already known from the store (a watch event), the driver may deliver
+//     it as the SettleResult without reading: the machine calls it
+//     completed on that record alone (invariant 4), members absent.
 //  6. On Reopen, put captured, boundary and held requests back in that order;
 //     on Drop, wait for relayed replies of captured and the first DataApplied
 //     boundary requests and redirect the rest; on FailPending, answer all.
