@@ -656,7 +656,6 @@ func sendBroken(err error) []relocation.Event {
 func (r *sourceRun) streamChunks(ctx context.Context, segs [][]byte, m relocation.Manifest) error {
 	n := r.n
 	pb2 := n.peerBudget(r.target.Descriptor.Address)
-	var scratch []byte
 	for i := range m.Chunks {
 		start, end := m.ChunkSpan(i)
 		size := int64(end - start)
@@ -669,11 +668,12 @@ func (r *sourceRun) streamChunks(ctx context.Context, segs [][]byte, m relocatio
 		}
 		err := failpoint.Hit(failpoint.SourceChunk)
 		if err == nil {
-			scratch = relocation.Gather(segs, start, end, scratch)
-			data := failpoint.Corrupt(failpoint.SourceChunkData, scratch)
-			if len(data) > 0 && len(scratch) > 0 && &data[0] != &scratch[0] {
-				scratch = scratch[:0] // a corrupted copy was made; keep our buffer
-			}
+			// A chunk inside one segment is a slice of it; one across
+			// segments is copied into a buffer of its own, never reused:
+			// gRPC sends a chunk's data after Send returns, without a copy
+			// (transport's codecV2), and a slice of a segment must never
+			// be written into (it is the sealed state, or the envelope).
+			data := failpoint.Corrupt(failpoint.SourceChunkData, relocation.Gather(segs, start, end, nil))
 			c := &pb.StateChunk{RelocationId: r.id[:], Index: i, Data: data}
 			if int(i) < len(m.ChunkCRCs) {
 				c.Crc32C = proto.Uint32(m.ChunkCRCs[i])

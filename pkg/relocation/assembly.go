@@ -84,7 +84,9 @@ func chunkCount(n uint64, chunkSize int) uint32 {
 
 // Gather copies bytes [start, end) of the concatenation of segs into buf
 // (grown as needed), or returns a sub-slice of one segment without copying
-// when the range lies inside it.
+// when the range lies inside it. Never pass what it returned as the next
+// buf: a sub-slice of a segment has the segment's capacity, and the copy
+// would write into the segment.
 func Gather(segs [][]byte, start, end uint64, buf []byte) []byte {
 	var off uint64
 	for i, s := range segs {
