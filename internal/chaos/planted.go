@@ -42,8 +42,9 @@ var Plants = []Plant{
 		apply: failpoints("node.before-reply=error%10")},
 	{Bug: failpoint.BugCommitWithoutCompare, Trigger: "every 5th commit waits past the relocation deadline (target.before-commit=sleep:7s%5)",
 		apply: failpoints("target.before-commit=sleep:7s%5")},
-	{Bug: failpoint.BugLeaseReceiveTime, Trigger: "a node's etcd replies delayed 1.6 s, then the node cut off from etcd (lease TTL 5 s, margin 200 ms)",
+	{Bug: failpoint.BugLeaseReceiveTime, Trigger: "a node's etcd replies delayed 1.6 s, then the node cut off from etcd (lease TTL 5 s, margin 200 ms); 6 streams per workload, so that enough calls reach the node in the 1.4 s it wrongly serves",
 		apply: func(s *Spec) {
+			s.Streams = max(s.Streams, 6)
 			s.Cluster.Proxies = true
 			s.Cluster.LeaseTTL = 5 * time.Second
 			s.Cluster.NodeArgs = append(slices.Clone(s.Cluster.NodeArgs), "--lease-margin", "200ms")
