@@ -1415,18 +1415,43 @@ func (r *targetRun) restore(payload []byte) error {
 			h.captured = append(h.captured, &work{req: q, op: op, relay: relayOf(q, env.GetRelocationId())})
 		}
 		h.mode = modeHidden
-		n.mu.Lock()
-		if cur, ok := n.objects[obj.String()]; ok && cur != nil {
-			n.mu.Unlock()
+		if err := n.placeRestored(h); err != nil {
 			undo()
-			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, obj)
+			return err
 		}
-		n.objects[obj.String()] = h
-		n.mu.Unlock()
 		made = append(made, h)
 	}
 	r.hidden = made
 	return nil
+}
+
+// placeRestored registers a restored hidden instance. The object may still be
+// here as the sealed source copy of the relocation that just moved it away
+// (an Actor Join answers at READY, so a group move can follow at once): that
+// copy is dropped once its source settles, so it waits for that, up to
+// 2 s. Any other copy present is a protocol error.
+func (n *Node) placeRestored(h *hosted) error {
+	for wait := time.Now().Add(2 * time.Second); ; {
+		n.mu.Lock()
+		cur, ok := n.objects[h.name]
+		if !ok || cur == nil {
+			n.objects[h.name] = h
+			n.mu.Unlock()
+			return nil
+		}
+		n.mu.Unlock()
+		cur.mu.Lock()
+		departing := cur.mode == modeBoundary || cur.mode == modeHold
+		cur.mu.Unlock()
+		if !departing || time.Now().After(wait) {
+			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, h.name)
+		}
+		select {
+		case <-time.After(5 * time.Millisecond):
+		case <-n.stopping:
+			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, h.name)
+		}
+	}
 }
 
 func relayOf(q *pb.CallRequest, relocationID []byte) *relayRoute {
