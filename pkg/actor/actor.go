@@ -3,6 +3,7 @@ package actor
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,6 +96,18 @@ type Type struct {
 	Durable bool
 	// MaxStateBytes bounds a snapshot (0: the runtime default).
 	MaxStateBytes int
+	// Methods lists the methods Handle accepts. When set, a call of any
+	// other method is refused with CODE_UNKNOWN_METHOD before anything
+	// else happens: no object is activated and no record is written in
+	// etcd for it (without the list, the first call of an unknown method
+	// on a new object activates it, then Handle refuses the method).
+	Methods []string
+}
+
+// HasMethod reports whether a call of method may reach Handle: it is
+// listed in Methods, or Methods is empty.
+func (t Type) HasMethod(method string) bool {
+	return len(t.Methods) == 0 || slices.Contains(t.Methods, method)
 }
 
 // Errors a handler returns; the runtime maps them to codes.

@@ -154,19 +154,34 @@ func (t *ReplyTable) Check(id wire.OperationID, now time.Time) (Reply, bool, err
 		r.Payload = bytes.Clone(r.Payload)
 		return r, true, nil
 	}
-	at, nowMs, win := idMs(id), now.UnixMilli(), t.window.Milliseconds()
-	switch {
-	case at > nowMs+win:
-		return Reply{}, false, fmt.Errorf("%w: operation %s made at %s, more than %s after now (%s)",
-			ErrInvalidOperation, id, msTime(at).Format(time.RFC3339Nano), t.window, now.UTC().Format(time.RFC3339Nano))
-	case at < nowMs-win:
-		return Reply{}, false, fmt.Errorf("%w: operation %s made at %s, older than the %s window",
-			ErrOperationExpired, id, msTime(at).Format(time.RFC3339Nano), t.window)
+	if err := CheckOperationTime(id, now, t.window); err != nil {
+		return Reply{}, false, err
+	}
+	switch at := idMs(id); {
 	case at <= t.watermark:
 		return Reply{}, false, fmt.Errorf("%w: operation %s made at %s, not after the table's low watermark %s",
 			ErrOperationExpired, id, msTime(at).Format(time.RFC3339Nano), msTime(t.watermark).Format(time.RFC3339Nano))
 	}
 	return Reply{}, false, nil
+}
+
+// CheckOperationTime is the time rule of Check, which needs no table: an
+// operation id made more than window after now is ErrInvalidOperation (a
+// clock far ahead, or a forgery), one made more than window before now is
+// ErrOperationExpired (its table entry may be gone: it is never run). A
+// node applies it before it routes or activates anything, so a request
+// that every owner would refuse writes nothing anywhere.
+func CheckOperationTime(id wire.OperationID, now time.Time, window time.Duration) error {
+	at, nowMs, win := idMs(id), now.UnixMilli(), window.Milliseconds()
+	switch {
+	case at > nowMs+win:
+		return fmt.Errorf("%w: operation %s made at %s, more than %s after now (%s)",
+			ErrInvalidOperation, id, msTime(at).Format(time.RFC3339Nano), window, now.UTC().Format(time.RFC3339Nano))
+	case at < nowMs-win:
+		return fmt.Errorf("%w: operation %s made at %s, older than the %s window",
+			ErrOperationExpired, id, msTime(at).Format(time.RFC3339Nano), window)
+	}
+	return nil
 }
 
 // Record stores the reply of an operation that ran (the caller has called

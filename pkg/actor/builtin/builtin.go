@@ -60,12 +60,12 @@ const (
 // Types returns the built-in types.
 func Types() []actor.Type {
 	return []actor.Type{
-		{Name: CounterType, New: func() actor.Object { return &counter{} }},
-		{Name: RegisterType, New: func() actor.Object { return &register{} }, MaxStateBytes: registerMaxStateBytes},
-		{Name: ListType, New: func() actor.Object { return &list{} }, MaxStateBytes: listMaxStateBytes},
-		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes},
-		{Name: BlobType, New: func() actor.Object { return &blob{} }, MaxStateBytes: MaxBlobBytes},
-		{Name: TickerType, New: func() actor.Object { return &ticker{} }},
+		{Name: CounterType, New: func() actor.Object { return &counter{} }, Methods: []string{"add", "get"}},
+		{Name: RegisterType, New: func() actor.Object { return &register{} }, MaxStateBytes: registerMaxStateBytes, Methods: []string{"get", "put", "cas"}},
+		{Name: ListType, New: func() actor.Object { return &list{} }, MaxStateBytes: listMaxStateBytes, Methods: []string{"append", "read"}},
+		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes, Methods: []string{"transfer", "read"}},
+		{Name: BlobType, New: func() actor.Object { return &blob{} }, MaxStateBytes: MaxBlobBytes, Methods: []string{"fill", "hash", "size"}},
+		{Name: TickerType, New: func() actor.Object { return &ticker{} }, Methods: []string{"start", "read", "stop"}},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -394,5 +395,23 @@ func BenchmarkBlobFill(b *testing.B) {
 	b.SetBytes(size)
 	for b.Loop() {
 		BlobContent(size, "bench")
+	}
+}
+
+// Every type lists its methods (actor.Type.Methods), so a node refuses an
+// unknown method before it activates anything; the list is exactly what
+// Handle accepts: a listed method is never ErrUnknownMethod, and a method
+// that is not listed is.
+func TestMethodsListed(t *testing.T) {
+	for _, ty := range append(Types(), DurableTypes()...) {
+		if len(ty.Methods) == 0 {
+			t.Errorf("%s lists no methods", ty.Name)
+		}
+		for _, m := range append(slices.Clone(ty.Methods), "nope", "") {
+			_, err := ty.New().Handle(newFakeContext(ty.Name), m, nil)
+			if unknown := errors.Is(err, actor.ErrUnknownMethod); unknown == ty.HasMethod(m) {
+				t.Errorf("%s.%s: listed %v, Handle says %v", ty.Name, m, ty.HasMethod(m), err)
+			}
+		}
 	}
 }
