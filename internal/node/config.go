@@ -11,6 +11,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
 )
 
 // ErrInvalidConfig: a Config field or a relation between fields is wrong.
@@ -101,6 +102,40 @@ type Config struct {
 	// objects not moved by then are reported and lost when the node stops.
 	// Relocations in flight at the deadline end by their own deadline.
 	DrainTimeout time.Duration
+
+	// Bounds on what peers may make this node hold (a peer is any process
+	// that reaches the gRPC port). A PREPARE beyond one is refused with
+	// CODE_RESOURCE_EXHAUSTED before anything is staged.
+
+	// MaxIncomingStages bounds the relocations this node receives at a time
+	// (default 64).
+	MaxIncomingStages int
+	// MaxIncomingStagesPerPeer bounds them per source owner (default 16).
+	MaxIncomingStagesPerPeer int
+	// MaxIncomingBytes bounds the payload bytes the incoming stages
+	// announce, together (default 2 GiB). A stage's buffer grows with the
+	// bytes that arrive, not with the announcement, so memory in use is
+	// usually far less.
+	MaxIncomingBytes int64
+	// GRPCMaxStreams bounds the concurrent gRPC streams (calls, relocation
+	// streams) of one connection (default 1024).
+	GRPCMaxStreams int
+	// GRPCMaxMessageBytes bounds one gRPC message this node receives
+	// (default 0: the larger of a call's limit, about 1.06 MiB, and a STATE
+	// chunk with its framing); at least --chunk-bytes + 64 KiB.
+	GRPCMaxMessageBytes int
+}
+
+// MaxClockSkew is how much later than this node's --relocation-timeout a
+// PREPARE's deadline may lie (the source's clock may run ahead).
+const MaxClockSkew = time.Second
+
+// grpcMaxMessageBytes is GRPCMaxMessageBytes with its default applied.
+func (c *Config) grpcMaxMessageBytes() int {
+	if c.GRPCMaxMessageBytes > 0 {
+		return c.GRPCMaxMessageBytes
+	}
+	return max(wire.MaxMessageBytes, c.ChunkBytes+64<<10)
 }
 
 // DefaultConfig returns the defaults of DESIGN.md §10.
@@ -129,6 +164,11 @@ func DefaultConfig() Config {
 		MaxTxnOps:          authority.DefaultMaxTxnOps,
 		MaxRequestBytes:    authority.DefaultMaxRequestBytes,
 		DrainTimeout:       60 * time.Second,
+
+		MaxIncomingStages:        64,
+		MaxIncomingStagesPerPeer: 16,
+		MaxIncomingBytes:         2 << 30,
+		GRPCMaxStreams:           1024,
 	}
 }
 
@@ -183,6 +223,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "the etcd cluster's --max-request-bytes: bounds the bytes of a group's transactions; set it to etcd's value when you raise it there")
 	fs.IntVar(&c.DrainConcurrency, "drain-concurrency", c.DrainConcurrency, "relocations a drain (SIGTERM, meshctl drain) runs at a time")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "bound on a drain (SIGTERM, meshctl drain): objects not moved by then are lost when the node stops")
+	fs.IntVar(&c.MaxIncomingStages, "max-incoming-relocations", c.MaxIncomingStages, "relocations this node receives at a time; beyond it a PREPARE is refused with resource_exhausted")
+	fs.IntVar(&c.MaxIncomingStagesPerPeer, "max-incoming-relocations-per-peer", c.MaxIncomingStagesPerPeer, "relocations this node receives at a time from one source node")
+	fs.Int64Var(&c.MaxIncomingBytes, "max-incoming-relocation-bytes", c.MaxIncomingBytes, "payload bytes the relocations this node receives may announce, together")
+	fs.IntVar(&c.GRPCMaxStreams, "grpc-max-streams", c.GRPCMaxStreams, "concurrent gRPC streams (calls, relocation streams) per connection")
+	fs.IntVar(&c.GRPCMaxMessageBytes, "grpc-max-message-bytes", c.GRPCMaxMessageBytes, "largest gRPC message received (0: a call's limit or a STATE chunk with framing, whichever is larger)")
 }
 
 // ApplyEnv sets flags not given on the command line from MESHNODE_<FLAG>.
@@ -275,6 +320,18 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout <= 0 {
 		return bad("--drain-timeout", "must be positive")
+	}
+	if c.MaxIncomingStages < 1 || c.MaxIncomingStagesPerPeer < 1 || c.MaxIncomingStagesPerPeer > c.MaxIncomingStages {
+		return bad("--max-incoming-relocations-per-peer", "need 1 <= per peer (%d) <= --max-incoming-relocations (%d)", c.MaxIncomingStagesPerPeer, c.MaxIncomingStages)
+	}
+	if c.MaxIncomingBytes < int64(c.ChunkBytes) {
+		return bad("--max-incoming-relocation-bytes", "%d is below --chunk-bytes (%d)", c.MaxIncomingBytes, c.ChunkBytes)
+	}
+	if c.GRPCMaxStreams < 16 {
+		return bad("--grpc-max-streams", "%d is below 16", c.GRPCMaxStreams)
+	}
+	if m := c.GRPCMaxMessageBytes; m != 0 && m < c.ChunkBytes+64<<10 {
+		return bad("--grpc-max-message-bytes", "%d is below --chunk-bytes + 64 KiB (%d)", m, c.ChunkBytes+64<<10)
 	}
 	return nil
 }

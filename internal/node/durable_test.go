@@ -303,8 +303,14 @@ func TestDurableStaleOwnerPersistRefused(t *testing.T) {
 	if err != nil || len(resp.Kvs) == 0 || json.Unmarshal(resp.Kvs[0].Value, &desc) != nil {
 		t.Fatalf("n2's descriptor: %v %v", resp, err)
 	}
-	res, err := store.Commit(ctx, authority.CommitRequest{RelocationID: "behind-its-back", Participants: []authority.Participant{{Expected: snap}},
-		Target: n2.Self(), TargetNode: authority.NodeRef{RoutingID: desc.RoutingID, Address: n2.Address()}})
+	n2node := authority.NodeRef{RoutingID: desc.RoutingID, Address: n2.Address()}
+	w, err := store.Intend(ctx, authority.IntentRequest{Seen: snap, Source: n1.Self(), LeaseID: n1.Keeper().LeaseID(),
+		Intent: authority.Intent{RelocationID: "behind-its-back", Target: n2.Self(), TargetNode: n2node, DeadlineMs: time.Now().Add(time.Minute).UnixMilli()}})
+	if err != nil || !w.Written {
+		t.Fatalf("intent: %+v %v", w, err)
+	}
+	res, err := store.Commit(ctx, authority.CommitRequest{RelocationID: "behind-its-back", Participants: []authority.Participant{{Expected: w.Snapshot}},
+		Target: n2.Self(), TargetNode: n2node})
 	if err != nil || !res.Committed {
 		t.Fatalf("commit to n2: %+v %v", res, err)
 	}

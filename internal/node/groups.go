@@ -18,7 +18,6 @@ import (
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
-	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -163,6 +162,9 @@ func (n *Node) isClosing() bool {
 func (n *Node) JoinGroup(ctx context.Context, group, actor string, timeout time.Duration) (*pb.GroupStatus, error) {
 	g, a, err := parseGroupCommand(&pb.GroupCommand{Group: group, Actor: actor}, true)
 	if err != nil {
+		return nil, err
+	}
+	if err := n.validRelocation("", timeout); err != nil {
 		return nil, err
 	}
 	if _, err := n.reg.Lookup(a.Type); err != nil {
@@ -486,24 +488,11 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	if err != nil {
 		return nil, err
 	}
-	timeout := opts.Timeout
-	if timeout == 0 {
-		timeout = n.cfg.RelocationTimeout
-	}
-	id := wire.NewRelocationID()
-	now := n.now()
-	src := relocation.NewSource(relocation.SourceConfig{
-		ID: id, Object: gs, Members: members, Self: n.self, SelfRoutingID: n.rid,
-		Target:     relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation}, Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}},
-		AppVersion: n.cfg.ApplicationVersion, DeadlineMs: now.Add(timeout).UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
-	})
-	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: g.String(), Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
-		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
-	defer n.untrack(rec)
-	r := &sourceRun{n: n, m: src, rec: rec, id: id, target: target, primary: g, members: hs,
-		events: make(chan relocation.Event, 64), ended: make(chan struct{})}
-	r.run(ctx, now.Add(timeout+5*time.Second))
-	return rec.snapshot(), nil
+	r := n.newSourceRun(g, relocation.SourceConfig{Object: gs, Members: members}, target, opts.Timeout)
+	defer n.untrack(r.rec)
+	r.members = hs
+	r.run(ctx)
+	return r.rec.snapshot(), nil
 }
 
 // chooseGroupTarget is chooseTarget for a group: the target must host every
@@ -739,7 +728,11 @@ func (s *adminServer) CreateGroup(ctx context.Context, c *pb.GroupCommand) (*pb.
 }
 
 func (s *adminServer) JoinGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
-	st, err := s.n.JoinGroup(ctx, c.GetGroup(), c.GetActor(), time.Duration(c.GetTimeoutMs())*time.Millisecond)
+	timeout, err := s.n.timeoutOfMs(c.GetTimeoutMs())
+	if err != nil {
+		return nil, groupRPCError(err)
+	}
+	st, err := s.n.JoinGroup(ctx, c.GetGroup(), c.GetActor(), timeout)
 	return st, groupRPCError(err)
 }
 
@@ -758,7 +751,7 @@ func groupRPCError(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, keyspace.ErrInvalidName), errors.Is(err, authority.ErrInvalidRequest):
+	case errors.Is(err, keyspace.ErrInvalidName), errors.Is(err, authority.ErrInvalidRequest), errors.Is(err, ErrInvalidRelocation):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, authority.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())

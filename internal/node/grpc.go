@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"errors"
-	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -46,10 +45,16 @@ type adminServer struct {
 }
 
 func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.RelocationStatus, error) {
-	st, err := s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: time.Duration(c.GetTimeoutMs()) * time.Millisecond})
+	timeout, err := s.n.timeoutOfMs(c.GetTimeoutMs())
+	var st *pb.RelocationStatus
+	if err == nil {
+		st, err = s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: timeout})
+	}
 	switch {
 	case err == nil:
 		return st, nil
+	case errors.Is(err, ErrInvalidRelocation):
+		return nil, status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, ErrNotHosted), errors.Is(err, ErrGroupMember):
 		return nil, status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, authority.ErrGroupTooLarge):

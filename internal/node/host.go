@@ -30,17 +30,20 @@ type hosted struct {
 	lostGen   int64         // object generation that replaced a lost one (0: none)
 	dur       *durableState // durable types only (durable.go); nil until known
 
-	mu       sync.Mutex
-	inst     actor.Object
-	fence    authority.Fence
-	version  int64 // store version of the record the fence was taken from
-	replies  *actor.ReplyTable
-	timers   *actor.Timers
-	timer    *time.Timer
-	fireSet  bool // a timer fire is queued or armed
-	queue    []*work
-	running  bool
-	closed   bool
+	mu      sync.Mutex
+	inst    actor.Object
+	fence   authority.Fence
+	version int64 // store version of the record the fence was taken from
+	replies *actor.ReplyTable
+	timers  *actor.Timers
+	timer   *time.Timer
+	fireSet bool // a timer fire is queued or armed
+	queue   []*work
+	running bool
+	closed  bool
+	// lost: etcd named another owner (ownership.go); nothing more runs
+	// here and no reply under this fence leaves.
+	lost     bool
 	executed uint64
 
 	// Relocation (relocate.go). mode says where a new request goes.
@@ -243,6 +246,9 @@ func (h *hosted) reply(code pb.Code, payload []byte, msg string) *pb.CallReply {
 // execute runs one request on the drain goroutine.
 func (h *hosted) execute(w *work) *pb.CallReply {
 	n := h.n
+	if h.isLost() {
+		return n.notHere(h.obj)
+	}
 	now := n.now()
 	if st := n.keeper.Status(now); st != lease.Valid && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
 		n.metrics.fencedRefusals.Inc()
@@ -291,7 +297,16 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")
 	}
+	if h.isLost() { // etcd moved it away while the handler ran: no reply under our fence
+		return n.notHere(h.obj)
+	}
 	return h.reply(pb.Code(rec.Code), rec.Payload, rec.Message)
+}
+
+func (h *hosted) isLost() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lost
 }
 
 func codeOfHandlerError(err error) pb.Code {

@@ -231,18 +231,8 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		n.releaseActor(h)
 		return nil, err
 	}
-	if timeout <= 0 {
-		timeout = n.cfg.RelocationTimeout
-	}
-	id := wire.NewRelocationID()
-	now := n.now()
-	src := relocation.NewSource(relocation.SourceConfig{
-		ID: id, Object: snap, Self: n.self, SelfRoutingID: n.rid, JoinGroup: gs.Object.String(),
-		Target:     relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation}, Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}},
-		AppVersion: n.cfg.ApplicationVersion, DeadlineMs: now.Add(timeout).UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
-	})
-	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: as.Object.String(), Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
-		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
+	r := n.newSourceRun(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, target, timeout)
+	id, rec, src := r.id, r.rec, r.m
 	p := &joinProfile{id: id, actor: as.Object.String(), group: gs.Object.String(), ready: make(chan struct{}), done: make(chan struct{})}
 	n.joins.mu.Lock()
 	if n.isClosing() {
@@ -257,17 +247,16 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 	n.joins.pending[id] = p
 	n.joins.wg.Add(1)
 	n.joins.mu.Unlock()
-	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, primary: as.Object,
-		events: make(chan relocation.Event, 64), ended: make(chan struct{}),
-		onReady: func() {
-			rec.set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
-			p.resolveReady(rec.snapshot(), nil)
-		}}
+	r.h = h
+	r.onReady = func() {
+		rec.set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
+		p.resolveReady(rec.snapshot(), nil)
+	}
 	go func() {
 		defer n.joins.wg.Done()
 		// Not the caller's ctx: the caller is answered at READY and leaves;
 		// the run ends by its deadline, or as shutdown when the node stops.
-		r.run(context.Background(), now.Add(timeout+5*time.Second))
+		r.run(context.Background())
 		n.releaseActor(h)
 		final := rec.snapshot()
 		n.untrack(rec)

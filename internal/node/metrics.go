@@ -21,6 +21,8 @@ type metrics struct {
 	relayed        *prometheus.CounterVec
 	lateFrames     prometheus.Counter
 	execLogErrors  prometheus.Counter
+	ownershipLost  prometheus.Counter
+	stagesRefused  *prometheus.CounterVec
 	durable        *durableMetrics        // durable.go
 	drained        *prometheus.CounterVec // drain.go
 }
@@ -50,9 +52,13 @@ func newMetrics(reg *prometheus.Registry, node string) *metrics {
 		staleRefused:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_stale_fences_refused_total", Help: "Replies refused because their fence was older than one already seen.", ConstLabels: l}),
 		fencedRefusals: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_fenced_refusals_total", Help: "Requests refused because this owner could not confirm its lease.", ConstLabels: l}),
 		execLogErrors:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_exec_log_errors_total", Help: "Execution log (--exec-log) lines that could not be written.", ConstLabels: l}),
+		ownershipLost: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_ownership_lost_total",
+			Help: "Hosted objects fenced and dropped because their record in etcd named another owner or object generation without a relocation of this node committing it.", ConstLabels: l}),
+		stagesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocation_stages_refused_total",
+			Help: "Incoming relocation stages refused before anything was staged, by the bound reached.", ConstLabels: l}, []string{"reason"}),
 	}
 	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
-		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors)
+		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors, m.ownershipLost, m.stagesRefused)
 	m.durable = registerDurableMetrics(reg, l)
 	m.drained = registerDrainMetrics(reg, l)
 	return m

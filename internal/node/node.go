@@ -84,6 +84,7 @@ type Node struct {
 	active      map[string]*relocationRecord
 	recent      []*pb.RelocationStatus
 	tombstones  *tombstones
+	incoming    incoming // incoming.go
 	draining    atomic.Bool
 	stopping    chan struct{} // closed when Stop begins
 	drain       drainState    // drain.go
@@ -192,7 +193,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.store = authority.New(n.etcd, n.keys)
 	n.cache = authority.NewCache(n.etcd, n.keys)
 	n.dir = lease.NewDirectory(n.etcd, n.keys)
+	sub := n.cache.Subscribe() // before the cache runs: no change goes unseen
+	n.spawnBG(func() { n.watchOwnership(bgctx, sub) })
 	n.spawnBG(func() { _ = n.cache.Run(bgctx) })
+	n.spawnBG(func() { n.cache.KeepFresh(bgctx, max(n.cfg.LeaseTTL/4, 250*time.Millisecond)) })
 	n.spawnBG(func() { _ = n.dir.Run(bgctx) })
 
 	n.lis = n.opts.Listener
@@ -236,7 +240,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 
 	n.grpc = grpc.NewServer(append(transport.ServerOptions(),
 		// (Flow-control windows and buffers: transport.ServerOptions.)
-		grpc.MaxRecvMsgSize(max(wire.MaxMessageBytes, n.cfg.ChunkBytes+64<<10)), grpc.MaxSendMsgSize(wire.MaxMessageBytes))...)
+		grpc.MaxRecvMsgSize(n.cfg.grpcMaxMessageBytes()), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(n.cfg.GRPCMaxStreams)))...)
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})
@@ -269,10 +274,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("node: lease ended during start: %w", n.keeper.Err())
 		}
 	}
+	n.syncPeersOnce() // before serving: forwards dial only live owners' addresses
 	if _, err := n.keeper.Update(ctx, func(d *lease.Descriptor) { d.State = lease.StateServing }); err != nil {
 		return fmt.Errorf("node: advertise serving: %w", err)
 	}
 	n.spawnBG(func() { n.watchFence(bgctx) })
+	n.spawnBG(func() { n.syncPeers(bgctx) })
 	n.log.Info().Str("address", addr).Int64("generation", n.self.Generation).Str("routingId", n.rid.Hex()).Msg("serving")
 	return nil
 }

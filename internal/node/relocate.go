@@ -33,7 +33,36 @@ var (
 	ErrAlreadyRelocating = errors.New("node: object already relocating")
 	// ErrNoTarget: no live serving node can take the object.
 	ErrNoTarget = errors.New("node: no relocation target")
+	// ErrInvalidRelocation: a relocation request is malformed (a target
+	// that is no owner id, a timeout outside [0, --relocation-timeout]);
+	// nothing was done.
+	ErrInvalidRelocation = errors.New("node: invalid relocation request")
 )
+
+// validRelocation checks what a relocation request names besides the
+// object: the target owner id (empty: placement chooses) and the timeout
+// (0: --relocation-timeout; at most that, which every target also bounds
+// a PREPARE's deadline by).
+func (n *Node) validRelocation(target string, timeout time.Duration) error {
+	if target != "" {
+		if err := keyspace.ValidateOwnerID(target); err != nil {
+			return fmt.Errorf("%w: target: %v", ErrInvalidRelocation, err)
+		}
+	}
+	if timeout < 0 || timeout > n.cfg.RelocationTimeout {
+		return fmt.Errorf("%w: timeout %s is outside [0, %s] (0: this node's --relocation-timeout)", ErrInvalidRelocation, timeout, n.cfg.RelocationTimeout)
+	}
+	return nil
+}
+
+// timeoutOfMs converts a wire timeout in milliseconds without overflow:
+// one outside [0, --relocation-timeout] is ErrInvalidRelocation.
+func (n *Node) timeoutOfMs(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > n.cfg.RelocationTimeout.Milliseconds() {
+		return 0, fmt.Errorf("%w: timeout_ms %d is outside [0, %d] (0: this node's --relocation-timeout)", ErrInvalidRelocation, ms, n.cfg.RelocationTimeout.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
 
 // tickEvery drives the machines' clocks.
 const tickEvery = 20 * time.Millisecond
@@ -119,13 +148,21 @@ func (n *Node) relayReply(w *work, r *pb.CallReply) {
 	if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {
 		return // the relay is lost: the caller's retry gets the reply from the de-duplication table
 	}
+	addr, ok := n.requesterAddress(rr.requester)
+	if !ok {
+		// The requester names no live owner: a stale or forged address
+		// (it came in a payload or a DATA frame). Nothing is dialled; the
+		// caller, if it exists, retries and gets the de-duplicated reply.
+		n.metrics.relayed.WithLabelValues("not_an_owner").Inc()
+		return
+	}
 	msg := &pb.ReplyRelay{RelocationId: rr.relocationID, OperationId: rr.op, ReplyRoute: rr.route, Requester: rr.requester, Reply: r}
 	n.work.Add(1)
 	go func() {
 		defer n.work.Done()
 		for attempt := range 4 {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-			conn, err := n.peers.get(rr.address)
+			conn, err := n.peers.get(addr)
 			var ack *pb.ReplyRelayAck
 			if err == nil {
 				ack, err = rpcpb.NewPeerServiceClient(conn).RelayReply(ctx, msg)
@@ -139,6 +176,25 @@ func (n *Node) relayReply(w *work, r *pb.CallReply) {
 		}
 		n.metrics.relayed.WithLabelValues("failed").Inc()
 	}()
+}
+
+// requesterAddress is where a relayed reply goes: the address etcd's owner
+// directory names for the requester, only if the requester is exactly that
+// live owner (id, generation, routing id) and claims that address.
+func (n *Node) requesterAddress(rq *pb.Requester) (string, bool) {
+	o, ok := n.dir.Lookup(rq.GetOwnerId())
+	if !ok || o.Generation != rq.GetOwnerGeneration() || o.Descriptor.RoutingID != routingHex(rq.GetRoutingId()) || o.Descriptor.Address != rq.GetAddress() {
+		return "", false
+	}
+	return o.Descriptor.Address, true
+}
+
+func routingHex(b []byte) string {
+	r, err := wire.ParseRoutingIDBytes(b)
+	if err != nil {
+		return ""
+	}
+	return r.Hex()
 }
 
 // RelayReply (PeerService) delivers a relayed reply to the waiting caller.
@@ -295,6 +351,9 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	if err != nil {
 		return nil, err
 	}
+	if err := n.validRelocation(opts.Target, opts.Timeout); err != nil {
+		return nil, err
+	}
 	if obj.Kind == keyspace.KindGroup {
 		return n.relocateGroup(ctx, obj, opts) // the group and every member (groups.go)
 	}
@@ -367,23 +426,33 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 		}
 		return nil, &GroupMemberError{Object: name, Group: snap.Record.Group}
 	}
-	timeout := opts.Timeout
-	if timeout == 0 {
+	r := n.newSourceRun(obj, relocation.SourceConfig{Object: snap}, target, opts.Timeout)
+	defer n.untrack(r.rec)
+	r.h = h
+	r.run(ctx)
+	return r.rec.snapshot(), nil
+}
+
+// newSourceRun makes one source relocation of primary to target: its id and
+// nonce, the pure machine (cfg gives what differs between an actor, a group
+// and an Actor Join: Object, Members, JoinGroup), and its tracked status. The
+// caller sets the hosted units, runs it and untracks it. timeout 0 is
+// Config.RelocationTimeout.
+func (n *Node) newSourceRun(primary keyspace.Object, cfg relocation.SourceConfig, target lease.Owner, timeout time.Duration) *sourceRun {
+	if timeout <= 0 {
 		timeout = n.cfg.RelocationTimeout
 	}
 	id := wire.NewRelocationID()
 	now := n.now()
-	src := relocation.NewSource(relocation.SourceConfig{
-		ID: id, Object: snap, Self: n.self, SelfRoutingID: n.rid,
-		Target:     relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation}, Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}},
-		AppVersion: n.cfg.ApplicationVersion, DeadlineMs: now.Add(timeout).UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
-	})
-	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: name, Source: n.self.String(), Target: target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation),
+	cfg.ID, cfg.Self, cfg.SelfRoutingID, cfg.Nonce = id, n.self, n.rid, wire.NewNonce()
+	cfg.Target = relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
+		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
+	cfg.AppVersion, cfg.DeadlineMs, cfg.ChunkSize = n.cfg.ApplicationVersion, now.Add(timeout).UnixMilli(), n.cfg.ChunkBytes
+	src := relocation.NewSource(cfg)
+	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: src.Phase().String(), StartedUnixMs: now.UnixMilli()})
-	defer n.untrack(rec)
-	r := &sourceRun{n: n, h: h, m: src, rec: rec, id: id, target: target, primary: obj, events: make(chan relocation.Event, 64), ended: make(chan struct{})}
-	r.run(ctx, now.Add(timeout+5*time.Second))
-	return rec.snapshot(), nil
+	return &sourceRun{n: n, m: src, rec: rec, id: id, target: target, primary: primary, hardStop: now.Add(timeout + 5*time.Second),
+		events: make(chan relocation.Event, 64), ended: make(chan struct{})}
 }
 
 // chooseTarget: a live serving owner other than this one, with weight > 0,
@@ -433,17 +502,19 @@ type sourceRun struct {
 	rec     *relocationRecord
 	id      wire.RelocationID
 	target  lease.Owner
-	events  chan relocation.Event
-	stream  rpcpb.PeerService_RelocateClient
-	sealAt  time.Time
-	payload int
-	settle  context.CancelFunc
-	settleT chan struct{} // a nudge to read again
-	outcome atomic.Bool   // the target's OUTCOME arrived (its count of DATA applied is known)
-	outOK   atomic.Bool   // and said it committed
-	wg      sync.WaitGroup
-	done    bool
-	ended   chan struct{} // closed when run returns: late events are dropped
+	// hardStop bounds the whole run: the deadline plus the settle.
+	hardStop time.Time
+	events   chan relocation.Event
+	stream   rpcpb.PeerService_RelocateClient
+	sealAt   time.Time
+	payload  int
+	settle   context.CancelFunc
+	settleT  chan struct{} // a nudge to read again
+	outcome  atomic.Bool   // the target's OUTCOME arrived (its count of DATA applied is known)
+	outOK    atomic.Bool   // and said it committed
+	wg       sync.WaitGroup
+	done     bool
+	ended    chan struct{} // closed when run returns: late events are dropped
 }
 
 func (r *sourceRun) emit(ev relocation.Event) {
@@ -460,9 +531,9 @@ func (r *sourceRun) emit(ev relocation.Event) {
 	}
 }
 
-func (r *sourceRun) run(parent context.Context, hardStop time.Time) {
+func (r *sourceRun) run(parent context.Context) {
 	n := r.n
-	ctx, cancel := context.WithDeadline(context.Background(), hardStop)
+	ctx, cancel := context.WithDeadline(context.Background(), r.hardStop)
 	defer func() {
 		// Order matters: stop settling and the stream first (a paused
 		// target must not hold this relocation), then wait for the
@@ -1114,12 +1185,28 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 		n.metrics.lateFrames.Inc()
 		return stream.Send(ans)
 	}
-	t := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion, FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: allocPayload})
+	busy, dup, release := n.incoming.admit(&n.cfg, id, p.GetCoordinator().GetOwnerId(), p.GetPayloadLength())
+	defer release()
+	t := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion,
+		FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: allocPayload, MaxDeadlineMs: (n.cfg.RelocationTimeout + MaxClockSkew).Milliseconds()})
+	ev := relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load(), Busy: busy, Duplicate: dup}
+	if busy != "" || dup {
+		// Refused before anything is staged or tracked: the machine's
+		// answer goes back and the stream ends.
+		n.metrics.stagesRefused.WithLabelValues(map[bool]string{true: "duplicate", false: "busy"}[dup]).Inc()
+		acts, _ := t.Step(ev)
+		for _, a := range acts {
+			if s, ok := a.(relocation.Send); ok {
+				_ = stream.Send(s.Frame)
+			}
+		}
+		return nil
+	}
 	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: participantName(p), Source: fmt.Sprintf("%s@%d", p.GetCoordinator().GetOwnerId(), p.GetCoordinator().GetOwnerGeneration()),
 		Target: n.self.String(), Role: "target", Phase: t.Phase().String(), StartedUnixMs: n.now().UnixMilli(), PayloadBytes: p.GetPayloadLength()})
 	defer n.untrack(rec)
 	r := &targetRun{n: n, m: t, rec: rec, stream: stream, events: make(chan relocation.Event, 64)}
-	return r.run(relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load()})
+	return r.run(ev)
 }
 
 func participantName(p *pb.Prepare) string {

@@ -57,6 +57,9 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	if err != nil {
 		return &pb.CallReply{Code: pb.Code_CODE_UNKNOWN_TYPE, Message: err.Error()}
 	}
+	if rep := n.refuseEarly(typ, req.GetMethod(), op); rep != nil {
+		return rep
+	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
 	defer cancel()
 	name := obj.String()
@@ -86,6 +89,20 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 		last = &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "call deadline passed while routing " + name}
 	}
 	return last
+}
+
+// refuseEarly answers a request that every owner would refuse without
+// running it: a method its type does not list, an operation id outside the
+// de-duplication window. It is answered here, before anything is routed,
+// activated or written: a refused request creates no record in etcd.
+func (n *Node) refuseEarly(typ actor.Type, method string, op wire.OperationID) *pb.CallReply {
+	if !typ.HasMethod(method) {
+		return &pb.CallReply{Code: pb.Code_CODE_UNKNOWN_METHOD, Message: actor.UnknownMethod(typ.Name, method).Error()}
+	}
+	if err := actor.CheckOperationTime(op, n.now(), n.cfg.DedupWindow); err != nil {
+		return &pb.CallReply{Code: actor.CodeOf(err), Message: err.Error()}
+	}
+	return nil
 }
 
 func splitKind(s string) string {
@@ -157,7 +174,21 @@ func (n *Node) forward(ctx context.Context, obj keyspace.Object, addr string, re
 		n.refresh(ctx, obj)
 		return rep, true
 	}
+	if rep.GetFence() != nil && !n.cacheFresh() {
+		// DESIGN.md §5: an owner's reply is accepted only while this
+		// gateway's cache is known fresh, so it holds any newer fence a
+		// woken, superseded owner's reply would be refused against. The
+		// request ran (or was refused) there; a retry with the same
+		// operation id gets the recorded answer.
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "gateway's location cache is not known fresh (no etcd progress within the lease TTL): reply not accepted"}, true
+	}
 	return rep, false
+}
+
+// cacheFresh reports whether the location cache heard from etcd (a load,
+// an event or a progress notification) within the lease TTL.
+func (n *Node) cacheFresh() bool {
+	return n.now().Sub(n.cache.FreshAt()) < n.cfg.LeaseTTL
 }
 
 // serveHere runs the call on this node as the owner (activating or
@@ -314,13 +345,35 @@ func (n *Node) Fence(obj keyspace.Object) (authority.Fence, bool) {
 
 // ---------------------------------------------------------------- peers
 
+// connPool holds one client connection per peer address. It dials only
+// addresses that etcd's owner directory names for a live owner (live, kept
+// current by syncPeers), and closes a connection once its address is no
+// live owner's: an address from a message is never dialled on its word.
 type connPool struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
-	closed bool // close ran: no new connection (it would never be closed)
+	live   map[string]bool // nil until the first sync: nothing is dialled
+	closed bool            // close ran: no new connection (it would never be closed)
 }
 
 func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
+
+// setLive makes addrs the dialable addresses and closes the connections to
+// any other; it returns how many it closed.
+func (p *connPool) setLive(addrs map[string]bool) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.live = addrs
+	closed := 0
+	for a, c := range p.conns {
+		if !addrs[a] {
+			c.Close()
+			delete(p.conns, a)
+			closed++
+		}
+	}
+	return closed
+}
 
 func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -331,12 +384,39 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	if p.closed {
 		return nil, status.Error(codes.Unavailable, "node: stopped: no new peer connection")
 	}
+	if !p.live[addr] {
+		return nil, status.Errorf(codes.Unavailable, "node: %s is not the address of a live owner", addr)
+	}
 	c, err := grpc.NewClient(addr, transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10))...)
 	if err != nil {
 		return nil, err
 	}
 	p.conns[addr] = c
 	return c, nil
+}
+
+// syncPeers keeps the pool's dialable addresses those of the live owners
+// in the directory, until ctx ends.
+func (n *Node) syncPeers(ctx context.Context) {
+	for {
+		ch := n.dir.Changed()
+		n.syncPeersOnce()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+func (n *Node) syncPeersOnce() {
+	live := map[string]bool{}
+	for _, o := range n.dir.List() {
+		live[o.Descriptor.Address] = true
+	}
+	if k := n.peers.setLive(live); k > 0 {
+		n.log.Debug().Int("closed", k).Msg("closed connections to addresses of owners no longer alive")
+	}
 }
 
 func (p *connPool) call(ctx context.Context, addr string, req *pb.CallRequest) (*pb.CallReply, error) {

@@ -152,7 +152,7 @@ func TestCommitPreserveRace200(t *testing.T) {
 	ctx := context.Background()
 	for i := range 200 {
 		obj := keyspace.Actor("counter", fmt.Sprintf("o%d", i))
-		seen := activate(t, s, obj, src)
+		seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, fmt.Sprintf("r%d", i))
 		var cres authority.CommitResult
 		var pres authority.WriteResult
 		var cerr, perr error
@@ -190,7 +190,7 @@ func TestCommitToDeadTargetFails(t *testing.T) {
 	src, _ := owner(t, c, "src", 30)
 	dst, lid := owner(t, c, "dst", 30)
 	obj := keyspace.Actor("counter", "c")
-	seen := activate(t, s, obj, src)
+	seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, "r1")
 	if _, err := c.Revoke(context.Background(), lid); err != nil {
 		t.Fatal(err)
 	}
@@ -234,10 +234,11 @@ func TestGroupCommitAllOrNothing(t *testing.T) {
 	dst, _ := owner(t, c, "dst", 30)
 	var ps []authority.Participant
 	for i := range 5 {
-		ps = append(ps, authority.Participant{Expected: activate(t, s, keyspace.Actor("counter", fmt.Sprintf("m%d", i)), src)})
+		seen := activate(t, s, keyspace.Actor("counter", fmt.Sprintf("m%d", i)), src)
+		ps = append(ps, authority.Participant{Expected: intend(t, s, seen, src, 0, dst, "g1")})
 	}
-	// One member moved on (its store version changed): nothing commits.
-	if _, err := s.Preserve(context.Background(), authority.PreserveRequest{Seen: ps[3].Expected, Source: src, RelocationID: "other"}); err != nil {
+	// One member moved on (its record changed): nothing commits.
+	if _, err := s.Preserve(context.Background(), authority.PreserveRequest{Seen: ps[3].Expected, Source: src, RelocationID: "g1"}); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.Commit(context.Background(), authority.CommitRequest{RelocationID: "g1", Participants: ps, Target: dst, TargetNode: node("dst")})
@@ -249,6 +250,9 @@ func TestGroupCommitAllOrNothing(t *testing.T) {
 		t.Fatalf("partial group commit: %d records on dst", len(all))
 	}
 	ps[3].Expected = res.Records[ps[3].Expected.Object.String()]
+	for i := range ps { // a second attempt writes its own intent on every record
+		ps[i].Expected = intend(t, s, ps[i].Expected, src, 0, dst, "g2")
+	}
 	res, err = s.Commit(context.Background(), authority.CommitRequest{RelocationID: "g2", Participants: ps, Target: dst, TargetNode: node("dst")})
 	if err != nil || !res.Committed {
 		t.Fatalf("%+v %v", res, err)
@@ -257,6 +261,19 @@ func TestGroupCommitAllOrNothing(t *testing.T) {
 	if len(all) != 5 {
 		t.Fatalf("group commit moved %d of 5", len(all))
 	}
+}
+
+// intend writes relocation id's intent naming target on seen (owned by
+// src; lid binds relocations/<id>, 0: no lease) and returns the record
+// after it: what a commit of that relocation expects.
+func intend(t *testing.T, s *authority.Store, seen authority.Snapshot, src authority.OwnerRef, lid clientv3.LeaseID, target authority.OwnerRef, id string) authority.Snapshot {
+	t.Helper()
+	w, err := s.Intend(context.Background(), authority.IntentRequest{Seen: seen, Source: src, LeaseID: lid,
+		Intent: authority.Intent{RelocationID: id, Target: target, TargetNode: node(target.ID), DeadlineMs: 1, NonceHash: "00"}})
+	if err != nil || !w.Written {
+		t.Fatalf("intend %s on %s: %+v %v", id, seen.Object, w, err)
+	}
+	return w.Snapshot
 }
 
 // A commit whose reply is lost is recognised by reading back exactly the
@@ -282,10 +299,10 @@ func TestCommitReplyLostResolvedByReadBack(t *testing.T) {
 	}{{"committed", false, true}, {"refused", true, false}} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := keyspace.Actor("counter", tc.name)
-			seen := activate(t, s, obj, src)
+			seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, "r-"+tc.name)
 			req := authority.CommitRequest{RelocationID: "r-" + tc.name, Participants: []authority.Participant{{Expected: seen}}, Target: dst, TargetNode: node("dst")}
 			if tc.stale {
-				req.Participants[0].Expected.StoreVersion-- // another version: the compare fails
+				req.Participants[0].Expected.Record.Intent.DeadlineMs++ // other bytes: the compare fails
 			}
 			// Warm the proxied connection, then drop every reply.
 			if _, err := sp.Read(context.Background(), obj); err != nil {
@@ -339,10 +356,10 @@ func TestIntentAndPreserve(t *testing.T) {
 	if len(rk.Kvs) != 1 || rk.Kvs[0].Lease != int64(lid) {
 		t.Fatalf("relocation key not bound to the source lease: %+v", rk.Kvs)
 	}
-	// A commit from the pre-intent version is stale now.
+	// A commit from the pre-intent record names no intent: refused, unsent.
 	res, err := s.Commit(ctx, authority.CommitRequest{RelocationID: "r1", Participants: []authority.Participant{{Expected: seen}}, Target: dst})
-	if err != nil || res.Committed {
-		t.Fatalf("stale commit: %+v %v", res, err)
+	if !errors.Is(err, authority.ErrInvalidRequest) || !errors.Is(err, authority.ErrNotIntended) || res.Committed {
+		t.Fatalf("commit without intent: %+v %v", res, err)
 	}
 	p, err := s.Preserve(ctx, authority.PreserveRequest{Seen: w.Snapshot, Source: src, RelocationID: "r1"})
 	if err != nil || !p.Written || p.Snapshot.Record.State != authority.StateActive || p.Snapshot.Record.Intent != nil {

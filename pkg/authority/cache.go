@@ -64,6 +64,64 @@ type Cache struct {
 	ready    chan struct{}
 	readyOne sync.Once
 	changed  chan struct{} // closed and replaced whenever rev moves
+	subs     []*Subscription
+}
+
+// Subscription collects the names of the entries the cache changed (from
+// the watch, a load or Observe), each name once until taken: its owner
+// reads the current location with Lookup. It never blocks the cache and
+// holds at most one name per object.
+type Subscription struct {
+	c       *Cache
+	ready   chan struct{} // a token when names are pending
+	mu      sync.Mutex
+	pending map[string]struct{}
+}
+
+// Subscribe starts collecting changed names; Unsubscribe stops it.
+func (c *Cache) Subscribe() *Subscription {
+	s := &Subscription{c: c, ready: make(chan struct{}, 1), pending: map[string]struct{}{}}
+	c.mu.Lock()
+	c.subs = append(c.subs, s)
+	c.mu.Unlock()
+	return s
+}
+
+// Unsubscribe stops s collecting.
+func (c *Cache) Unsubscribe(s *Subscription) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, x := range c.subs {
+		if x == s {
+			c.subs = append(c.subs[:i], c.subs[i+1:]...)
+			return
+		}
+	}
+}
+
+// Ready has a token whenever names are pending.
+func (s *Subscription) Ready() <-chan struct{} { return s.ready }
+
+// Take returns the pending names (in no order) and forgets them.
+func (s *Subscription) Take() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]string, 0, len(s.pending))
+	for k := range s.pending {
+		out = append(out, k)
+	}
+	clear(s.pending)
+	return out
+}
+
+func (s *Subscription) add(name string) {
+	s.mu.Lock()
+	s.pending[name] = struct{}{}
+	s.mu.Unlock()
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
 }
 
 // NewCache returns a cache; Run feeds it.
@@ -129,6 +187,23 @@ func (c *Cache) LookupName(name string) (Location, bool) {
 	return e.loc, true
 }
 
+// Entry is what the cache knows of one object: its location, or that its
+// record was deleted, as of Version (the revision of that information).
+type Entry struct {
+	Location Location
+	Deleted  bool
+	Version  int64
+}
+
+// EntryOf returns what the cache knows of the object named name, tombstones
+// included (false: nothing).
+func (c *Cache) EntryOf(name string) (Entry, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[name]
+	c.mu.RUnlock()
+	return Entry{Location: e.loc, Deleted: e.deleted, Version: e.version}, ok
+}
+
 func (c *Cache) internStr(s string) string {
 	if v, ok := c.intern[s]; ok {
 		return v
@@ -157,6 +232,9 @@ func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int
 	loc.Node.Address = c.internStr(loc.Node.Address)
 	loc.Node.RoutingID = c.internStr(loc.Node.RoutingID)
 	c.entries[name] = cacheEntry{loc: loc, deleted: deleted, version: version}
+	for _, s := range c.subs {
+		s.add(name)
+	}
 	return true
 }
 
@@ -267,6 +345,28 @@ func (c *Cache) load(ctx context.Context) (int64, error) {
 	c.mu.Unlock()
 	c.readyOne.Do(func() { close(c.ready) })
 	return rev, nil
+}
+
+// KeepFresh asks etcd for a progress notification on the cache's watch
+// every interval until ctx ends, so FreshAt stays recent while no record
+// changes (etcd's own notifications of an idle watch come every ten
+// minutes by default). A request that fails is simply made again at the
+// next interval: a cache that cannot hear from etcd must go stale.
+func (c *Cache) KeepFresh(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			// The same metadata as the watch's context: the request goes
+			// on the watch's stream.
+			rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), every)
+			_ = c.c.RequestProgress(rctx)
+			cancel()
+		}
+	}
 }
 
 // follow watches from rev+1 until an error; ErrCompacted means re-list.

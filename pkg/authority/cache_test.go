@@ -35,7 +35,7 @@ func TestCacheFollowsCommits(t *testing.T) {
 		t.Fatalf("loaded %+v %v", loc, ok)
 	}
 	obj := keyspace.Actor("counter", "c")
-	seen := activate(t, s, obj, src)
+	seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, "r")
 	res, err := s.Commit(context.Background(), authority.CommitRequest{RelocationID: "r", Participants: []authority.Participant{{Expected: seen}}, Target: dst, TargetNode: node("dst")})
 	if err != nil || !res.Committed {
 		t.Fatal(res, err)
@@ -59,7 +59,7 @@ func TestCacheNeverMovesBackwards(t *testing.T) {
 	src, _ := owner(t, c, "src", 30)
 	dst, _ := owner(t, c, "dst", 30)
 	obj := keyspace.Actor("counter", "c")
-	seen := activate(t, s, obj, src)
+	seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, "r")
 	res, err := s.Commit(context.Background(), authority.CommitRequest{RelocationID: "r", Participants: []authority.Participant{{Expected: seen}}, Target: dst, TargetNode: node("dst")})
 	if err != nil || !res.Committed {
 		t.Fatal(res, err)

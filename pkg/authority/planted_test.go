@@ -9,8 +9,8 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
-// A commit after a winning preserve fails on the store version the preserve
-// bumped (exactly one of commit and preserve wins). With the planted bug
+// A commit after a winning preserve fails on the record the preserve
+// rewrote (exactly one of commit and preserve wins). With the planted bug
 // commit-without-compare (failpoints builds) it lands over the preserved
 // record; the target owner's key is still compared (a commit to a dead
 // target stays refused).
@@ -21,7 +21,7 @@ func TestCommitAfterPreservePlanted(t *testing.T) {
 	ctx := context.Background()
 	commitLate := func(name string) (authority.CommitResult, authority.Snapshot) {
 		obj := keyspace.Actor("counter", name)
-		seen := activate(t, s, obj, src)
+		seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, "r-"+name)
 		if w, err := s.Preserve(ctx, authority.PreserveRequest{Seen: seen, Source: src, RelocationID: "r-" + name}); err != nil || !w.Written {
 			t.Fatalf("preserve: %+v %v", w, err)
 		}
@@ -45,7 +45,7 @@ func TestCommitAfterPreservePlanted(t *testing.T) {
 	}
 	dead := authority.OwnerRef{ID: "gone", Generation: dst.Generation + 1000}
 	obj := keyspace.Actor("counter", "dead")
-	seen := activate(t, s, obj, src)
+	seen := intend(t, s, activate(t, s, obj, src), src, 0, dead, "r-dead")
 	if res, err := s.Commit(ctx, authority.CommitRequest{RelocationID: "r-dead",
 		Participants: []authority.Participant{{Expected: seen}}, Target: dead, TargetNode: node("gone")}); err != nil || res.Committed {
 		t.Fatalf("planted commit to a dead target: %+v %v; want refused (the owner key is still compared)", res, err)

@@ -33,6 +33,9 @@ func DecodeRecord(b []byte) (Record, error) { return record.DecodeRecord(b) }
 var (
 	// ErrInvalidRecord: a stored or planned record is malformed.
 	ErrInvalidRecord = record.ErrInvalidRecord
+	// ErrNotIntended: a commit's expected record does not carry the intent
+	// of its relocation naming its target; nothing was written.
+	ErrNotIntended = record.ErrNotIntended
 	// ErrInvalidRequest: a request to this package is malformed; nothing was written.
 	ErrInvalidRequest = errors.New("authority: invalid request")
 	// ErrNotFound: the object has no authority record.

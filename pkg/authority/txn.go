@@ -205,19 +205,33 @@ func (req CommitRequest) validate() error {
 			return fmt.Errorf("%w: participant %q twice", ErrInvalidRequest, name)
 		}
 		seen[name] = true
+		if err := p.Expected.Record.IntendedFor(req.RelocationID, req.Target); err != nil {
+			return fmt.Errorf("%w: participant %q: %w", ErrInvalidRequest, name, err)
+		}
 	}
 	return nil
 }
 
 // Commit is the target's cutover transaction (DESIGN.md §3):
 //
-//	If ModRevision(auth_i)=expected_i ∀i ∧ CreateRevision(owners/target)=target.Generation
+//	If Value(auth_i)=expected record_i ∀i ∧ CreateRevision(owners/target)=target.Generation
 //	Then put every participant owned by the target, ownerGeneration+1, intent cleared
 //	Else get every participant and the target's owner key
 //
+// Every expected record must carry this relocation's intent naming the
+// target (Record.IntendedFor; otherwise ErrInvalidRequest and nothing is
+// sent), and the transaction compares each record's exact bytes: a commit
+// is valid only for its own intent, as etcd holds it. Those bytes exist from
+// the intent's write until the record's next write (a preserve, another
+// commit), and no write recreates them (they name this relocation), so the
+// compare also does what a compare of the store version would: exactly one
+// of Commit and Preserve wins. A store version alone is public, so a commit
+// that compared only it would let anyone who reaches a node have it commit
+// a relocation nobody started.
+//
 // A failed compare is not an error: Committed=false with the current records.
 // (The planted bug commit-without-compare of internal/failpoint, test builds
-// only, drops the ModRevision compares and keeps the owner key's.)
+// only, drops the record compares and keeps the owner key's.)
 // An RPC error is resolved by reading back exactly the planned records; if that
 // read fails too, the error wraps ErrUncertain and the caller must resolve
 // again (ResolveCommit).
@@ -233,7 +247,12 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 		k := s.keys.Authority(p.Expected.Object)
 		rec := req.planned(p)
 		if !failpoint.Planted(failpoint.BugCommitWithoutCompare) {
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
+			// The record's exact bytes carry this relocation's intent, which
+			// exists only from its Intend to the next write of the record:
+			// no later write recreates them, so this compare also pins the
+			// store version (one compare per participant keeps a group's
+			// commit within --max-txn-ops).
+			cmps = append(cmps, clientv3.Compare(clientv3.Value(k), "=", string(p.Expected.Record.Encode())))
 		}
 		puts = append(puts, clientv3.OpPut(k, string(rec.Encode())))
 		gets = append(gets, clientv3.OpGet(k))

@@ -5,6 +5,8 @@
 package record
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,6 +49,37 @@ type Intent struct {
 	Target       OwnerRef `json:"target"`
 	TargetNode   NodeRef  `json:"targetNode"`
 	DeadlineMs   int64    `json:"deadlineUnixMs"`
+	// NonceHash is the lowercase hex SHA-256 of a secret the source made
+	// for this relocation and sends only in its PREPARE (HashNonce). The
+	// record is public (the location API shows it); the nonce is not, so a
+	// PREPARE that carries it comes from the node that wrote the intent.
+	NonceHash string `json:"nonceHash,omitempty"`
+}
+
+// HashNonce is the NonceHash of a relocation's nonce.
+func HashNonce(nonce []byte) string {
+	h := sha256.Sum256(nonce)
+	return hex.EncodeToString(h[:])
+}
+
+// ErrNotIntended: a record does not carry the relocation intent a commit or
+// a PREPARE claims (DESIGN.md §3: a commit is valid only for its own intent).
+var ErrNotIntended = errors.New("authority: record does not carry this relocation's intent")
+
+// IntendedFor checks that r is relocating under the intent of relocation id
+// naming target: the one rule a target's PREPARE and every commit are held
+// to (the commit transaction then compares the record's exact bytes, so
+// what was checked here is what etcd holds).
+func (r *Record) IntendedFor(id string, target OwnerRef) error {
+	switch {
+	case r.State != StateRelocating || r.Intent == nil:
+		return fmt.Errorf("%w: %s: not relocating", ErrNotIntended, id)
+	case r.Intent.RelocationID != id:
+		return fmt.Errorf("%w: %s: the record's intent is relocation %s", ErrNotIntended, id, r.Intent.RelocationID)
+	case r.Intent.Target != target:
+		return fmt.Errorf("%w: %s: the intent names target %s, not %s", ErrNotIntended, id, r.Intent.Target, target)
+	}
+	return nil
 }
 
 // Record is the authority record of one object (DESIGN.md §2): who owns it.

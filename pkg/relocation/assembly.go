@@ -154,18 +154,28 @@ func (m Manifest) Validate() error {
 
 // Assembly reassembles a payload from chunks in any order. It never returns
 // a payload whose length or CRC32C differs from the manifest.
+//
+// Its memory grows with the bytes received, never from the manifest alone:
+// a peer may announce a payload of any size up to MaxPayloadBytes and send
+// little of it. Chunks are kept as they came until half the payload has
+// arrived; only then is the payload's buffer made (and they are copied in),
+// so an assembly holds at most twice what was sent to it.
 type Assembly struct {
 	m    Manifest
 	buf  []byte
 	got  []bool
 	sums []uint32 // each received chunk's CRC32C, computed here
 	have uint32
+	// held: chunks received before the buffer was made, by index, and
+	// their bytes.
+	held      map[uint32][]byte
+	heldBytes uint64
 	// alloc makes the payload buffer (nil: make); see TargetConfig.Alloc.
 	alloc func(n int) []byte
 }
 
 // NewAssembly validates the manifest and returns an empty assembly. The
-// buffer is allocated with the first chunk.
+// buffer is made once half the payload arrived.
 func NewAssembly(m Manifest) (*Assembly, error) {
 	if err := m.Validate(); err != nil {
 		return nil, err
@@ -175,8 +185,9 @@ func NewAssembly(m Manifest) (*Assembly, error) {
 
 // Add stores chunk i. A wrong index or size is ErrDataLost (the stage
 // cannot complete); a repeated index is ErrDuplicateChunk and changes nothing.
-// The only chunk of a one-chunk payload is kept without a copy: the caller
-// must not change data after it was added. The chunk's CRC32C is computed
+// A chunk is kept without a copy until the buffer is made (and the only
+// chunk of a one-chunk payload for good): the caller must not change data
+// after it was added. The chunk's CRC32C is computed
 // here, once: Payload combines the chunks' sums.
 func (a *Assembly) Add(i uint32, data []byte) error { return a.add(i, data, false, 0) }
 
@@ -206,12 +217,23 @@ func (a *Assembly) add(i uint32, data []byte, summed bool, sum uint32) error {
 	switch {
 	case a.m.Chunks == 1:
 		a.buf = data
+	case a.buf == nil && 2*(a.heldBytes+uint64(len(data))) < a.m.Length:
+		if a.held == nil {
+			a.held = map[uint32][]byte{}
+		}
+		a.held[i] = data
+		a.heldBytes += uint64(len(data))
 	case a.buf == nil:
 		if a.alloc != nil {
 			a.buf = a.alloc(int(a.m.Length))
 		} else {
 			a.buf = make([]byte, a.m.Length)
 		}
+		for j, d := range a.held {
+			s, _ := a.m.ChunkSpan(j)
+			copy(a.buf[s:], d)
+		}
+		a.held, a.heldBytes = nil, 0
 		fallthrough
 	default:
 		copy(a.buf[start:end], data)

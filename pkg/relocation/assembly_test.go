@@ -414,3 +414,46 @@ func TestAssemblyOneChunkIsNotCopied(t *testing.T) {
 		t.Fatalf("a damaged one-chunk payload: %v", err)
 	}
 }
+
+// An announced payload is not allocated from the manifest alone: chunks
+// are held as they come until half the payload arrived, then the buffer is
+// made once (a peer that announces much and sends little holds only what
+// it sent), and the payload is still exact, in any order.
+func TestAssemblyBufferGrowsWithChunks(t *testing.T) {
+	const chunk, n = 1024, 64
+	payload := make([]byte, chunk*n)
+	for i := range payload {
+		payload[i] = byte(i * 7)
+	}
+	m := PlanChunks(payload, chunk)
+	a, err := NewAssembly(Manifest{Length: m.Length, Chunks: m.Chunks, CRC32C: m.CRC32C})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allocs := 0
+	a.alloc = func(n int) []byte { allocs++; return make([]byte, n) }
+	order := make([]uint32, 0, n)
+	for i := n - 1; i >= 0; i -= 2 { // odd indices from the end, then even ones
+		order = append(order, uint32(i))
+	}
+	for i := 0; i < n; i += 2 {
+		order = append(order, uint32(i))
+	}
+	for k, i := range order {
+		start, end := m.ChunkSpan(i)
+		if err := a.Add(i, payload[start:end]); err != nil {
+			t.Fatal(err)
+		}
+		wantAlloc := 0
+		if 2*(k+1) >= n {
+			wantAlloc = 1
+		}
+		if allocs != wantAlloc {
+			t.Fatalf("after %d of %d chunks: %d buffers made, want %d", k+1, n, allocs, wantAlloc)
+		}
+	}
+	got, err := a.Payload()
+	if err != nil || !bytes.Equal(got, payload) {
+		t.Fatalf("payload differs (%v)", err)
+	}
+}

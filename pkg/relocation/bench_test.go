@@ -45,7 +45,7 @@ func newBenchFixture(size, chunk int) *benchFixture {
 	st.activate(simObject, self)
 	fx := &benchFixture{payload: simPayload(size)}
 	fx.src = SourceConfig{ID: simRelocID, Object: st.rec, Self: self, SelfRoutingID: simRID("s1"),
-		Target: TargetRef{Owner: tgt, Node: simNode("t1")}, AppVersion: "v1", DeadlineMs: 1 << 40, ChunkSize: chunk}
+		Target: TargetRef{Owner: tgt, Node: simNode("t1")}, AppVersion: "v1", DeadlineMs: 1 << 40, ChunkSize: chunk, Nonce: simNonce}
 	fx.tgt = TargetConfig{Self: tgt, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: 1000}
 
 	wi := NewSource(fx.src).Start()[0].(WriteIntent)
@@ -64,7 +64,6 @@ func newBenchFixture(size, chunk int) *benchFixture {
 	}
 	fx.data = append(fx.data, Received{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Cutover{Cutover: &pb.Cutover{RelocationId: simRelocID[:], DataCount: 2, DataCrc32C: crc}}}})
 	exp := fx.intent.Snapshot
-	exp.Record = record.Record{Kind: exp.Object.Kind, Type: exp.Object.Type, ObjectGeneration: 1, OwnerGeneration: 1, Owner: self}
 	fx.commit = st.commit(Commit{RelocationID: simRelocID, Participants: []record.Snapshot{exp}}, tgt)
 	fx.settle = SettleResult{View: st.view(self.ID)}
 	return fx

@@ -1,6 +1,7 @@
 package relocation
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -22,11 +23,12 @@ import (
 //
 // Commands:
 //
-//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join]
+//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join] [maxahead=MS]
 //	    owners s1 and t1, actor/counter/c1 owned by s1; the source starts.
 //	    members=N: it moves group/g1 (owned by s1) with members
 //	    actor/counter/m0…; join: actor/counter/c1 joins group/g1, owned by
 //	    t1 (Actor Join). The store line then lists the other records.
+//	    maxahead: the target allows deadlines at most that far ahead.
 //	result source intent|preserve [ok|fails|uncertain [applied]]
 //	result source capture [ok|fails] [size=BYTES]
 //	result source boundary [count=N]
@@ -49,6 +51,10 @@ import (
 //	move owner=ID             a later commit moved the object to ID.
 //	recover owner=ID          the object was re-created on ID (object generation+1).
 //	inject to=target prepare [deadline=MS]   a PREPARE with other bytes.
+//	forge KIND                a copy of the source's PREPARE, altered by KIND
+//	    (nonce, unintended, target-node, deadline, coordinator), is given to
+//	    a fresh target machine of the same node; it prints what that
+//	    machine answers (the simulated relocation is unchanged).
 //	resend to=target|source KIND   the last KIND frame sent goes in flight again.
 //	break-stream              the stream breaks; both sides see StreamBroken.
 //	land-commit               the target's earlier uncertain commit lands now.
@@ -80,6 +86,7 @@ func TestTranscripts(t *testing.T) {
 					d.MaybeScanArgs(t, "chunk", &cfg.ChunkSize)
 					d.MaybeScanArgs(t, "fallback", &cfg.FallbackMs)
 					d.MaybeScanArgs(t, "members", &cfg.Members)
+					d.MaybeScanArgs(t, "maxahead", &cfg.MaxDeadlineMs)
 					cfg.Join = d.HasArg("join")
 					s = newSim(cfg, &out)
 					s.allowProtoE = true
@@ -133,6 +140,8 @@ func TestTranscripts(t *testing.T) {
 					s.storeChanged()
 				case "inject":
 					runInject(t, d, s)
+				case "forge":
+					runForge(t, d, s)
 				case "resend":
 					// A retransmission (the seed resends PREPARE and the
 					// cutover window): the last frame of KIND sent to the side
@@ -354,4 +363,53 @@ func runInject(t *testing.T, d *datadriven.TestData, s *sim) {
 	default:
 		d.Fatalf(t, "inject: unknown frame %s", fmt.Sprint(d.CmdArgs))
 	}
+}
+
+// runForge: a hostile peer's PREPARE, built from the real one (everything
+// public: the record with its intent, the store version), reaches a fresh
+// target machine before the real one does.
+func runForge(t *testing.T, d *datadriven.TestData, s *sim) {
+	p := s.src.Prepare()
+	if p == nil {
+		d.Fatalf(t, "the source sent no PREPARE yet")
+	}
+	q := cloneFrame(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: p}}).GetPrepare()
+	kind := d.CmdArgs[0].Key
+	switch kind {
+	case "nonce": // the attacker does not know the nonce
+		q.Nonce = []byte("fedcba9876543210")
+	case "unintended": // the record as it was before the intent
+		r := q.Participants[0]
+		rec, err := record.DecodeRecord(r.Record)
+		if err != nil {
+			d.Fatalf(t, "%v", err)
+		}
+		rec.State, rec.Intent = record.StateActive, nil
+		r.Record = rec.Encode()
+	case "target-node": // the intent names another process of this owner id
+		q.Target.RoutingId = bytes.Repeat([]byte{'x'}, 16)
+	case "deadline":
+		q.DeadlineUnixMs += 5000
+	case "coordinator": // another node claims to be the source
+		q.Coordinator.RoutingId = bytes.Repeat([]byte{'m'}, 16)
+	default:
+		d.Fatalf(t, "forge: unknown kind %q", kind)
+	}
+	tgt := NewTarget(s.tgt.cfg)
+	acts, err := tgt.Step(PrepareEvent{Prepare: q, NowMs: s.now})
+	s.printf("forged target ← PREPARE (%s)\n", kind)
+	if err != nil {
+		s.printf("  forged target: error: %v\n", err)
+	}
+	for _, a := range acts {
+		switch a := a.(type) {
+		case Send:
+			s.printf("  forged target: Send %s\n", describeFrame(a.Frame))
+		case Finish:
+			s.printf("  forged target: Finish %s code=%s\n", a.Outcome, a.Code)
+		default:
+			s.printf("  forged target: %s\n", actionName(a))
+		}
+	}
+	s.printf("  forged target phase: %s\n", tgt.Phase())
 }

@@ -99,7 +99,7 @@ func (f *fakeStore) commitAll(a Commit, target record.OwnerRef) CommitResult {
 	ok := f.alive(target) && len(a.Participants) == 1+len(f.members)
 	for _, p := range a.Participants {
 		c, found := cur[p.Object.String()]
-		ok = ok && found && c.StoreVersion == p.StoreVersion
+		ok = ok && found && sameBytes(c.Record, p.Record)
 	}
 	if !a.JoinGroup.IsZero() {
 		ok = ok && f.joined != nil && f.joined.Record.Owner == target

@@ -26,6 +26,7 @@ import (
 var errUncertain = errors.New("etcdserver: request timed out")
 
 var (
+	simNonce   = []byte("0123456789abcdef")
 	simObject  = keyspace.Actor("counter", "c1")
 	simRelocID = wire.RelocationID{0x01, 0x90, 0, 0, 0, 0, 0x70, 0, 0x80, 0, 0, 0, 0, 0, 0, 0x01}
 )
@@ -147,7 +148,7 @@ func planned(exp record.Snapshot, target record.OwnerRef, id wire.RelocationID) 
 	return r
 }
 
-// commit: If ModRevision(auth_i)=expected_i ∀i ∧ CreateRevision(owners/target)=target.Generation
+// commit: If Value(auth_i)=expected record_i ∀i ∧ CreateRevision(owners/target)=target.Generation
 // Then put every participant owned by the target, ownerGeneration+1, intent cleared.
 func (f *fakeStore) commit(a Commit, target record.OwnerRef) CommitResult {
 	if len(f.members) > 0 || f.joined != nil {
@@ -155,7 +156,7 @@ func (f *fakeStore) commit(a Commit, target record.OwnerRef) CommitResult {
 	}
 	ok := f.alive(target)
 	for _, p := range a.Participants {
-		ok = ok && p.Object == f.rec.Object && p.StoreVersion == f.rec.StoreVersion
+		ok = ok && p.Object == f.rec.Object && sameBytes(p.Record, f.rec.Record)
 	}
 	if !ok {
 		return CommitResult{Records: map[string]record.Snapshot{f.rec.Object.String(): f.rec}}
@@ -167,6 +168,9 @@ func (f *fakeStore) commit(a Commit, target record.OwnerRef) CommitResult {
 	f.commitTo = &t
 	return CommitResult{Committed: true, Records: map[string]record.Snapshot{f.rec.Object.String(): f.rec}}
 }
+
+// sameBytes is the commit's compare of a record's exact bytes.
+func sameBytes(a, b record.Record) bool { return string(a.Encode()) == string(b.Encode()) }
 
 // resolve reads back an uncertain commit: committed iff the record holds
 // exactly the planned bytes at a newer store version.
@@ -242,6 +246,8 @@ type simConfig struct {
 	Members int
 	// Join: actor/counter/c1 joins group/g1, owned by the target.
 	Join bool
+	// MaxDeadlineMs: TargetConfig.MaxDeadlineMs.
+	MaxDeadlineMs int64
 }
 
 // sim drives one Source and one Target. Frames a side sends wait in flight
@@ -302,9 +308,9 @@ func newSim(cfg simConfig, out *strings.Builder) *sim {
 		ID: simRelocID, Object: st.rec, Self: s.self, SelfRoutingID: simRID("s1"),
 		Target:     TargetRef{Owner: s.tgtID, Node: simNode("t1")},
 		AppVersion: "v1", DeadlineMs: cfg.DeadlineMs, ChunkSize: cfg.ChunkSize,
-		Members: slices.Clone(st.members), JoinGroup: join,
+		Members: slices.Clone(st.members), JoinGroup: join, Nonce: simNonce,
 	})
-	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs})
+	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs, MaxDeadlineMs: cfg.MaxDeadlineMs})
 	s.observeStore()
 	return s
 }

@@ -183,6 +183,9 @@ type SourceConfig struct {
 	// by the target, that the actor joins; the target's commit writes the
 	// membership. Object is then the actor and Members is empty.
 	JoinGroup string
+	// Nonce is this relocation's secret (wire.NewNonce): the intent holds
+	// its hash, PREPARE carries it, and nothing else does.
+	Nonce []byte
 }
 
 // Source is the source side of one relocation: a pure state machine.
@@ -249,7 +252,8 @@ func (s *Source) Prepare() *pb.Prepare { return s.prepare }
 // Start returns the first actions: write the intent.
 func (s *Source) Start() []Action {
 	return []Action{WriteIntent{Seen: s.cfg.Object, Members: s.cfg.Members,
-		Intent: record.Intent{RelocationID: s.cfg.ID.String(), Target: s.cfg.Target.Owner, TargetNode: s.cfg.Target.Node, DeadlineMs: s.cfg.DeadlineMs},
+		Intent: record.Intent{RelocationID: s.cfg.ID.String(), Target: s.cfg.Target.Owner, TargetNode: s.cfg.Target.Node,
+			DeadlineMs: s.cfg.DeadlineMs, NonceHash: record.HashNonce(s.cfg.Nonce)},
 	}}
 }
 
@@ -434,6 +438,7 @@ func (s *Source) buildPrepare() *pb.Prepare {
 		Participants:  s.participants(),
 		PayloadLength: s.manifest.Length, ChunkCount: s.manifest.Chunks, Crc32C: s.manifest.CRC32C,
 		ApplicationVersion: s.cfg.AppVersion, DeadlineUnixMs: s.cfg.DeadlineMs, JoinGroup: s.cfg.JoinGroup,
+		Nonce: s.cfg.Nonce,
 	}
 }
 
@@ -576,4 +581,13 @@ func (s *Source) membersIn(v record.View) map[string]record.Snapshot {
 		}
 	}
 	return out
+}
+
+// hexString is the storage form of a wire routing id ("" when malformed).
+func hexString(b []byte) string {
+	r, err := wire.ParseRoutingIDBytes(b)
+	if err != nil {
+		return ""
+	}
+	return r.Hex()
 }

@@ -98,6 +98,11 @@ type TargetConfig struct {
 	// (nil: make). The node's prefaults it: the copies of a fresh buffer of
 	// many megabytes otherwise take a page fault every 4 KiB.
 	Alloc func(n int) []byte
+	// MaxDeadlineMs bounds how far ahead of the target's clock a PREPARE's
+	// deadline may lie (0: unbounded): a stage lives until its deadline,
+	// so a peer that announces a far one and stops sending would hold the
+	// stage's memory that long. Beyond it: CODE_RESOURCE_EXHAUSTED.
+	MaxDeadlineMs int64
 }
 
 // Target is the target side of one relocation attempt: a pure state machine.
@@ -161,6 +166,13 @@ type PrepareEvent struct {
 	Prepare  *pb.Prepare
 	NowMs    int64
 	Draining bool
+	// Busy: a bound of the node on incoming stages was reached (the
+	// driver's count of stages, per peer and in all, or of the bytes they
+	// announce); it names the bound. Refused: CODE_RESOURCE_EXHAUSTED.
+	Busy string
+	// Duplicate: a stage of the same relocation is in flight on this node
+	// (on another stream). Refused: CODE_PROTOCOL_ERROR.
+	Duplicate bool
 }
 
 func (PrepareEvent) event() {}
@@ -332,6 +344,12 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 	if e.Draining {
 		return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target is draining", false), nil
 	}
+	if e.Duplicate {
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, "a stage of this relocation is in flight on this node", false), nil
+	}
+	if e.Busy != "" {
+		return t.fail(pb.Code_CODE_RESOURCE_EXHAUSTED, "target busy: "+e.Busy, false), nil
+	}
 	if p.GetVersion() != wire.Version {
 		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("wire version %d", p.GetVersion()), false), nil
 	}
@@ -345,7 +363,13 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 	if e.NowMs >= p.GetDeadlineUnixMs() {
 		return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "PREPARE arrived after its deadline", false), nil
 	}
+	if m := t.cfg.MaxDeadlineMs; m > 0 && p.GetDeadlineUnixMs()-e.NowMs > m {
+		return t.fail(pb.Code_CODE_RESOURCE_EXHAUSTED, fmt.Sprintf("deadline %d ms ahead, this node allows at most %d", p.GetDeadlineUnixMs()-e.NowMs, m), false), nil
+	}
 	parts, err := participants(p)
+	if err == nil {
+		err = t.checkIntent(p, parts)
+	}
 	if err == nil {
 		t.join, err = checkGroups(p, parts)
 	}
@@ -395,6 +419,39 @@ func participants(p *pb.Prepare) ([]record.Snapshot, error) {
 		out = append(out, record.Snapshot{Object: obj, StoreVersion: pp.GetStoreVersion(), Record: rec})
 	}
 	return out, nil
+}
+
+// checkIntent refuses a PREPARE that is not bound to its intent (DESIGN.md
+// §3), before anything is staged: every participant's record must carry
+// this relocation's intent naming this target, its node and the PREPARE's
+// deadline, owned by the coordinator at its node, and the intent's nonce
+// hash must be the hash of PREPARE's nonce. The records come from the peer;
+// the commit compares their exact bytes in etcd, so what is checked here is
+// what etcd holds, or nothing commits.
+func (t *Target) checkIntent(p *pb.Prepare, parts []record.Snapshot) error {
+	c := p.GetCoordinator()
+	if len(p.GetNonce()) != wire.NonceLen {
+		return fmt.Errorf("%w: PREPARE nonce of %d bytes, want %d", ErrProtocol, len(p.GetNonce()), wire.NonceLen)
+	}
+	nonce := record.HashNonce(p.GetNonce())
+	for _, pp := range parts {
+		r := pp.Record
+		if err := r.IntendedFor(t.id.String(), t.cfg.Self); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrProtocol, pp.Object, err)
+		}
+		in := r.Intent
+		switch {
+		case !t.cfg.SelfRoutingID.Equal(hexBytes(in.TargetNode.RoutingID)):
+			return fmt.Errorf("%w: %s: the intent names target node %s, this node is %s", ErrProtocol, pp.Object, in.TargetNode.RoutingID, t.cfg.SelfRoutingID.Hex())
+		case in.DeadlineMs != p.GetDeadlineUnixMs():
+			return fmt.Errorf("%w: %s: the intent's deadline is %d, PREPARE says %d", ErrProtocol, pp.Object, in.DeadlineMs, p.GetDeadlineUnixMs())
+		case in.NonceHash != nonce:
+			return fmt.Errorf("%w: %s: PREPARE's nonce does not match the intent", ErrProtocol, pp.Object)
+		case hexString(c.GetRoutingId()) != r.Node.RoutingID:
+			return fmt.Errorf("%w: %s: the record names node %s, the coordinator is %x", ErrProtocol, pp.Object, r.Node.RoutingID, c.GetRoutingId())
+		}
+	}
+	return nil
 }
 
 // repeatedPrepare: same bytes → the same answer; other bytes under the same
@@ -447,7 +504,9 @@ func (t *Target) onData(d *pb.Data) ([]Action, error) {
 	case seq < len(t.data):
 		return nil, nil // a duplicate
 	case seq > len(t.data):
-		return nil, fmt.Errorf("%w: DATA %d after %d", ErrProtocol, seq, len(t.data))
+		// A gap: the stream is ordered, so a DATA request was lost or the
+		// peer is not the source. Nothing is committed yet: abort.
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("DATA %d after %d", seq, len(t.data)), true), nil
 	}
 	t.data = append(t.data, d.GetRequest())
 	t.dataCRC = wire.UpdateCRC32C(t.dataCRC, RequestBytes(d.GetRequest()))

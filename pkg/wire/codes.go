@@ -28,6 +28,10 @@ const (
 	MaxMessageBytes = MaxArgsBytes + 64<<10
 	// MaxHops bounds forwards of one request between nodes.
 	MaxHops = 4
+	// MaxOwnerIDLen and MaxAddressLen bound a requester's owner id and
+	// address (host:port).
+	MaxOwnerIDLen = 128
+	MaxAddressLen = 300
 )
 
 // Errors of the wire layer.
@@ -84,7 +88,7 @@ var codeNames = map[pb.Code]string{
 	pb.Code_CODE_INTERNAL: "internal", pb.Code_CODE_APPLICATION_ERROR: "application_error",
 	pb.Code_CODE_UNKNOWN_KIND: "unknown_kind", pb.Code_CODE_PROTOCOL_ERROR: "protocol_error",
 	pb.Code_CODE_ALREADY_TERMINAL: "already_terminal", pb.Code_CODE_NOT_FOUND: "not_found",
-	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large",
+	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large", pb.Code_CODE_RESOURCE_EXHAUSTED: "resource_exhausted",
 }
 
 // GRPCCode maps a call code to the gRPC status code used when a call error
@@ -96,7 +100,7 @@ func GRPCCode(c pb.Code) codes.Code {
 	case pb.Code_CODE_INVALID_ARGUMENT, pb.Code_CODE_UNKNOWN_TYPE, pb.Code_CODE_UNKNOWN_METHOD,
 		pb.Code_CODE_INVALID_OPERATION_ID, pb.Code_CODE_UNKNOWN_KIND:
 		return codes.InvalidArgument
-	case pb.Code_CODE_PAYLOAD_TOO_LARGE, pb.Code_CODE_STATE_TOO_LARGE:
+	case pb.Code_CODE_PAYLOAD_TOO_LARGE, pb.Code_CODE_STATE_TOO_LARGE, pb.Code_CODE_RESOURCE_EXHAUSTED:
 		return codes.ResourceExhausted
 	case pb.Code_CODE_NOT_OWNER, pb.Code_CODE_STALE_FENCE, pb.Code_CODE_ALREADY_TERMINAL:
 		return codes.FailedPrecondition
@@ -155,6 +159,19 @@ func ValidateCall(r *pb.CallRequest) (OperationID, *Error) {
 	}
 	if r.GetHops() > MaxHops {
 		return OperationID{}, Errorf(pb.Code_CODE_UNAVAILABLE, "request forwarded %d times, limit %d", r.GetHops(), MaxHops)
+	}
+	if g := r.GetKnownObjectGeneration(); g < 0 {
+		return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: known object generation %d is negative", ErrInvalidArgument, g)
+	}
+	if rq := r.GetRequester(); rq != nil {
+		switch {
+		case rq.GetOwnerGeneration() < 0:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: requester owner generation %d is negative", ErrInvalidArgument, rq.GetOwnerGeneration())
+		case len(rq.GetRoutingId()) != 0 && len(rq.GetRoutingId()) != IDLen:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: requester routing id of %d bytes", ErrInvalidArgument, len(rq.GetRoutingId()))
+		case len(rq.GetOwnerId()) > MaxOwnerIDLen || len(rq.GetAddress()) > MaxAddressLen:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: requester owner id or address too long", ErrInvalidArgument)
+		}
 	}
 	return id, nil
 }

@@ -70,6 +70,7 @@ func TestGRPCCode(t *testing.T) {
 		pb.Code_CODE_ALREADY_TERMINAL:     codes.FailedPrecondition,
 		pb.Code_CODE_NOT_FOUND:            codes.NotFound,
 		pb.Code_CODE_STATE_TOO_LARGE:      codes.ResourceExhausted,
+		pb.Code_CODE_RESOURCE_EXHAUSTED:   codes.ResourceExhausted,
 	}
 	for _, c := range allCodes() {
 		w, ok := want[c]

@@ -134,3 +134,15 @@ func ParseRelocationIDBytes(b []byte) (RelocationID, error) {
 	}
 	return r, nil
 }
+
+// NonceLen is the length of a relocation's nonce (Prepare.nonce).
+const NonceLen = 16
+
+// NewNonce returns a relocation's secret: NonceLen random bytes.
+func NewNonce() []byte {
+	b := make([]byte, NonceLen)
+	if _, err := rand.Read(b); err != nil {
+		panic(err)
+	}
+	return b
+}

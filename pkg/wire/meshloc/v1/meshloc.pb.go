@@ -65,6 +65,10 @@ const (
 	// node's bound (--durable-max-bytes, within etcd's request size): refused,
 	// the object's state is unchanged.
 	Code_CODE_STATE_TOO_LARGE Code = 22
+	// A bound of the receiving node was reached (incoming relocation stages,
+	// bytes announced in flight, a deadline further than the node allows):
+	// refused before anything was staged or changed; retry later or elsewhere.
+	Code_CODE_RESOURCE_EXHAUSTED Code = 23
 )
 
 // Enum value maps for Code.
@@ -93,6 +97,7 @@ var (
 		20: "CODE_ALREADY_TERMINAL",
 		21: "CODE_NOT_FOUND",
 		22: "CODE_STATE_TOO_LARGE",
+		23: "CODE_RESOURCE_EXHAUSTED",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":          0,
@@ -118,6 +123,7 @@ var (
 		"CODE_ALREADY_TERMINAL":     20,
 		"CODE_NOT_FOUND":            21,
 		"CODE_STATE_TOO_LARGE":      22,
+		"CODE_RESOURCE_EXHAUSTED":   23,
 	}
 )
 
@@ -683,7 +689,12 @@ type Prepare struct {
 	// When the source sealed the object, Unix microseconds by the source's
 	// clock. Informational only (the target's interruption_us is measured
 	// from it); no decision depends on it.
-	SealedUnixUs  int64 `protobuf:"varint,12,opt,name=sealed_unix_us,json=sealedUnixUs,proto3" json:"sealed_unix_us,omitempty"`
+	SealedUnixUs int64 `protobuf:"varint,12,opt,name=sealed_unix_us,json=sealedUnixUs,proto3" json:"sealed_unix_us,omitempty"`
+	// A secret the source made for this relocation: the intent it wrote in
+	// etcd holds its SHA-256 (intent.nonceHash). The record is public, the
+	// nonce travels only here, so the target knows the PREPARE comes from the
+	// node that wrote the intent; its commit then compares that exact record.
+	Nonce         []byte `protobuf:"bytes,13,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -800,6 +811,13 @@ func (x *Prepare) GetSealedUnixUs() int64 {
 		return x.SealedUnixUs
 	}
 	return 0
+}
+
+func (x *Prepare) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
 }
 
 type StateChunk struct {
@@ -2653,7 +2671,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
 	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
-	"\x06record\x18\x06 \x01(\fR\x06record\"\xe5\x03\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xfb\x03\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
@@ -2669,7 +2687,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	" \x01(\x03R\x0edeadlineUnixMs\x12\x1d\n" +
 	"\n" +
 	"join_group\x18\v \x01(\tR\tjoinGroup\x12$\n" +
-	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\"\x83\x01\n" +
+	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\x12\x14\n" +
+	"\x05nonce\x18\r \x01(\fR\x05nonce\"\x83\x01\n" +
 	"\n" +
 	"StateChunk\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x14\n" +
@@ -2813,7 +2832,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\vrelocations\x18\x06 \x01(\rR\vrelocations\x12\x1a\n" +
 	"\bstopping\x18\a \x01(\bR\bstopping\x12\x1f\n" +
 	"\vended_early\x18\b \x01(\tR\n" +
-	"endedEarly*\xa5\x04\n" +
+	"endedEarly*\xc2\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -2838,7 +2857,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x13CODE_PROTOCOL_ERROR\x10\x13\x12\x19\n" +
 	"\x15CODE_ALREADY_TERMINAL\x10\x14\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x15\x12\x18\n" +
-	"\x14CODE_STATE_TOO_LARGE\x10\x16B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x14CODE_STATE_TOO_LARGE\x10\x16\x12\x1b\n" +
+	"\x17CODE_RESOURCE_EXHAUSTED\x10\x17B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once
