@@ -47,19 +47,11 @@ const drainSlack = time.Minute
 // node's --drain-timeout, 60 s by default, is not known here).
 const drainDefaultWait = 10 * time.Minute
 
-// drainHandler serves drainRoute: POST only.
-func (s *Server) drainHandler(h *handlers) http.Handler {
-	return s.m.instrument(drainRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			s.writeError(w, r, drainRoute, fmt.Errorf("%w: %s %s (POST only)", errMethodNotAllowed, r.Method, r.URL.Path))
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-		if err := h.drain(w, r); err != nil {
-			s.writeError(w, r, drainRoute, err)
-		}
-	}))
+// drainHTTP serves a POST of drainRoute whose body was read (postOnly).
+func (h *handlers) drainHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.drain(w, r); err != nil {
+		h.s.writeError(w, r, drainRoute, err)
+	}
 }
 
 // decodeDrainRequest reads the optional body: nothing, or one JSON object

@@ -39,16 +39,7 @@ func (h *handlers) rebalanceRoutes(mux *http.ServeMux) {
 
 	const planRoute, runRoute = "/v1/rebalance/plan", "/v1/rebalance"
 	mux.Handle(planRoute, s.m.instrument(planRoute, s.getOnly(s.serve(planRoute, h.rebalancePlan, s.cfg.RequestTimeout))))
-	run := s.serve(runRoute, h.rebalance, 0)
-	mux.Handle(runRoute, s.m.instrument(runRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			s.writeError(w, r, runRoute, fmt.Errorf("%w: %s %s (POST only; the plan alone is GET /v1/rebalance/plan)", errMethodNotAllowed, r.Method, r.URL.Path))
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-		run(w, r)
-	})))
+	mux.Handle(runRoute, s.postOnly(runRoute, "; the plan alone is GET /v1/rebalance/plan", s.serve(runRoute, h.rebalance, 0)))
 }
 
 func checkBudget(b int) (int, error) {

@@ -40,7 +40,7 @@ var (
 // maxRelocationTimeout bounds --relocation-timeout and timeoutMs.
 const maxRelocationTimeout = api.MaxRelocationTimeoutMs * time.Millisecond
 
-// maxRequestBody bounds the body of POST /v1/relocations.
+// maxRequestBody bounds the body of every POST (readBody).
 const maxRequestBody = 64 << 10
 
 // timeJSON is the API's time format (RFC 3339, milliseconds, UTC); "" for 0.
