@@ -204,6 +204,12 @@ func (h *handlers) joinGroup(ctx context.Context, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	if timeout == 0 {
+		timeout = h.s.cfg.RelocationTimeout
+	}
+	// The answer comes when the node answered (at READY of an Actor Join).
+	h.s.holdAnswer(ctx, h.s.cfg.RequestTimeout+timeout+RelocationSlack)
 	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
 	v, err := h.st.ReadMany(rctx, []keyspace.Object{g, a}, nil)
 	if err != nil {
@@ -223,10 +229,6 @@ func (h *handlers) joinGroup(ctx context.Context, r *http.Request) (any, error) 
 	cancel()
 	if err != nil {
 		return nil, err
-	}
-	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
-	if timeout == 0 {
-		timeout = h.s.cfg.RelocationTimeout
 	}
 	// The join answers at READY; the relocation goes on if the caller leaves.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+RelocationSlack)

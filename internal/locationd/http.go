@@ -119,7 +119,7 @@ type handlers struct {
 }
 
 // serve answers a request with f. timeout > 0 bounds f's ctx; 0 leaves the
-// bound to f.
+// bound to f (a long-running route: see holdAnswer).
 func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
@@ -128,7 +128,9 @@ func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		v, err := f(ctx, r)
+		hold := &answerHold{s: s, rc: http.NewResponseController(w)}
+		v, err := f(context.WithValue(ctx, answerHoldKey{}, hold), r)
+		hold.ready()
 		if err != nil {
 			s.writeError(w, r, pattern, err)
 			return
@@ -137,12 +139,52 @@ func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http
 	}
 }
 
+// answerHold lifts the write deadline of one request's connection
+// (Config.HTTPWriteTimeout, counted from the request read) for a route that
+// answers only when a long operation ended.
+type answerHold struct {
+	s    *Server
+	rc   *http.ResponseController
+	held bool
+}
+
+type answerHoldKey struct{}
+
+// holdAnswer lets the request of ctx (one served by serve) answer up to d
+// from now, plus HTTPWriteTimeout to write the answer. Call it before the
+// current bound passes: a passed write deadline cannot be extended.
+func (s *Server) holdAnswer(ctx context.Context, d time.Duration) {
+	h, _ := ctx.Value(answerHoldKey{}).(*answerHold)
+	if h == nil {
+		return
+	}
+	h.held = true
+	h.s.setWriteDeadline(h.rc, d+h.s.cfg.HTTPWriteTimeout)
+}
+
+// ready bounds the answer, now that it is known, to HTTPWriteTimeout again
+// (a client that does not read it does not hold the connection until the
+// operation's bound).
+func (h *answerHold) ready() {
+	if h.held {
+		h.s.setWriteDeadline(h.rc, h.s.cfg.HTTPWriteTimeout)
+	}
+}
+
+// setWriteDeadline sets the write deadline of rc's connection to now+d.
+func (s *Server) setWriteDeadline(rc *http.ResponseController, d time.Duration) {
+	if err := rc.SetWriteDeadline(time.Now().Add(d)); err != nil {
+		s.log.Warn().Err(err).Msg("cannot set the write deadline of an answer")
+	}
+}
+
 // readBody checks a POST's media type and reads its body into memory, at
-// most maxRequestBody bytes; a body that cannot be read whole gets an error
-// and its connection closed.
+// most maxRequestBody bytes, within Config.HTTPReadTimeout (the server's: a
+// client that stalls in its body gets an error and its connection closed).
 // A non-empty body must be application/json (any charset parameter utf-8),
 // else errUnsupportedMediaType; an empty body may come without a
-// Content-Type. On success r.Body is the body read.
+// Content-Type. On success r.Body is the body read, and the write deadline
+// is HTTPWriteTimeout from now (from the request read, as for a GET).
 func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 	ct := r.Header.Get("Content-Type")
 	if r.ContentLength > 0 {
@@ -157,7 +199,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 		if mbe := new(http.MaxBytesError); errors.As(err, &mbe) {
 			return fmt.Errorf("%w: body larger than %d bytes", errInvalidArgument, mbe.Limit)
 		}
-		return fmt.Errorf("%w: reading the body: %w", errInvalidArgument, err)
+		return fmt.Errorf("%w: reading the body: %w (a request must arrive whole within --http-read-timeout, %s)", errInvalidArgument, err, s.cfg.HTTPReadTimeout)
 	}
 	if len(body) > 0 {
 		if err := checkJSONMediaType(ct); err != nil {
@@ -165,6 +207,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.setWriteDeadline(http.NewResponseController(w), s.cfg.HTTPWriteTimeout)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -176,6 +177,11 @@ func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) 
 		return plan, err
 	}
 	plan.DryRun = false
+	// The answer comes when every move ended: a move takes at most a check
+	// and a relocation, and RebalanceConcurrency run at a time (one wave
+	// more than the moves fill: a worker that is free takes the next move).
+	waves := (len(plan.Moves)+RebalanceConcurrency-1)/RebalanceConcurrency + 1
+	h.s.holdAnswer(ctx, time.Duration(waves)*(h.s.cfg.RequestTimeout+h.s.cfg.RelocationTimeout+RelocationSlack))
 	rctx := context.WithoutCancel(ctx)
 	next := make(chan int)
 	var wg sync.WaitGroup

@@ -233,6 +233,8 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 	if timeout == 0 {
 		timeout = h.s.cfg.RelocationTimeout
 	}
+	// The answer comes when the relocation ended.
+	h.s.holdAnswer(ctx, h.s.cfg.RequestTimeout+timeout+RelocationSlack)
 
 	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
 	p, err := h.plan(rctx, obj, req.Target)
