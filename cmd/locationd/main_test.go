@@ -27,6 +27,11 @@ func TestUsage(t *testing.T) {
 			`locationd: usage: locationd: invalid config: --name "m9": is not a member of --initial-cluster (members: m1)`},
 		{[]string{"--initial-cluster", "m1=127.0.0.1:2380"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --initial-cluster "m1=127.0.0.1:2380": member m1`},
 		{nil, map[string]string{"LOCATIOND_INITIAL_CLUSTER_STATE": "old"}, exitUsage, `locationd: usage: locationd: invalid config: --initial-cluster-state "old": want new or existing`},
+		{[]string{"--http-write-timeout", "5s"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --http-write-timeout "5s": must exceed --request-timeout (5s)`},
+		{[]string{"--http-read-header-timeout", "20s"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --http-read-header-timeout "20s": must be positive and at most --http-read-timeout (10s)`},
+		{[]string{"--http-max-connections", "0"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --http-max-connections "0": want 1..1048576`},
+		{nil, map[string]string{"LOCATIOND_HTTP_MAX_HEADER_BYTES": "64KiB"}, exitUsage, `locationd: usage: environment LOCATIOND_HTTP_MAX_HEADER_BYTES="64KiB"`},
+		{nil, map[string]string{"LOCATIOND_HTTP_IDLE_TIMEOUT": "0s"}, exitUsage, `locationd: usage: locationd: invalid config: --http-idle-timeout "0s": must be positive`},
 	} {
 		var out, errb bytes.Buffer
 		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
@@ -42,7 +47,8 @@ func TestHelp(t *testing.T) {
 	var out, errb bytes.Buffer
 	code := run(context.Background(), []string{"--help"}, &out, &errb, func(string) (string, bool) { return "", false })
 	if code != exitOK || !strings.Contains(out.String(), "--etcd-endpoints") || !strings.Contains(out.String(), "LOCATIOND_") ||
-		!strings.Contains(out.String(), "--initial-cluster-state") {
+		!strings.Contains(out.String(), "--initial-cluster-state") || !strings.Contains(out.String(), "--http-max-connections") ||
+		!strings.Contains(out.String(), "--http-read-timeout") {
 		t.Errorf("--help: exit %d\n%s%s", code, out.String(), errb.String())
 	}
 }

@@ -47,7 +47,7 @@ not be made, or --strict and a target was missed (1).`,
 			}
 			for _, o := range only {
 				if !slices.Contains(bench.Sections, o) {
-					return usageError{fmt.Errorf("--only %q: the sections are %s", o, strings.Join(bench.Sections, ","))}
+					return usageError{err: fmt.Errorf("--only %q: the sections are %s", o, strings.Join(bench.Sections, ","))}
 				}
 			}
 			if profile != "" {

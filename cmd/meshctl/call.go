@@ -87,27 +87,27 @@ A change that would make a durable object's state larger than the node's
 --durable-max-bytes is refused with state_too_large.`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
-				return usageError{fmt.Errorf("%s: requires OBJECT and METHOD, received %d arg(s)", cmd.CommandPath(), len(args))}
+				return usageError{err: fmt.Errorf("%s: requires OBJECT and METHOD, received %d arg(s)", cmd.CommandPath(), len(args))}
 			}
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			object, method := args[0], args[1]
+			obj, err := parseObject("OBJECT", args[0])
+			if err != nil {
+				return err
+			}
+			object, method := obj.String(), args[1]
 			op := wire.NewOperationID()
 			if cmd.Flags().Changed("op-id") {
-				var err error
 				if op, err = wire.ParseOperationID(opID); err != nil {
-					return usageError{fmt.Errorf("--op-id: %w", err)}
+					return usageError{err: fmt.Errorf("--op-id: %w", err)}
 				}
 			}
 			cfg := client.Config{Timeout: g.timeout}
 			if len(g.etcdEndpoints) > 0 {
 				cfg.EtcdEndpoints = g.etcdEndpoints
 			} else {
-				if g.node == "" {
-					return usageError{errors.New("--node is empty (give a gateway address like 127.0.0.1:7100, or --etcd-endpoints)")}
-				}
-				cfg.Nodes = []string{g.node}
+				cfg.Nodes = []string{g.node} // host:port, checked by the root's PersistentPreRunE
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()

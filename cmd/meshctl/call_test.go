@@ -210,13 +210,14 @@ func TestCall(t *testing.T) {
 			{nil, append(gw, "call", "actor/counter/x", "explode"), 1, `meshctl: unknown_method: .*explode.*`},
 			{nil, append(gw, "call", "actor/counter/x", "add", "one"), 1, `meshctl: invalid_argument: .*`},
 			{nil, append(gw, "call", "actor/nosuch/x", "get"), 1, `meshctl: unknown_type: .*`},
-			{nil, append(gw, "call", "thing/x", "get"), 1, `meshctl: unknown_kind: .*`},
+			// A name that does not parse is not sent: exit status 2.
+			{nil, append(gw, "call", "thing/x", "get"), 2, `meshctl: invalid_argument: OBJECT: keyspace: invalid name: "thing/x" \(want actor/<type>/<id> or group/<id>\)`},
 			{nil, append(gw, "call", "actor/counter/x"), 2, `meshctl: usage: meshctl call: requires OBJECT and METHOD, received 1 arg\(s\) \(see meshctl --help\)`},
 			{nil, append(gw, "call"), 2, `meshctl: usage: meshctl call: requires OBJECT and METHOD, received 0 arg\(s\) \(see meshctl --help\)`},
 			{nil, append(gw, "call", "actor/counter/x", "get", "--op-id", "nope"), 2, `meshctl: usage: --op-id: wire: invalid operation id: .*`},
 			// A UUIDv4 is not an operation id.
 			{nil, append(gw, "call", "actor/counter/x", "get", "--op-id", "4b1e5bd3-5f5e-4a4b-9c1e-0d3e8f0a2b6c"), 2, `meshctl: usage: --op-id: wire: invalid operation id: operation id is not a UUIDv7 .*`},
-			{nil, []string{"--node", "", "call", "actor/counter/x", "get"}, 2, `meshctl: usage: --node is empty .*`},
+			{nil, []string{"--node", "", "call", "actor/counter/x", "get"}, 2, `meshctl: invalid_argument: --node: "" is not host:port like 127.0.0.1:7100: missing port in address`},
 			{nil, append(gw, "call", "actor/counter/x", "add", "-5"), 2, `meshctl: usage: unknown shorthand flag: '5' in -5 .*`},
 			// No etcd there: nothing was sent, so no operation id to retry with.
 			{nil, []string{"--etcd-endpoints", "http://" + dead, "--timeout", "300ms", "call", "actor/counter/x", "get"}, 1,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -28,8 +29,13 @@ const (
 // envPrefix mirrors every global flag: --locationd is MESHCTL_LOCATIOND.
 const envPrefix = "MESHCTL_"
 
-// usageError marks a command line that cannot be run (exit status 2).
-type usageError struct{ err error }
+// usageError marks a command line that cannot be run (exit status 2). code
+// is the first word of its line: "usage" when empty; api.CodeInvalidArgument
+// for a name or address that does not parse (badArgument).
+type usageError struct {
+	err  error
+	code string
+}
 
 func (e usageError) Error() string { return e.err.Error() }
 func (e usageError) Unwrap() error { return e.err }
@@ -46,7 +52,9 @@ type globals struct {
 }
 
 // run is main without the process: it executes args and returns the exit
-// status, having written at most one error line to stderr.
+// status, having written at most one error line to stderr. It is the one
+// place that decides the exit status: 2 for a usageError, 1 for any other
+// error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	root := newRoot(stdout, lookup)
 	root.SetArgs(args)
@@ -64,8 +72,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup fu
 // errorLine is the one line meshctl prints for err: "meshctl: <code>: <message>".
 func errorLine(err error) string {
 	var msg string
-	if errors.As(err, new(usageError)) {
-		msg = "usage: " + err.Error() + " (see meshctl --help)"
+	if ue := new(usageError); errors.As(err, ue) {
+		if ue.code != "" {
+			msg = ue.code + ": " + err.Error()
+		} else {
+			msg = "usage: " + err.Error() + " (see meshctl --help)"
+		}
 	} else if e, ok := api.AsError(err); ok {
 		msg = e.Code + ": " + e.Message
 	} else if we := new(*wire.Error); errors.As(err, we) {
@@ -89,10 +101,13 @@ Global flags can also be set by the environment: MESHCTL_<FLAG>, e.g.
 MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins.
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error. Errors are one
-line on stderr: "meshctl: <code>: <message>".`,
+line on stderr: "meshctl: <code>: <message>". Object names (actor/<type>/<id>,
+group/<id>), owner ids, --node (host:port) and --locationd (an http or https
+URL) are checked before any request: one that does not parse is a usage error,
+"meshctl: invalid_argument: ...", and nothing is sent.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown command %q", args[0])}
+				return usageError{err: fmt.Errorf("unknown command %q", args[0])}
 			}
 			return nil
 		},
@@ -100,18 +115,23 @@ line on stderr: "meshctl: <code>: <message>".`,
 		SilenceUsage:  true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cliutil.ApplyEnv(cmd.Root().PersistentFlags(), envPrefix, g.lookup); err != nil {
-				return usageError{err}
+				return usageError{err: err}
 			}
 			if g.output != "table" && g.output != "json" {
-				return usageError{fmt.Errorf("-o %q (want table or json)", g.output)}
+				return usageError{err: fmt.Errorf("-o %q (want table or json)", g.output)}
 			}
 			if g.timeout <= 0 {
-				return usageError{fmt.Errorf("--timeout %s must be positive", g.timeout)}
+				return usageError{err: fmt.Errorf("--timeout %s must be positive", g.timeout)}
 			}
-			return nil
+			// The addresses, before any request: a bad one would fail
+			// only at the request's deadline.
+			if err := checkHTTPURL("--locationd", g.locationd); err != nil {
+				return err
+			}
+			return checkHostPort("--node", g.node)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return usageError{errors.New("a subcommand is required")}
+			return usageError{err: errors.New("a subcommand is required")}
 		},
 	}
 	pf := root.PersistentFlags()
@@ -121,7 +141,7 @@ line on stderr: "meshctl: <code>: <message>".`,
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (the API's JSON)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "bound on each request")
 	root.SetOut(stdout)
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
 
 	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
 		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout))
@@ -135,16 +155,18 @@ line on stderr: "meshctl: <code>: <message>".`,
 func exactArgs(n int) cobra.PositionalArgs {
 	return func(cmd *cobra.Command, args []string) error {
 		if err := cobra.ExactArgs(n)(cmd, args); err != nil {
-			return usageError{fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
+			return usageError{err: fmt.Errorf("%s: %w", cmd.CommandPath(), err)}
 		}
 		return nil
 	}
 }
 
+// client is the API client of --locationd (checked by the root's
+// PersistentPreRunE).
 func (g *globals) client() (*api.Client, error) {
 	c, err := api.NewClient(g.locationd, nil)
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--locationd %q is not a URL like http://127.0.0.1:7070", g.locationd)}
+		return nil, badArgument("--locationd", err)
 	}
 	return c, nil
 }
@@ -227,6 +249,14 @@ func objectsCmd(g *globals, out io.Writer) *cobra.Command {
 			if cmd.Flags().Changed("orphaned") {
 				q.Orphaned = &orphaned
 			}
+			if q.Kind != "" && q.Kind != keyspace.KindActor && q.Kind != keyspace.KindGroup {
+				return badArgument("--kind", fmt.Errorf("%q (want actor or group)", q.Kind))
+			}
+			if q.Owner != "" {
+				if err := checkOwnerID("--owner", q.Owner); err != nil {
+					return err
+				}
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -263,13 +293,17 @@ func getCmd(g *globals, out io.Writer) *cobra.Command {
 		Short: "show one object's authority record, e.g. get actor/counter/c1",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			obj, err := parseObject("OBJECT", args[0])
+			if err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			r, raw, err := c.Object(ctx, args[0])
+			r, raw, err := c.Object(ctx, obj.String())
 			if err != nil {
 				return err
 			}

@@ -46,13 +46,16 @@ API's lines (one JSON object each, the last one the report) as they come.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 || timeout > api.MaxDrainTimeoutMs*time.Millisecond {
-				return usageError{fmt.Errorf("--timeout %s must be between 0 (the node's --drain-timeout) and %s", timeout, api.MaxDrainTimeoutMs*time.Millisecond)}
+				return usageError{err: fmt.Errorf("--timeout %s must be between 0 (the node's --drain-timeout) and %s", timeout, api.MaxDrainTimeoutMs*time.Millisecond)}
 			}
 			if timeout > 0 && timeout < time.Millisecond {
-				return usageError{fmt.Errorf("--timeout %s is under a millisecond", timeout)}
+				return usageError{err: fmt.Errorf("--timeout %s is under a millisecond", timeout)}
 			}
 			if req.Concurrency < 0 || req.Concurrency > api.MaxDrainConcurrency {
-				return usageError{fmt.Errorf("--concurrency %d must be between 0 (the node's --drain-concurrency) and %d", req.Concurrency, api.MaxDrainConcurrency)}
+				return usageError{err: fmt.Errorf("--concurrency %d must be between 0 (the node's --drain-concurrency) and %d", req.Concurrency, api.MaxDrainConcurrency)}
+			}
+			if err := checkOwnerID("OWNER", args[0]); err != nil {
+				return err
 			}
 			req.TimeoutMs = timeout.Milliseconds()
 			if keepRunning {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 func groupCmd(g *globals, out io.Writer) *cobra.Command {
@@ -39,9 +39,9 @@ of the same names to match, to allow larger groups.
   meshctl group members group/g1                 the group's owner and members (also: meshctl call group/g1 members)`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) > 0 {
-				return usageError{fmt.Errorf("unknown group command %q (want create, join, leave or members)", args[0])}
+				return usageError{err: fmt.Errorf("unknown group command %q (want create, join, leave or members)", args[0])}
 			}
-			return usageError{fmt.Errorf("a group command is required: create, join, leave or members")}
+			return usageError{err: fmt.Errorf("a group command is required: create, join, leave or members")}
 		},
 		RunE: func(*cobra.Command, []string) error { return nil },
 	}
@@ -79,21 +79,39 @@ func groupCreateCmd(g *globals, out io.Writer) *cobra.Command {
 		Short: "create an empty group, e.g. group create group/g1 --on n1",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			grp, err := parseKind("GROUP", args[0], keyspace.KindGroup)
+			if err != nil {
+				return err
+			}
+			if on != "" {
+				if err := checkOwnerID("--on", on); err != nil {
+					return err
+				}
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			grp, raw, err := c.CreateGroup(ctx, api.GroupRequest{Group: args[0], On: on})
+			got, raw, err := c.CreateGroup(ctx, api.GroupRequest{Group: grp.String(), On: on})
 			if err != nil {
 				return err
 			}
-			return printGroup(g, out, grp, raw)
+			return printGroup(g, out, got, raw)
 		},
 	}
 	cmd.Flags().StringVar(&on, "on", "", "the node (owner id) to create it on (default: a live serving node locationd picks)")
 	return cmd
+}
+
+// parseMember parses the GROUP and ACTOR of join and leave.
+func parseMember(args []string) (group, actor keyspace.Object, err error) {
+	if group, err = parseKind("GROUP", args[0], keyspace.KindGroup); err != nil {
+		return group, actor, err
+	}
+	actor, err = parseKind("ACTOR", args[1], keyspace.KindActor)
+	return group, actor, err
 }
 
 func groupJoinCmd(g *globals, out io.Writer) *cobra.Command {
@@ -111,7 +129,11 @@ commit by its deadline leaves the actor where it was, in no group).`,
 		Args: exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if joinTimeout < 0 || joinTimeout > api.MaxRelocationTimeoutMs*time.Millisecond {
-				return usageError{fmt.Errorf("--join-timeout %s must be between 0 (the node's default) and %s", joinTimeout, api.MaxRelocationTimeoutMs*time.Millisecond)}
+				return usageError{err: fmt.Errorf("--join-timeout %s must be between 0 (the node's default) and %s", joinTimeout, api.MaxRelocationTimeoutMs*time.Millisecond)}
+			}
+			group, actor, err := parseMember(args)
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
@@ -119,7 +141,7 @@ commit by its deadline leaves the actor where it was, in no group).`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), max(g.timeout, joinTimeout+relocateWaitSlack))
 			defer cancel()
-			grp, raw, err := c.JoinGroup(ctx, api.GroupRequest{Group: args[0], Actor: args[1], TimeoutMs: joinTimeout.Milliseconds()})
+			grp, raw, err := c.JoinGroup(ctx, api.GroupRequest{Group: group.String(), Actor: actor.String(), TimeoutMs: joinTimeout.Milliseconds()})
 			if err != nil {
 				return err
 			}
@@ -129,7 +151,7 @@ commit by its deadline leaves the actor where it was, in no group).`,
 			if !wait || grp.Relocation == nil {
 				return nil
 			}
-			r, err := waitRelocationEnd(ctx, c, grp.Relocation.RelocationID, args[1])
+			r, err := waitRelocationEnd(ctx, c, grp.Relocation.RelocationID, actor.String())
 			if err != nil {
 				return err
 			}
@@ -137,7 +159,7 @@ commit by its deadline leaves the actor where it was, in no group).`,
 				fmt.Fprintf(out, "relocation %s: %s\n", r.RelocationID, r.Outcome)
 			}
 			if r.Outcome != api.OutcomeCompleted {
-				return &api.Error{Code: r.Outcome, Message: fmt.Sprintf("the join's relocation %s did not complete: %s: %s; %s is not a member", r.RelocationID, dash(r.Code), dash(r.Message), args[1])}
+				return &api.Error{Code: r.Outcome, Message: fmt.Sprintf("the join's relocation %s did not complete: %s: %s; %s is not a member", r.RelocationID, dash(r.Code), dash(r.Message), actor)}
 			}
 			return nil
 		},
@@ -177,13 +199,17 @@ func groupLeaveCmd(g *globals, out io.Writer) *cobra.Command {
 		Short: "remove an actor from its group, e.g. group leave group/g1 actor/counter/c1",
 		Args:  exactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			group, actor, err := parseMember(args)
+			if err != nil {
+				return err
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			grp, raw, err := c.LeaveGroup(ctx, api.GroupRequest{Group: args[0], Actor: args[1]})
+			grp, raw, err := c.LeaveGroup(ctx, api.GroupRequest{Group: group.String(), Actor: actor.String()})
 			if err != nil {
 				return err
 			}
@@ -198,8 +224,9 @@ func groupMembersCmd(g *globals, out io.Writer) *cobra.Command {
 		Short: "show a group's owner and members, e.g. group members group/g1",
 		Args:  exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !strings.HasPrefix(args[0], "group/") {
-				return usageError{fmt.Errorf("%q is not a group (want group/<id>)", args[0])}
+			group, err := parseKind("GROUP", args[0], keyspace.KindGroup)
+			if err != nil {
+				return err
 			}
 			c, err := g.client()
 			if err != nil {
@@ -207,7 +234,7 @@ func groupMembersCmd(g *globals, out io.Writer) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			grp, raw, err := c.Group(ctx, args[0])
+			grp, raw, err := c.Group(ctx, group.String())
 			if err != nil {
 				return err
 			}

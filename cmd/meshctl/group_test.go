@@ -126,7 +126,7 @@ func TestGroupCommands(t *testing.T) {
 		{[]string{"group", "members", "group/nope"}, 1, "meshctl: not_found: authority: object not found: group/nope"},
 		{[]string{"group"}, 2, "meshctl: usage: a group command is required: create, join, leave or members (see meshctl --help)"},
 		{[]string{"group", "join", "group/g1"}, 2, "meshctl: usage: meshctl group join: accepts 2 arg(s), received 1 (see meshctl --help)"},
-		{[]string{"group", "members", "actor/counter/a"}, 2, `meshctl: usage: "actor/counter/a" is not a group (want group/<id>) (see meshctl --help)`},
+		{[]string{"group", "members", "actor/counter/a"}, 2, `meshctl: invalid_argument: GROUP: "actor/counter/a" is not a group (want group/<id>)`},
 	} {
 		r := f.run(tc.args...)
 		if r.code != tc.code || strings.TrimSpace(r.stderr) != tc.stderr {

@@ -8,7 +8,9 @@
 // one line on stderr: "meshctl: <code>: <message>", where <code> is the API's
 // (not_found, invalid_argument, unavailable, internal), a call's code
 // (wire.CodeName: state_lost, unknown_method, deadline_exceeded, ...), or
-// "usage".
+// "usage". Object names, owner ids, --node and --locationd are checked
+// before any request: one that does not parse is a usage error (exit status
+// 2) with the code invalid_argument, and nothing is sent (args.go).
 package main
 
 import (

@@ -52,8 +52,8 @@ func newFake(t *testing.T) *fakeLocationd {
 		f.mu.Lock()
 		f.queries = append(f.queries, r.URL.RawQuery)
 		f.mu.Unlock()
-		if r.URL.Query().Get("kind") == "bad" {
-			write(w, 400, api.ErrorBody{Error: &api.Error{Code: api.CodeInvalidArgument, Message: `locationd: invalid argument: kind "bad" (want actor or group)`}})
+		if r.URL.Query().Get("owner") == "refused" {
+			write(w, 400, api.ErrorBody{Error: &api.Error{Code: api.CodeInvalidArgument, Message: `locationd: invalid argument: owner "refused"`}})
 			return
 		}
 		write(w, 200, api.ObjectsResponse{Revision: 12, Objects: []api.Object{
@@ -190,8 +190,12 @@ func TestErrors(t *testing.T) {
 	}{
 		{nil, []string{"--locationd", f.URL, "get", "actor/counter/x"}, 1,
 			"meshctl: not_found: authority: object not found: actor/counter/x"},
-		{nil, []string{"--locationd", f.URL, "objects", "--kind", "bad"}, 1,
-			`meshctl: invalid_argument: locationd: invalid argument: kind "bad" (want actor or group)`},
+		// The server's invalid_argument: exit status 1, the request was made.
+		{nil, []string{"--locationd", f.URL, "objects", "--owner", "refused"}, 1,
+			`meshctl: invalid_argument: locationd: invalid argument: owner "refused"`},
+		// meshctl's: exit status 2, nothing was sent.
+		{nil, []string{"--locationd", f.URL, "objects", "--kind", "bad"}, 2,
+			`meshctl: invalid_argument: --kind: "bad" (want actor or group)`},
 		{nil, []string{"--locationd", f.URL, "get", "actor/counter/down"}, 1,
 			"meshctl: unavailable: Service Unavailable: upstream connect error"},
 		{nil, []string{"--locationd", closedURL, "owners"}, 1, "meshctl: unavailable: locationd " + closedURL + ": …"},
@@ -205,7 +209,7 @@ func TestErrors(t *testing.T) {
 		{nil, []string{"-o", "yaml", "owners"}, 2, `meshctl: usage: -o "yaml" (want table or json) (see meshctl --help)`},
 		{nil, []string{"frobnicate"}, 2, `meshctl: usage: unknown command "frobnicate" (see meshctl --help)`},
 		{nil, []string{}, 2, "meshctl: usage: a subcommand is required (see meshctl --help)"},
-		{nil, []string{"--locationd", "localhost:7070", "owners"}, 2, `meshctl: usage: --locationd "localhost:7070" is not a URL like http://127.0.0.1:7070 (see meshctl --help)`},
+		{nil, []string{"--locationd", "localhost:7070", "owners"}, 2, `meshctl: invalid_argument: --locationd: "localhost:7070" is not a URL like http://127.0.0.1:7070: scheme "localhost" (want http or https)`},
 		{map[string]string{"MESHCTL_TIMEOUT": "soon"}, []string{"owners"}, 2, "meshctl: usage: environment MESHCTL_TIMEOUT=…"},
 	} {
 		r := meshctl(tc.env, tc.args...)

@@ -36,7 +36,7 @@ It is a health check for containers that have no shell or curl, e.g.
 		RunE: func(cmd *cobra.Command, args []string) error {
 			u, err := url.Parse(args[0])
 			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-				return usageError{fmt.Errorf("probe: %q is not a URL like http://127.0.0.1:7101/healthz", args[0])}
+				return usageError{err: fmt.Errorf("probe: %q is not a URL like http://127.0.0.1:7101/healthz", args[0])}
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()

@@ -40,10 +40,10 @@ not failures).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if budget < 0 || budget > api.MaxRebalanceBudget {
-				return usageError{fmt.Errorf("--budget %d (want 1..%d; 0: %d)", budget, api.MaxRebalanceBudget, api.DefaultRebalanceBudget)}
+				return usageError{err: fmt.Errorf("--budget %d (want 1..%d; 0: %d)", budget, api.MaxRebalanceBudget, api.DefaultRebalanceBudget)}
 			}
 			if wait <= 0 {
-				return usageError{fmt.Errorf("--wait %s must be positive", wait)}
+				return usageError{err: fmt.Errorf("--wait %s must be positive", wait)}
 			}
 			c, err := g.client()
 			if err != nil {

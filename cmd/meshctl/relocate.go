@@ -35,12 +35,21 @@ is not completed (aborted: the source kept the object; failed; shutdown).`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 || timeout > api.MaxRelocationTimeoutMs*time.Millisecond {
-				return usageError{fmt.Errorf("--timeout %s must be between 0 (locationd's default) and %s", timeout, api.MaxRelocationTimeoutMs*time.Millisecond)}
+				return usageError{err: fmt.Errorf("--timeout %s must be between 0 (locationd's default) and %s", timeout, api.MaxRelocationTimeoutMs*time.Millisecond)}
 			}
 			if timeout > 0 && timeout < time.Millisecond {
-				return usageError{fmt.Errorf("--timeout %s is under a millisecond", timeout)}
+				return usageError{err: fmt.Errorf("--timeout %s is under a millisecond", timeout)}
 			}
-			req.Object = args[0]
+			obj, err := parseObject("OBJECT", args[0])
+			if err != nil {
+				return err
+			}
+			if req.Target != "" {
+				if err := checkOwnerID("--to", req.Target); err != nil {
+					return err
+				}
+			}
+			req.Object = obj.String()
 			req.TimeoutMs = timeout.Milliseconds()
 			c, err := g.client()
 			if err != nil {
@@ -101,6 +110,11 @@ ids. A node that does not answer is named in a warning line after the table.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("inflight") {
 				q.InFlight = &inflight
+			}
+			if q.Object != "" {
+				if _, err := parseObject("--object", q.Object); err != nil {
+					return err
+				}
 			}
 			c, err := g.client()
 			if err != nil {

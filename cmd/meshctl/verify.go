@@ -58,17 +58,17 @@ Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) (rerr error) {
 			if s.Duration < 5*time.Second {
-				return usageError{fmt.Errorf("--duration %s: at least 5s", s.Duration)}
+				return usageError{err: fmt.Errorf("--duration %s: at least 5s", s.Duration)}
 			}
 			if s.Cluster.EtcdMembers != 1 && s.Cluster.EtcdMembers != 3 {
-				return usageError{fmt.Errorf("--etcd-members %d: 1 or 3", s.Cluster.EtcdMembers)}
+				return usageError{err: fmt.Errorf("--etcd-members %d: 1 or 3", s.Cluster.EtcdMembers)}
 			}
 			if s.Cluster.Nodes < 2 {
-				return usageError{fmt.Errorf("--nodes %d: at least 2", s.Cluster.Nodes)}
+				return usageError{err: fmt.Errorf("--nodes %d: at least 2", s.Cluster.Nodes)}
 			}
 			s.Workloads = strings.Split(workloads, ",")
 			if _, err := chaos.NewWorkloads(s.Workloads, "x", 0, "", 0, 0); err != nil {
-				return usageError{err}
+				return usageError{err: err}
 			}
 			dir, cleanup, err := workDirFor(workDir, keep)
 			if err != nil {
@@ -88,7 +88,7 @@ Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`
 			// anything starts.
 			probe := chaos.ProbeFaults(s.Cluster)
 			if s.Faults, err = probe.ParseKinds(faults, true); err != nil {
-				return usageError{fmt.Errorf("--faults: %w", err)}
+				return usageError{err: fmt.Errorf("--faults: %w", err)}
 			}
 			if planted != "" {
 				s.Cluster.Env = append(s.Cluster.Env, "MESHLOC_PLANT="+planted)
@@ -210,7 +210,7 @@ func findBinaries(dir, work string, logf func(string, ...any)) (string, error) {
 	}
 	if dir != "" {
 		if !has(dir) {
-			return "", usageError{fmt.Errorf("--bin-dir %s does not hold locationd and meshnode", dir)}
+			return "", usageError{err: fmt.Errorf("--bin-dir %s does not hold locationd and meshnode", dir)}
 		}
 		return dir, nil
 	}

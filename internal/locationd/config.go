@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -104,6 +105,40 @@ type Config struct {
 	// authentication yet. Port 0 picks a free port (tests); Server.HTTPAddr
 	// tells which.
 	HTTP string
+	// The HTTP server's own bounds, so that a slow or hostile client holds
+	// neither a goroutine nor a connection for long (every request of the API
+	// is small: a body is at most 64 KiB).
+	//
+	// HTTPReadHeaderTimeout (--http-read-header-timeout, default 5s) bounds
+	// reading a request's line and headers; at most HTTPReadTimeout.
+	HTTPReadHeaderTimeout time.Duration
+	// HTTPReadTimeout (--http-read-timeout, default 10s) bounds reading a
+	// whole request, body included, from its first byte: a client that
+	// stalls in its body gets its connection closed then.
+	HTTPReadTimeout time.Duration
+	// HTTPWriteTimeout (--http-write-timeout, default 30s) bounds the time
+	// from a request being read to its answer being written. It must exceed
+	// RequestTimeout, which bounds the work of every route that answers at
+	// once. The routes that wait for a long operation lift it for their
+	// request, to their own bound plus HTTPWriteTimeout: POST
+	// /v1/relocations and /v1/groups/join (the relocation's timeout plus
+	// RelocationSlack), POST /v1/rebalance (every wave of moves), and the
+	// drain's stream, where each line must be written within HTTPWriteTimeout
+	// and the stream lasts as long as the drain.
+	HTTPWriteTimeout time.Duration
+	// HTTPIdleTimeout (--http-idle-timeout, default 2m) closes a keep-alive
+	// connection that sends no new request for this long.
+	HTTPIdleTimeout time.Duration
+	// HTTPMaxHeaderBytes (--http-max-header-bytes, default 65536 = 64 KiB)
+	// bounds a request's line and headers, in bytes (1 KiB..1 MiB); larger is
+	// answered 431 by net/http.
+	HTTPMaxHeaderBytes int
+	// HTTPMaxConnections (--http-max-connections, default 1024) caps the open
+	// connections of the API (1..1048576): beyond it, new connections wait
+	// in the listen backlog, unserved, until one closes. Idle keep-alive
+	// connections count, until HTTPIdleTimeout. Keep it under the process's
+	// file descriptor limit (ulimit -n), which the embedded etcd shares.
+	HTTPMaxConnections int
 	// AdvertiseHTTP (--advertise-http, default: the address HTTP listens on)
 	// is the address this locationd publishes as its own in the recovery
 	// controller's election (`meshctl controllers`), for one that listens
@@ -196,6 +231,13 @@ func DefaultConfig() Config {
 
 		RelocationTimeout: 10 * time.Second,
 
+		HTTPReadHeaderTimeout: 5 * time.Second,
+		HTTPReadTimeout:       10 * time.Second,
+		HTTPWriteTimeout:      30 * time.Second,
+		HTTPIdleTimeout:       2 * time.Minute,
+		HTTPMaxHeaderBytes:    64 << 10,
+		HTTPMaxConnections:    1024,
+
 		ElectionTTL:  5 * time.Second,
 		RecoveryRate: 10,
 	}
@@ -213,6 +255,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.InitialClusterState, "initial-cluster-state", c.InitialClusterState, "new (bootstrap the members of --initial-cluster together) or existing (join a running cluster after etcdctl member add)")
 	fs.StringVar(&c.InitialClusterToken, "initial-cluster-token", c.InitialClusterToken, "token of the embedded etcd's cluster, the same on every member")
 	fs.StringVar(&c.HTTP, "http", c.HTTP, "host:port of the location API, /metrics, /healthz and /readyz")
+	fs.DurationVar(&c.HTTPReadHeaderTimeout, "http-read-header-timeout", c.HTTPReadHeaderTimeout, "bound on reading a request's line and headers (at most --http-read-timeout)")
+	fs.DurationVar(&c.HTTPReadTimeout, "http-read-timeout", c.HTTPReadTimeout, "bound on reading a whole request, body included; a client that stalls in its body is disconnected")
+	fs.DurationVar(&c.HTTPWriteTimeout, "http-write-timeout", c.HTTPWriteTimeout, "bound from a request read to its answer written (above --request-timeout); relocations, joins, rebalances and drains lift it to their own bound")
+	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "a keep-alive connection without a new request is closed after this long")
+	fs.IntVar(&c.HTTPMaxHeaderBytes, "http-max-header-bytes", c.HTTPMaxHeaderBytes, "bound on a request's line and headers, in bytes (1024..1048576)")
+	fs.IntVar(&c.HTTPMaxConnections, "http-max-connections", c.HTTPMaxConnections, "most open API connections (1..1048576); more wait in the listen backlog until one closes")
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", c.AdvertiseHTTP, "host:port of the API published in the recovery controller's election (default: the address --http listens on)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
@@ -267,6 +315,9 @@ func (c *Config) Validate() error {
 	if c.RelocationTimeout <= 0 || c.RelocationTimeout > maxRelocationTimeout {
 		return fmt.Errorf("%w: --relocation-timeout %s must be positive and at most %s", ErrInvalidConfig, c.RelocationTimeout, maxRelocationTimeout)
 	}
+	if err := c.validateHTTPServer(); err != nil {
+		return err
+	}
 	if err := c.recoveryConfig("check", "").Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
@@ -302,6 +353,37 @@ func (c *Config) Validate() error {
 	}
 	_, err = c.EtcdInitialCluster()
 	return err
+}
+
+// Bounds of the HTTP server's fields.
+const (
+	minHTTPMaxHeaderBytes = 1 << 10
+	maxHTTPMaxHeaderBytes = 1 << 20
+	maxHTTPMaxConnections = 1 << 20
+)
+
+// validateHTTPServer checks the HTTP server's bounds. Every error is a
+// *FlagError.
+func (c *Config) validateHTTPServer() error {
+	switch {
+	case c.HTTPReadTimeout <= 0:
+		return &FlagError{Flag: "--http-read-timeout", Value: c.HTTPReadTimeout.String(), Reason: "must be positive"}
+	case c.HTTPReadHeaderTimeout <= 0 || c.HTTPReadHeaderTimeout > c.HTTPReadTimeout:
+		return &FlagError{Flag: "--http-read-header-timeout", Value: c.HTTPReadHeaderTimeout.String(),
+			Reason: fmt.Sprintf("must be positive and at most --http-read-timeout (%s)", c.HTTPReadTimeout)}
+	case c.HTTPWriteTimeout <= c.RequestTimeout:
+		return &FlagError{Flag: "--http-write-timeout", Value: c.HTTPWriteTimeout.String(),
+			Reason: fmt.Sprintf("must exceed --request-timeout (%s), which bounds the work before an answer", c.RequestTimeout)}
+	case c.HTTPIdleTimeout <= 0:
+		return &FlagError{Flag: "--http-idle-timeout", Value: c.HTTPIdleTimeout.String(), Reason: "must be positive"}
+	case c.HTTPMaxHeaderBytes < minHTTPMaxHeaderBytes || c.HTTPMaxHeaderBytes > maxHTTPMaxHeaderBytes:
+		return &FlagError{Flag: "--http-max-header-bytes", Value: strconv.Itoa(c.HTTPMaxHeaderBytes),
+			Reason: fmt.Sprintf("want %d..%d bytes", minHTTPMaxHeaderBytes, maxHTTPMaxHeaderBytes)}
+	case c.HTTPMaxConnections < 1 || c.HTTPMaxConnections > maxHTTPMaxConnections:
+		return &FlagError{Flag: "--http-max-connections", Value: strconv.Itoa(c.HTTPMaxConnections),
+			Reason: fmt.Sprintf("want 1..%d", maxHTTPMaxConnections)}
+	}
+	return nil
 }
 
 // refuseClusterFlags refuses, with --etcd-endpoints, a cluster flag that is

@@ -40,6 +40,18 @@ func TestValidate(t *testing.T) {
 		"http = client":        func(c *Config) { c.HTTP = "127.0.0.1:2379" },
 		"no data dir":          func(c *Config) { c.DataDir = "" },
 		"endpoint not a URL":   func(c *Config) { c.EtcdEndpoints = []string{"10.0.0.1:2379"} },
+
+		"zero read timeout":             func(c *Config) { c.HTTPReadTimeout = 0 },
+		"zero read header timeout":      func(c *Config) { c.HTTPReadHeaderTimeout = 0 },
+		"header timeout above read":     func(c *Config) { c.HTTPReadHeaderTimeout = c.HTTPReadTimeout + time.Second },
+		"write timeout = request":       func(c *Config) { c.HTTPWriteTimeout = c.RequestTimeout },
+		"negative write timeout":        func(c *Config) { c.HTTPWriteTimeout = -time.Second },
+		"zero idle timeout":             func(c *Config) { c.HTTPIdleTimeout = 0 },
+		"tiny max header bytes":         func(c *Config) { c.HTTPMaxHeaderBytes = 100 },
+		"huge max header bytes":         func(c *Config) { c.HTTPMaxHeaderBytes = 2 << 20 },
+		"zero max connections":          func(c *Config) { c.HTTPMaxConnections = 0 },
+		"too many max connections":      func(c *Config) { c.HTTPMaxConnections = 1<<20 + 1 },
+		"request timeout above write's": func(c *Config) { c.RequestTimeout = time.Minute },
 	} {
 		c := DefaultConfig()
 		mutate(&c)
@@ -71,6 +83,13 @@ func TestFlagsAndEnv(t *testing.T) {
 		"LOCATIOND_HTTP":            "127.0.0.1:1", // the flag wins
 		"LOCATIOND_ETCD_ENDPOINTS":  "http://a:2379, http://b:2379",
 		"LOCATIOND_REQUEST_TIMEOUT": "2s",
+
+		"LOCATIOND_HTTP_READ_HEADER_TIMEOUT": "1s",
+		"LOCATIOND_HTTP_READ_TIMEOUT":        "3s",
+		"LOCATIOND_HTTP_WRITE_TIMEOUT":       "4s",
+		"LOCATIOND_HTTP_IDLE_TIMEOUT":        "5s",
+		"LOCATIOND_HTTP_MAX_HEADER_BYTES":    "8192",
+		"LOCATIOND_HTTP_MAX_CONNECTIONS":     "16",
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := cliutil.ApplyEnv(fs, EnvPrefix, lookup); err != nil {
@@ -80,6 +99,13 @@ func TestFlagsAndEnv(t *testing.T) {
 		!slices.Equal(c.EtcdEndpoints, []string{"http://a:2379", "http://b:2379"}) || c.RequestTimeout != 2*time.Second ||
 		c.Prefix != "/meshloc" {
 		t.Fatalf("config = %+v", c)
+	}
+	if c.HTTPReadHeaderTimeout != time.Second || c.HTTPReadTimeout != 3*time.Second || c.HTTPWriteTimeout != 4*time.Second ||
+		c.HTTPIdleTimeout != 5*time.Second || c.HTTPMaxHeaderBytes != 8192 || c.HTTPMaxConnections != 16 {
+		t.Fatalf("HTTP server config = %+v", c)
+	}
+	if err := c.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
 	}
 	env["LOCATIOND_SHUTDOWN_TIMEOUT"] = "soon"
 	if err := cliutil.ApplyEnv(fs, EnvPrefix, lookup); err == nil {

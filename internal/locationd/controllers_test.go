@@ -265,6 +265,7 @@ func TestRebalanceThroughAPI(t *testing.T) {
 		{"POST", "/v1/rebalance?x=1", `{"budget":1}`, 400},
 	} {
 		req, _ := http.NewRequest(tc.method, m.ld.base+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

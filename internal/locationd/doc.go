@@ -50,7 +50,11 @@
 //     whether etcd answers), and the pool of node connections.
 //  3. Listen on Config.HTTP, start the recovery controller (it campaigns in
 //     its election from now on), and serve. Ready() is closed and HTTPAddr()
-//     is known from here on.
+//     is known from here on. The server holds at most
+//     Config.HTTPMaxConnections connections, each bounded by the read,
+//     write and idle timeouts of Config (the routes that answer when a long
+//     operation ended lift the write timeout for their request: http.go,
+//     holdAnswer).
 //  4. Wait until ctx is done, the HTTP server fails, or the embedded etcd
 //     reports a fatal error.
 //  5. Shut down in reverse order: http.Server.Shutdown (requests in flight

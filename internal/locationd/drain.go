@@ -47,19 +47,14 @@ const drainSlack = time.Minute
 // node's --drain-timeout, 60 s by default, is not known here).
 const drainDefaultWait = 10 * time.Minute
 
-// drainHandler serves drainRoute: POST only.
-func (s *Server) drainHandler(h *handlers) http.Handler {
-	return s.m.instrument(drainRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			s.writeError(w, r, drainRoute, fmt.Errorf("%w: %s %s (POST only)", errMethodNotAllowed, r.Method, r.URL.Path))
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-		if err := h.drain(w, r); err != nil {
-			s.writeError(w, r, drainRoute, err)
-		}
-	}))
+// drainHTTP serves a POST of drainRoute whose body was read (postOnly).
+func (h *handlers) drainHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := h.drain(w, r); err != nil {
+		// An error answered after the node call (it failed before its
+		// first event) may come long after the request was read.
+		h.s.setWriteDeadline(http.NewResponseController(w), h.s.cfg.HTTPWriteTimeout)
+		h.s.writeError(w, r, drainRoute, err)
+	}
 }
 
 // decodeDrainRequest reads the optional body: nothing, or one JSON object
@@ -100,6 +95,16 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	wait := time.Duration(req.TimeoutMs) * time.Millisecond
+	if wait == 0 {
+		wait = drainDefaultWait
+	}
+	// The answer streams for as long as the drain runs: the connection's
+	// write deadline is lifted to the drain's bound, and each line must
+	// still be written within HTTPWriteTimeout (write, below).
+	rc := http.NewResponseController(w)
+	deadline := time.Now().Add(h.s.cfg.RequestTimeout + wait + drainSlack + h.s.cfg.HTTPWriteTimeout)
+	h.s.setWriteDeadline(rc, time.Until(deadline))
 	rctx, cancel := context.WithTimeout(r.Context(), h.s.cfg.RequestTimeout)
 	owners, _, err := lease.ListOwners(rctx, h.cli, h.s.keys)
 	cancel()
@@ -120,10 +125,6 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 	if addr == "" {
 		return fmt.Errorf("%w: owner %s advertises no gRPC address", errNodeUnavailable, pair)
 	}
-	wait := time.Duration(req.TimeoutMs) * time.Millisecond
-	if wait == 0 {
-		wait = drainDefaultWait
-	}
 	preq := &pb.DrainRequest{Concurrency: uint32(req.Concurrency), TimeoutMs: req.TimeoutMs, StopAfter: req.StopAfter}
 	// Detached from the HTTP request: a caller that goes away does not
 	// stop the drain, and locationd still logs its report.
@@ -142,8 +143,12 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 			return
 		}
 		b, _ := json.Marshal(ev)
+		h.s.setWriteDeadline(rc, h.s.cfg.HTTPWriteTimeout)
 		if _, writeErr = w.Write(append(b, '\n')); writeErr == nil {
-			writeErr = http.NewResponseController(w).Flush()
+			writeErr = rc.Flush()
+		}
+		if writeErr == nil {
+			h.s.setWriteDeadline(rc, time.Until(deadline)) // until the next line
 		}
 	}
 	var report *api.DrainReport

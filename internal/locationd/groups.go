@@ -31,16 +31,7 @@ import (
 func (h *handlers) groupRoutes(mux *http.ServeMux) {
 	s := h.s
 	post := func(route string, f apiHandler) {
-		run := s.serve(route, f, 0)
-		mux.Handle(route, s.m.instrument(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.Method != http.MethodPost {
-				w.Header().Set("Allow", "POST")
-				s.writeError(w, r, route, fmt.Errorf("%w: %s %s (POST only)", errMethodNotAllowed, r.Method, r.URL.Path))
-				return
-			}
-			r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-			run(w, r)
-		})))
+		mux.Handle(route, s.postOnly(route, "", s.serve(route, f, 0)))
 	}
 	post("/v1/groups", h.createGroup)
 	post("/v1/groups/join", h.joinGroup)
@@ -49,9 +40,17 @@ func (h *handlers) groupRoutes(mux *http.ServeMux) {
 	mux.Handle(read, s.m.instrument(read, s.getOnly(s.serve(read, h.group, s.cfg.RequestTimeout))))
 }
 
+// The group operations of the POST routes.
+const (
+	groupCreate = "create"
+	groupJoin   = "join"
+	groupLeave  = "leave"
+)
+
 // decodeGroupRequest reads exactly one JSON object with known fields and
-// checks the names it gives.
-func decodeGroupRequest(r *http.Request, needActor bool) (api.GroupRequest, keyspace.Object, keyspace.Object, error) {
+// checks the names it gives, and that it gives only the fields op takes.
+func decodeGroupRequest(r *http.Request, op string) (api.GroupRequest, keyspace.Object, keyspace.Object, error) {
+	needActor := op != groupCreate
 	var req api.GroupRequest
 	var g, a keyspace.Object
 	if _, err := query(r); err != nil {
@@ -94,8 +93,11 @@ func decodeGroupRequest(r *http.Request, needActor bool) (api.GroupRequest, keys
 			return req, g, a, fmt.Errorf("%w: on: %w", errInvalidArgument, err)
 		}
 	}
+	if req.TimeoutMs != 0 && op != groupJoin {
+		return req, g, a, fmt.Errorf(`%w: "timeoutMs" is for join only (the bound of an Actor Join's relocation)`, errInvalidArgument)
+	}
 	if req.TimeoutMs < 0 || req.TimeoutMs > api.MaxRelocationTimeoutMs {
-		return req, g, a, fmt.Errorf("%w: timeoutMs %d (want 0..%d)", errInvalidArgument, req.TimeoutMs, int64(api.MaxRelocationTimeoutMs))
+		return req, g, a, fmt.Errorf("%w: timeoutMs %d (want 0 for the default, or 1..%d)", errInvalidArgument, req.TimeoutMs, int64(api.MaxRelocationTimeoutMs))
 	}
 	return req, g, a, nil
 }
@@ -153,7 +155,7 @@ func groupJSON(st *pb.GroupStatus, node string) api.Group {
 
 // createGroup is POST /v1/groups.
 func (h *handlers) createGroup(ctx context.Context, r *http.Request) (any, error) {
-	req, g, _, err := decodeGroupRequest(r, false)
+	req, g, _, err := decodeGroupRequest(r, groupCreate)
 	if err != nil {
 		return nil, err
 	}
@@ -198,10 +200,16 @@ func (h *handlers) createGroup(ctx context.Context, r *http.Request) (any, error
 // joinGroup is POST /v1/groups/join: to the actor's owner (the group's,
 // for an actor with no record).
 func (h *handlers) joinGroup(ctx context.Context, r *http.Request) (any, error) {
-	req, g, a, err := decodeGroupRequest(r, true)
+	req, g, a, err := decodeGroupRequest(r, groupJoin)
 	if err != nil {
 		return nil, err
 	}
+	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
+	if timeout == 0 {
+		timeout = h.s.cfg.RelocationTimeout
+	}
+	// The answer comes when the node answered (at READY of an Actor Join).
+	h.s.holdAnswer(ctx, h.s.cfg.RequestTimeout+timeout+RelocationSlack)
 	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
 	v, err := h.st.ReadMany(rctx, []keyspace.Object{g, a}, nil)
 	if err != nil {
@@ -222,10 +230,6 @@ func (h *handlers) joinGroup(ctx context.Context, r *http.Request) (any, error) 
 	if err != nil {
 		return nil, err
 	}
-	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
-	if timeout == 0 {
-		timeout = h.s.cfg.RelocationTimeout
-	}
 	// The join answers at READY; the relocation goes on if the caller leaves.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout+RelocationSlack)
 	defer cancel()
@@ -245,7 +249,7 @@ func (h *handlers) joinGroup(ctx context.Context, r *http.Request) (any, error) 
 
 // leaveGroup is POST /v1/groups/leave: to the group's owner.
 func (h *handlers) leaveGroup(ctx context.Context, r *http.Request) (any, error) {
-	_, g, a, err := decodeGroupRequest(r, true)
+	_, g, a, err := decodeGroupRequest(r, groupLeave)
 	if err != nil {
 		return nil, err
 	}

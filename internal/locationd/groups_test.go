@@ -107,6 +107,14 @@ func TestGroupsThroughAPI(t *testing.T) {
 			_, _, err := lc.JoinGroup(ctx, api.GroupRequest{Group: "group/none", Actor: "actor/counter/z"})
 			return err
 		}, api.ErrNotFound},
+		{"create with a timeout", func() error {
+			_, _, err := lc.CreateGroup(ctx, api.GroupRequest{Group: "group/g8", TimeoutMs: 1000})
+			return err
+		}, api.ErrInvalidArgument},
+		{"leave with a timeout", func() error {
+			_, _, err := lc.LeaveGroup(ctx, api.GroupRequest{Group: "group/g1", Actor: "actor/counter/new", TimeoutMs: 1000})
+			return err
+		}, api.ErrInvalidArgument},
 		{"join a group", func() error {
 			_, _, err := lc.JoinGroup(ctx, api.GroupRequest{Group: "group/g1", Actor: "group/g2"})
 			return err
@@ -127,6 +135,7 @@ func TestGroupsThroughAPI(t *testing.T) {
 		{http.MethodPost, "/v1/groups/join", ``},
 	} {
 		req, _ := http.NewRequest(tc.method, m.ld.base+tc.path, strings.NewReader(tc.body))
+		req.Header.Set("Content-Type", "application/json")
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)

@@ -1,10 +1,13 @@
 package locationd
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"mime"
 	"net/http"
 	"net/url"
 	"strings"
@@ -31,6 +34,8 @@ var (
 	errRouteNotFound = errors.New("locationd: no such route")
 	// errMethodNotAllowed: the route exists, for GET only.
 	errMethodNotAllowed = errors.New("locationd: method not allowed")
+	// errUnsupportedMediaType: a POST body that is not application/json.
+	errUnsupportedMediaType = errors.New("locationd: unsupported media type")
 	// errUnavailable: etcd did not answer, or the answer kept changing under us.
 	errUnavailable = errors.New("locationd: store unavailable")
 )
@@ -52,6 +57,7 @@ var errorTable = []struct {
 	{authority.ErrNotFound, api.CodeNotFound},
 	{errRouteNotFound, api.CodeNotFound},
 	{errMethodNotAllowed, api.CodeMethodNotAllowed},
+	{errUnsupportedMediaType, api.CodeUnsupportedMediaType},
 	{authority.ErrInvalidRecord, api.CodeInternal}, // a corrupt record is our bug, not the caller's
 	{authority.ErrUncertain, api.CodeUnavailable},
 	{errUnavailable, api.CodeUnavailable},
@@ -113,7 +119,7 @@ type handlers struct {
 }
 
 // serve answers a request with f. timeout > 0 bounds f's ctx; 0 leaves the
-// bound to f.
+// bound to f (a long-running route: see holdAnswer).
 func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
@@ -122,7 +128,9 @@ func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http
 			ctx, cancel = context.WithTimeout(ctx, timeout)
 			defer cancel()
 		}
-		v, err := f(ctx, r)
+		hold := &answerHold{s: s, rc: http.NewResponseController(w)}
+		v, err := f(context.WithValue(ctx, answerHoldKey{}, hold), r)
+		hold.ready()
 		if err != nil {
 			s.writeError(w, r, pattern, err)
 			return
@@ -131,9 +139,144 @@ func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http
 	}
 }
 
+// answerHold lifts the write deadline of one request's connection
+// (Config.HTTPWriteTimeout, counted from the request read) for a route that
+// answers only when a long operation ended.
+type answerHold struct {
+	s    *Server
+	rc   *http.ResponseController
+	held bool
+}
+
+type answerHoldKey struct{}
+
+// holdAnswer lets the request of ctx (one served by serve) answer up to d
+// from now, plus HTTPWriteTimeout to write the answer. Call it before the
+// current bound passes: a passed write deadline cannot be extended.
+func (s *Server) holdAnswer(ctx context.Context, d time.Duration) {
+	h, _ := ctx.Value(answerHoldKey{}).(*answerHold)
+	if h == nil {
+		return
+	}
+	h.held = true
+	h.s.setWriteDeadline(h.rc, d+h.s.cfg.HTTPWriteTimeout)
+}
+
+// ready bounds the answer, now that it is known, to HTTPWriteTimeout again
+// (a client that does not read it does not hold the connection until the
+// operation's bound).
+func (h *answerHold) ready() {
+	if h.held {
+		h.s.setWriteDeadline(h.rc, h.s.cfg.HTTPWriteTimeout)
+	}
+}
+
+// setWriteDeadline sets the write deadline of rc's connection to now+d.
+func (s *Server) setWriteDeadline(rc *http.ResponseController, d time.Duration) {
+	if err := rc.SetWriteDeadline(time.Now().Add(d)); err != nil {
+		s.log.Warn().Err(err).Msg("cannot set the write deadline of an answer")
+	}
+}
+
+// readBody checks a POST's media type and reads its body into memory, at
+// most maxRequestBody bytes, within Config.HTTPReadTimeout (the server's: a
+// client that stalls in its body gets an error and its connection closed).
+// A non-empty body must be application/json (any charset parameter utf-8),
+// else errUnsupportedMediaType; an empty body may come without a
+// Content-Type. On success r.Body is the body read, and the write deadline
+// is HTTPWriteTimeout from now (from the request read, as for a GET).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) error {
+	ct := r.Header.Get("Content-Type")
+	if r.ContentLength > 0 {
+		if err := checkJSONMediaType(ct); err != nil {
+			return err
+		}
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequestBody))
+	if err != nil {
+		// The connection is out of step with the request: not reused.
+		w.Header().Set("Connection", "close")
+		if mbe := new(http.MaxBytesError); errors.As(err, &mbe) {
+			return fmt.Errorf("%w: body larger than %d bytes", errInvalidArgument, mbe.Limit)
+		}
+		return fmt.Errorf("%w: reading the body: %w (a request must arrive whole within --http-read-timeout, %s)", errInvalidArgument, err, s.cfg.HTTPReadTimeout)
+	}
+	if len(body) > 0 {
+		if err := checkJSONMediaType(ct); err != nil {
+			return err
+		}
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	s.setWriteDeadline(http.NewResponseController(w), s.cfg.HTTPWriteTimeout)
+	return nil
+}
+
+// checkJSONMediaType accepts application/json, with no parameter but a
+// charset of utf-8 (JSON is UTF-8).
+func checkJSONMediaType(ct string) error {
+	if ct == "" {
+		return fmt.Errorf("%w: a body without Content-Type (want %s)", errUnsupportedMediaType, api.JSONContentType)
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return fmt.Errorf("%w: Content-Type %q: %v (want %s)", errUnsupportedMediaType, ct, err, api.JSONContentType)
+	}
+	if mt != api.JSONContentType {
+		return fmt.Errorf("%w: Content-Type %q (want %s)", errUnsupportedMediaType, ct, api.JSONContentType)
+	}
+	for k, v := range params {
+		if k != "charset" || !strings.EqualFold(v, "utf-8") {
+			return fmt.Errorf("%w: Content-Type %q: parameter %s=%s (JSON is utf-8)", errUnsupportedMediaType, ct, k, v)
+		}
+	}
+	return nil
+}
+
+// postOnly serves a POST-only route: any other method gets a typed 405
+// (hint, if any, ends its message); a POST's body is checked and read
+// (readBody) before h.
+func (s *Server) postOnly(route, hint string, h http.Handler) http.Handler {
+	return s.m.instrument(route, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost {
+			w.Header().Set("Allow", "POST")
+			s.writeError(w, r, route, fmt.Errorf("%w: %s %s (POST only%s)", errMethodNotAllowed, r.Method, r.URL.Path, hint))
+			return
+		}
+		if err := s.readBody(w, r); err != nil {
+			s.writeError(w, r, route, err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// canonicalPaths refuses, with a typed 400, a path that has an empty, "."
+// or ".." segment (a trailing slash aside), instead of the mux's redirect to
+// the cleaned path: "/v1/objects/../owners" names no object, and a client
+// that followed the redirect would read another route's answer as its own.
+func (s *Server) canonicalPaths(h http.Handler) http.Handler {
+	refuse := s.m.instrument("/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.writeError(w, r, "", fmt.Errorf("%w: path %q has an empty, \".\" or \"..\" segment", errInvalidArgument, r.URL.Path))
+	}))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if p, ok := strings.CutPrefix(r.URL.Path, "/"); ok {
+			segs := strings.Split(p, "/")
+			for i, seg := range segs {
+				if seg == "." || seg == ".." || (seg == "" && i < len(segs)-1) {
+					refuse.ServeHTTP(w, r)
+					return
+				}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // routes is the API's mux. Every route is GET (HEAD too), but
-// /v1/relocations, which is GET or POST, and /v1/rebalance, which is POST;
-// any other method gets a typed 405, and an unknown path a typed 404.
+// /v1/relocations, which is GET or POST, and the POST-only routes (drain,
+// rebalance, groups); any other method gets a typed 405, an unknown path a
+// typed 404, a path that is not canonical a typed 400 (canonicalPaths), and
+// a POST body that is not JSON a typed 415 (readBody).
 func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPool) http.Handler {
 	h := &handlers{s: s, st: st, cli: cli, pool: pool}
 	mux := http.NewServeMux()
@@ -147,7 +290,10 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 		case http.MethodGet, http.MethodHead:
 			list(w, r)
 		case http.MethodPost:
-			r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
+			if err := s.readBody(w, r); err != nil {
+				s.writeError(w, r, relocations, err)
+				return
+			}
 			move(w, r)
 		default:
 			w.Header().Set("Allow", "GET, HEAD, POST")
@@ -155,7 +301,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 		}
 	})))
 	handle("/v1/owners", h.owners)
-	mux.Handle(drainRoute, s.drainHandler(h)) // drain.go: POST, streams
+	mux.Handle(drainRoute, s.postOnly(drainRoute, "", http.HandlerFunc(h.drainHTTP))) // drain.go: streams
 	handle("/v1/controllers", h.controllers)
 	h.rebalanceRoutes(mux)
 	h.groupRoutes(mux) // groups.go
@@ -167,7 +313,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 		return nil, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path)
 	})
 	mux.Handle("/metrics", s.m.instrument("/metrics", s.getOnly(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))))
-	return mux
+	return s.canonicalPaths(mux)
 }
 
 // getOnly refuses every method but GET and HEAD with a typed 405.

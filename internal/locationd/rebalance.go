@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -39,16 +40,7 @@ func (h *handlers) rebalanceRoutes(mux *http.ServeMux) {
 
 	const planRoute, runRoute = "/v1/rebalance/plan", "/v1/rebalance"
 	mux.Handle(planRoute, s.m.instrument(planRoute, s.getOnly(s.serve(planRoute, h.rebalancePlan, s.cfg.RequestTimeout))))
-	run := s.serve(runRoute, h.rebalance, 0)
-	mux.Handle(runRoute, s.m.instrument(runRoute, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost {
-			w.Header().Set("Allow", "POST")
-			s.writeError(w, r, runRoute, fmt.Errorf("%w: %s %s (POST only; the plan alone is GET /v1/rebalance/plan)", errMethodNotAllowed, r.Method, r.URL.Path))
-			return
-		}
-		r.Body = http.MaxBytesReader(w, r.Body, maxRequestBody)
-		run(w, r)
-	})))
+	mux.Handle(runRoute, s.postOnly(runRoute, "; the plan alone is GET /v1/rebalance/plan", s.serve(runRoute, h.rebalance, 0)))
 }
 
 func checkBudget(b int) (int, error) {
@@ -185,6 +177,11 @@ func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) 
 		return plan, err
 	}
 	plan.DryRun = false
+	// The answer comes when every move ended: a move takes at most a check
+	// and a relocation, and RebalanceConcurrency run at a time (one wave
+	// more than the moves fill: a worker that is free takes the next move).
+	waves := (len(plan.Moves)+RebalanceConcurrency-1)/RebalanceConcurrency + 1
+	h.s.holdAnswer(ctx, time.Duration(waves)*(h.s.cfg.RequestTimeout+h.s.cfg.RelocationTimeout+RelocationSlack))
 	rctx := context.WithoutCancel(ctx)
 	next := make(chan int)
 	var wg sync.WaitGroup

@@ -40,7 +40,7 @@ var (
 // maxRelocationTimeout bounds --relocation-timeout and timeoutMs.
 const maxRelocationTimeout = api.MaxRelocationTimeoutMs * time.Millisecond
 
-// maxRequestBody bounds the body of POST /v1/relocations.
+// maxRequestBody bounds the body of every POST (readBody).
 const maxRequestBody = 64 << 10
 
 // timeJSON is the API's time format (RFC 3339, milliseconds, UTC); "" for 0.
@@ -233,6 +233,8 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 	if timeout == 0 {
 		timeout = h.s.cfg.RelocationTimeout
 	}
+	// The answer comes when the relocation ended.
+	h.s.holdAnswer(ctx, h.s.cfg.RequestTimeout+timeout+RelocationSlack)
 
 	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
 	p, err := h.plan(rctx, obj, req.Target)

@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 
 	"github.com/meshloc/meshloc/internal/embedetcd"
 	"github.com/meshloc/meshloc/internal/locationd/recovery"
@@ -157,14 +158,23 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("locationd: listen --http %s: %w", cfg.HTTP, err)
 	}
+	// At most HTTPMaxConnections connections are open at once: the next one
+	// is accepted (and gets a goroutine) only when one closes, so a flood
+	// of connections waits in the kernel's backlog instead of growing the
+	// process. The timeouts bound what each connection may hold (Config).
+	addr := ln.Addr().String()
+	ln = netutil.LimitListener(ln, cfg.HTTPMaxConnections)
 	hs := &http.Server{
 		Handler:           s.routes(authority.New(cli, s.keys), cli, pool),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
+		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
+		ReadTimeout:       cfg.HTTPReadTimeout,
+		WriteTimeout:      cfg.HTTPWriteTimeout,
+		IdleTimeout:       cfg.HTTPIdleTimeout,
+		MaxHeaderBytes:    cfg.HTTPMaxHeaderBytes,
 		ErrorLog:          stdlog.New(s.log.With().Str("component", "http").Logger(), "", 0),
 	}
 	s.mu.Lock()
-	s.httpAddr = ln.Addr().String()
+	s.httpAddr = addr
 	s.endpoints = append([]string(nil), endpoints...)
 	s.mu.Unlock()
 	// The recovery controller campaigns from here on; stopped (deferred)

@@ -309,6 +309,12 @@ func TestBadInput(t *testing.T) {
 		{"GET", "/v1/objects?kind=actor&kind=group", 400, api.CodeInvalidArgument},
 		{"GET", "/v1/objects?kind=%zz", 400, api.CodeInvalidArgument},
 		{"GET", "/v1/owners?all=1", 400, api.CodeInvalidArgument},
+		// Not canonical: a typed 400, not the mux's redirect to another route.
+		{"GET", "/v1/objects/../owners", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects/..%2Fowners", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects/actor/counter/./c1", 400, api.CodeInvalidArgument},
+		{"GET", "/v1//owners", 400, api.CodeInvalidArgument},
+		{"POST", "/v1/owners/../relocations", 400, api.CodeInvalidArgument},
 		{"GET", "/v1/objects/actor/counter/missing", 404, api.CodeNotFound},
 		{"GET", "/v1/nothing", 404, api.CodeNotFound},
 		{"GET", "/", 404, api.CodeNotFound},

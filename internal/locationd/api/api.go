@@ -6,7 +6,9 @@
 // server, so a client binary stays small.
 //
 // Routes (GET unless marked; every error is an [Error] body with the matching
-// status):
+// status). A POST with a non-empty body must send it as Content-Type
+// application/json (a charset parameter, if any, utf-8); any other is refused
+// with 415 unsupported_media_type. The Client always sends it.
 //
 //	/v1/owners                                   live owners              → OwnersResponse
 //	/v1/objects?kind=actor|group&owner=ID&orphaned=true|false             → ObjectsResponse
@@ -184,12 +186,13 @@ type Status struct {
 // Error codes: the "code" of an error body, and the first word of meshctl's
 // error line.
 const (
-	CodeInvalidArgument  = "invalid_argument"   // 400: bad input; nothing was changed
-	CodeNotFound         = "not_found"          // 404: no such object or route
-	CodeMethodNotAllowed = "method_not_allowed" // 405: the route exists for other methods
-	CodeConflict         = "conflict"           // 409: the cluster's state does not allow it now (e.g. already relocating)
-	CodeUnavailable      = "unavailable"        // 503: etcd did not answer in time; retry
-	CodeInternal         = "internal"           // 500: a bug or a corrupt record
+	CodeInvalidArgument      = "invalid_argument"       // 400: bad input; nothing was changed
+	CodeNotFound             = "not_found"              // 404: no such object or route
+	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the route exists for other methods
+	CodeConflict             = "conflict"               // 409: the cluster's state does not allow it now (e.g. already relocating)
+	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a POST body that is not Content-Type application/json; nothing was changed
+	CodeUnavailable          = "unavailable"            // 503: etcd did not answer in time; retry
+	CodeInternal             = "internal"               // 500: a bug or a corrupt record
 )
 
 // Error is a typed API error. It is the body {"error":{"code","message"}} of
@@ -211,11 +214,12 @@ func (e *Error) Is(target error) bool {
 
 // Sentinels to compare with errors.Is; they match any message.
 var (
-	ErrInvalidArgument = &Error{Code: CodeInvalidArgument}
-	ErrNotFound        = &Error{Code: CodeNotFound}
-	ErrConflict        = &Error{Code: CodeConflict}
-	ErrUnavailable     = &Error{Code: CodeUnavailable}
-	ErrInternal        = &Error{Code: CodeInternal}
+	ErrInvalidArgument      = &Error{Code: CodeInvalidArgument}
+	ErrNotFound             = &Error{Code: CodeNotFound}
+	ErrConflict             = &Error{Code: CodeConflict}
+	ErrUnsupportedMediaType = &Error{Code: CodeUnsupportedMediaType}
+	ErrUnavailable          = &Error{Code: CodeUnavailable}
+	ErrInternal             = &Error{Code: CodeInternal}
 )
 
 // ErrorBody is the JSON envelope of an Error.
@@ -223,41 +227,43 @@ type ErrorBody struct {
 	Error *Error `json:"error"`
 }
 
+// statuses is the one table of error codes and their HTTP statuses; a code
+// not in it is 500, like CodeInternal.
+var statuses = []struct {
+	code   string
+	status int
+}{
+	{CodeInvalidArgument, http.StatusBadRequest},
+	{CodeNotFound, http.StatusNotFound},
+	{CodeMethodNotAllowed, http.StatusMethodNotAllowed},
+	{CodeConflict, http.StatusConflict},
+	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType},
+	{CodeUnavailable, http.StatusServiceUnavailable},
+	{CodeInternal, http.StatusInternalServerError},
+}
+
 // StatusOf is the HTTP status of an error code.
 func StatusOf(code string) int {
-	switch code {
-	case CodeInvalidArgument:
-		return http.StatusBadRequest
-	case CodeNotFound:
-		return http.StatusNotFound
-	case CodeMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	case CodeConflict:
-		return http.StatusConflict
-	case CodeUnavailable:
-		return http.StatusServiceUnavailable
-	default:
-		return http.StatusInternalServerError
+	for _, s := range statuses {
+		if s.code == code {
+			return s.status
+		}
 	}
+	return http.StatusInternalServerError
 }
 
 // codeOf is the error code of an HTTP status, for answers without a JSON body
-// (a proxy's, say).
+// (a proxy's, say): the table's, and unavailable for a proxy's 502 and 504.
 func codeOf(status int) string {
-	switch {
-	case status == http.StatusBadRequest:
-		return CodeInvalidArgument
-	case status == http.StatusNotFound:
-		return CodeNotFound
-	case status == http.StatusMethodNotAllowed:
-		return CodeMethodNotAllowed
-	case status == http.StatusConflict:
-		return CodeConflict
-	case status == http.StatusServiceUnavailable, status == http.StatusGatewayTimeout, status == http.StatusBadGateway:
-		return CodeUnavailable
-	default:
-		return CodeInternal
+	for _, s := range statuses {
+		if s.status == status {
+			return s.code
+		}
 	}
+	if status == http.StatusGatewayTimeout || status == http.StatusBadGateway {
+		return CodeUnavailable
+	}
+	return CodeInternal
 }
 
 // DecodeError turns a non-2xx answer into an *Error: the JSON body when there

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // MaxBody bounds how much of an answer the Client reads (bytes).
@@ -45,6 +47,11 @@ func (c *Client) Raw(ctx context.Context, path string, q url.Values) ([]byte, er
 	return c.do(ctx, http.MethodGet, path, q, nil)
 }
 
+// JSONContentType is the media type of every request body locationd takes:
+// a POST with a non-empty body of another type is refused with
+// CodeUnsupportedMediaType (415). The Client sends it with every POST.
+const JSONContentType = "application/json"
+
 // do sends one request (body nil: none; else JSON) and returns the body of a
 // 2xx answer; see Raw.
 func (c *Client) do(ctx context.Context, method, path string, q url.Values, body []byte) ([]byte, error) {
@@ -60,8 +67,8 @@ func (c *Client) do(ctx context.Context, method, path string, q url.Values, body
 		return nil, &Error{Code: CodeInvalidArgument, Message: err.Error()}
 	}
 	req.Header.Set("Accept", "application/json")
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+	if body != nil || method == http.MethodPost {
+		req.Header.Set("Content-Type", JSONContentType)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -134,12 +141,26 @@ func (c *Client) Objects(ctx context.Context, q ObjectsQuery) (ObjectsResponse, 
 	return r, raw, err
 }
 
-// Object reads one object, e.g. "actor/counter/c1". The name is sent as it
-// is (escaped by net/url where needed); the server validates it.
+// Object reads one object, e.g. "actor/counter/c1". A name that does not
+// parse (keyspace.ParseObject) is an *Error with CodeInvalidArgument, and
+// nothing is sent: a name like "../owners" would name another route.
 func (c *Client) Object(ctx context.Context, name string) (ObjectResponse, []byte, error) {
 	var r ObjectResponse
-	raw, err := c.get(ctx, "/v1/objects/"+name, nil, &r)
+	obj, err := parseName(name)
+	if err != nil {
+		return r, nil, err
+	}
+	raw, err := c.get(ctx, "/v1/objects/"+obj.String(), nil, &r)
 	return r, raw, err
+}
+
+// parseName parses an object name for a path, as an *Error.
+func parseName(name string) (keyspace.Object, error) {
+	obj, err := keyspace.ParseObject(name)
+	if err != nil {
+		return obj, &Error{Code: CodeInvalidArgument, Message: err.Error()}
+	}
+	return obj, nil
 }
 
 // Ready asks /readyz: nil when locationd reaches its etcd.

@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // DrainRequest is the body of POST /v1/owners/{id}/drain (optional: an
@@ -113,8 +115,13 @@ type DrainFailure struct {
 // raw line; the report is returned. A drain ends by itself (bounded by its
 // timeout); bound ctx above it: a ctx that ends first only stops the wait,
 // not the drain. A drain that ran is not an error even when objects could
-// not be moved: see the report's Failed.
+// not be moved: see the report's Failed. An owner id that is not valid
+// (keyspace.ValidateOwnerID) is an *Error with CodeInvalidArgument, and
+// nothing is sent.
 func (c *Client) Drain(ctx context.Context, owner string, req DrainRequest, progress func(ev DrainEvent, raw []byte)) (DrainReport, error) {
+	if err := keyspace.ValidateOwnerID(owner); err != nil {
+		return DrainReport{}, &Error{Code: CodeInvalidArgument, Message: err.Error()}
+	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return DrainReport{}, &Error{Code: CodeInvalidArgument, Message: err.Error()}
@@ -126,7 +133,7 @@ func (c *Client) Drain(ctx context.Context, owner string, req DrainRequest, prog
 		return DrainReport{}, &Error{Code: CodeInvalidArgument, Message: err.Error()}
 	}
 	hr.Header.Set("Accept", DrainContentType+", application/json")
-	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Content-Type", JSONContentType)
 	resp, err := c.hc.Do(hr)
 	if err != nil {
 		return DrainReport{}, &Error{Code: CodeUnavailable, Message: fmt.Sprintf("locationd %s: %v", c.base, err)}

@@ -79,9 +79,14 @@ func (c *Client) LeaveGroup(ctx context.Context, req GroupRequest) (Group, []byt
 	return c.postGroup(ctx, "/v1/groups/leave", req)
 }
 
-// Group reads a group, e.g. "group/g1".
+// Group reads a group, e.g. "group/g1". A name that does not parse is an
+// *Error with CodeInvalidArgument, and nothing is sent (see Object).
 func (c *Client) Group(ctx context.Context, name string) (Group, []byte, error) {
 	var g Group
-	raw, err := c.get(ctx, "/v1/groups/"+name, nil, &g)
+	obj, err := parseName(name)
+	if err != nil {
+		return g, nil, err
+	}
+	raw, err := c.get(ctx, "/v1/groups/"+obj.String(), nil, &g)
 	return g, raw, err
 }
