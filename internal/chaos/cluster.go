@@ -57,6 +57,8 @@ type Config struct {
 	Env []string
 	// NodeArgs are extra meshnode flags.
 	NodeArgs []string
+	// MemberArgs are extra locationd flags.
+	MemberArgs []string
 	// CallTimeout of the clients (default 6 s).
 	CallTimeout time.Duration
 	// CallTimeouts, when set, bound the workload streams' calls in turn
@@ -276,6 +278,7 @@ func (c *Cluster) startMember(m *Member, initial string) error {
 	if len(c.members) > 1 {
 		args = append(args, "--name", m.Name, "--initial-cluster", initial)
 	}
+	args = append(args, c.cfg.MemberArgs...)
 	p, err := startProcess(m.Name, filepath.Join(c.cfg.BinDir, "locationd"), filepath.Join(c.cfg.WorkDir, m.Name+".log"), nil, args...)
 	if err != nil {
 		return err
