@@ -600,7 +600,7 @@ func (r *sourceRun) sealAll(ctx context.Context) ([][]byte, error) {
 		pss = append(pss, ps)
 		states = append(states, st)
 	}
-	return encodeEnvelope(r.id, pss, states)
+	return relocation.EncodeEnvelope(r.id, pss, states)
 }
 
 // lastKnown is the run's latest record of a member (a write or settle read).

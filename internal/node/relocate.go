@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -858,9 +857,6 @@ func (r *sourceRun) waitSettle(ctx context.Context, seen int64) bool {
 	}
 }
 
-// payloadMagic starts every relocation payload (see pb.Envelope).
-const payloadMagic = "MLRE"
-
 // seal stops dispatch to h (the handler in progress finishes), captures its
 // state, timers, de-duplication table and queue, and encodes the payload:
 // the envelope header, then the state bytes as they are (no copy).
@@ -873,7 +869,7 @@ func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]b
 	if err != nil {
 		return nil, err
 	}
-	return encodeEnvelope(id, []*pb.ParticipantState{ps}, [][]byte{state})
+	return relocation.EncodeEnvelope(id, []*pb.ParticipantState{ps}, [][]byte{state})
 }
 
 // sealStart stops dispatch to h: requests arriving from now on are kept as
@@ -945,49 +941,6 @@ func (n *Node) capture(h *hosted) (*pb.ParticipantState, []byte, error) {
 	}
 	h.queue = nil
 	return ps, state, nil
-}
-
-// encodeEnvelope is the payload of a relocation: "MLRE", the envelope's
-// length, the envelope (states left out), then each state in order.
-func encodeEnvelope(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte) ([][]byte, error) {
-	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: pss}
-	hdr, err := proto.Marshal(env)
-	if err != nil {
-		return nil, err
-	}
-	head := make([]byte, 8, 8+len(hdr))
-	copy(head, payloadMagic)
-	binary.BigEndian.PutUint32(head[4:], uint32(len(hdr)))
-	return append([][]byte{append(head, hdr...)}, states...), nil
-}
-
-// decodePayload splits an assembled payload into its envelope and each
-// participant's state (sub-slices of payload: no copy).
-func decodePayload(payload []byte) (*pb.Envelope, [][]byte, error) {
-	if len(payload) < 8 || string(payload[:4]) != payloadMagic {
-		return nil, nil, fmt.Errorf("%w: payload does not start with %q", relocation.ErrProtocol, payloadMagic)
-	}
-	hl := uint64(binary.BigEndian.Uint32(payload[4:8]))
-	if hl > uint64(len(payload)-8) {
-		return nil, nil, fmt.Errorf("%w: envelope of %d bytes in a payload of %d", relocation.ErrProtocol, hl, len(payload))
-	}
-	var env pb.Envelope
-	if err := proto.Unmarshal(payload[8:8+hl], &env); err != nil {
-		return nil, nil, fmt.Errorf("%w: envelope: %v", relocation.ErrProtocol, err)
-	}
-	rest := payload[8+hl:]
-	states := make([][]byte, len(env.GetParticipants()))
-	for i, ps := range env.GetParticipants() {
-		l := ps.GetStateLength()
-		if l > uint64(len(rest)) {
-			return nil, nil, fmt.Errorf("%w: state of %d bytes, %d left", relocation.ErrProtocol, l, len(rest))
-		}
-		states[i], rest = rest[:l:l], rest[l:]
-	}
-	if len(rest) != 0 {
-		return nil, nil, fmt.Errorf("%w: %d bytes after the last state", relocation.ErrProtocol, len(rest))
-	}
-	return &env, states, nil
 }
 
 // reopen puts h back in service after an aborted relocation: captured, then
@@ -1362,7 +1315,7 @@ func (r *targetRun) commit(ctx context.Context, id wire.RelocationID, ps []recor
 // requests for them wait, but admitting nothing until the commit.
 func (r *targetRun) restore(payload []byte) error {
 	n := r.n
-	env, states, err := decodePayload(payload)
+	env, states, err := relocation.DecodePayload(payload)
 	if err != nil {
 		return err
 	}
