@@ -13,7 +13,7 @@ IMAGE   ?= meshloc:dev
 DOCKER_CTX = build/docker
 STATIC     = CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w'
 
-.PHONY: all build test test-race vet fmt clean proto docker-bin images cluster-up cluster-down test-compose bench bench-micro
+.PHONY: all build test test-race vet fmt clean proto docker-bin images cluster-up cluster-down test-compose bench bench-micro fuzz
 
 all: build
 
@@ -27,7 +27,8 @@ vet:
 
 ## test: vet, then every test once (no cache), bounded by $(TIMEOUT); then
 ## the tests that need the failpoints build tag: the relocation fault tests,
-## the planted-bug tests, and last test/chaos, the verification suite's CI
+## the planted-bug tests; then every fuzz target for $(FUZZTIME) each
+## (fuzz); and last test/chaos, the verification suite's CI
 ## tier (a checked run per workload with its faults, and the planted-bug
 ## self-test), verbose so that every run's report is printed
 ## (internal/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md);
@@ -39,12 +40,63 @@ test: vet
 	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug|Planted' ./internal/node/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 	$(GO) test -count=1 -tags failpoints -run 'Planted|DeadlineNeverPastExpiry|AcceptRefusesOlderFence' ./pkg/lease/ ./pkg/client/ ./pkg/relocation/ ./pkg/authority/
+	$(MAKE) --no-print-directory fuzz
 	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -v ./test/chaos/
 	$(MAKE) --no-print-directory test-compose
 
 ## test-race: the same under the race detector (about twice as slow on 2 cores)
 test-race: vet
 	$(GO) test -race -count=1 -timeout 40m ./...
+
+## fuzz: every fuzz target of FUZZ_TARGETS ("package FuzzName" pairs: the
+## decoders of bytes from outside the process), one go test -fuzz each, for
+## $(FUZZTIME) each, new inputs minimised for at most $(FUZZMINIMIZE) (go's
+## default of 60 s can spend a short run on one input): about 3 minutes on
+## 2 cores, 4.5 with a cold build cache (-fuzz builds every dependency
+## again, instrumented). It first fails if a Fuzz function of the
+## repository is missing from the list, or the list names one its package
+## lacks; then it runs them all and fails if any failed (the failing input
+## is written to its package's testdata/fuzz/<FuzzName>/: keep it there as
+## a seed once fixed). Longer runs: make fuzz FUZZTIME=5m.
+FUZZTIME     ?= 10s
+FUZZMINIMIZE ?= 2s
+FUZZ_TARGETS = \
+	./pkg/actor/                  FuzzDecodeTimers \
+	./pkg/actor/                  FuzzDecodeReplyTable \
+	./pkg/actor/builtin/          FuzzRestore \
+	./pkg/actor/builtin/          FuzzHandle \
+	./pkg/record/                 FuzzDecodeRecordMatchesStd \
+	./pkg/wire/                   FuzzCallRequest \
+	./pkg/wire/                   FuzzRelocationFrame \
+	./pkg/wire/                   FuzzParseOperationID \
+	./pkg/wire/                   FuzzParseRoutingIDHex \
+	./pkg/wire/transport/         FuzzChunkFrame \
+	./pkg/wire/transport/         FuzzChunkFrameRoundTrip \
+	./pkg/relocation/             FuzzAssembly \
+	./pkg/relocation/             FuzzDecodePayload \
+	./pkg/keyspace/               FuzzParseObject \
+	./pkg/lease/                  FuzzDecodeDescriptor \
+	./internal/node/              FuzzDecodeDurableState \
+	./internal/locationd/         FuzzRequestBodies
+fuzz:
+	@missing=; for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' cmd internal pkg test | sed 's/^func //' | sort -u); do \
+	  case " $$(echo $(FUZZ_TARGETS)) " in *" $$f "*) ;; *) missing="$$missing $$f";; esac; \
+	done; \
+	if [ -n "$$missing" ]; then echo "fuzz: not in FUZZ_TARGETS (Makefile):$$missing" >&2; exit 1; fi
+	@set -- $(FUZZ_TARGETS); \
+	while [ $$# -ge 2 ]; do \
+	  grep -qE "^func $$2\(" $$1*_test.go || { echo "fuzz: FUZZ_TARGETS (Makefile) names $$2 in $$1, which has no such Fuzz function" >&2; exit 1; }; \
+	  shift 2; \
+	done
+	@set -- $(FUZZ_TARGETS); failed=; n=0; \
+	while [ $$# -ge 2 ]; do \
+	  pkg=$$1; name=$$2; shift 2; n=$$((n+1)); \
+	  echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg \
+	    || { echo "fuzz: FAILED: $$pkg $$name" >&2; failed="$$failed $$pkg:$$name"; }; \
+	done; \
+	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (failing inputs in each package's testdata/fuzz/)" >&2; exit 1; fi; \
+	echo "fuzz: all $$n targets passed"
 
 ## fmt: gofmt every file in place
 fmt:

@@ -57,30 +57,6 @@ func (h *handlers) drainHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// decodeDrainRequest reads the optional body: nothing, or one JSON object
-// with known fields.
-func decodeDrainRequest(r *http.Request) (api.DrainRequest, error) {
-	var req api.DrainRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return req, nil
-		}
-		return req, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return req, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
-	}
-	if req.Concurrency < 0 || req.Concurrency > api.MaxDrainConcurrency {
-		return req, fmt.Errorf("%w: concurrency %d (want 0 for the node's --drain-concurrency, or 1..%d)", errInvalidArgument, req.Concurrency, api.MaxDrainConcurrency)
-	}
-	if req.TimeoutMs < 0 || req.TimeoutMs > api.MaxDrainTimeoutMs {
-		return req, fmt.Errorf("%w: timeoutMs %d (want 0 for the node's --drain-timeout, or 1..%d)", errInvalidArgument, req.TimeoutMs, int64(api.MaxDrainTimeoutMs))
-	}
-	return req, nil
-}
-
 // drain runs one drain. It returns an error only before the answer began
 // (the caller writes it as the API's JSON error).
 func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
@@ -91,7 +67,7 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 	if err := keyspace.ValidateOwnerID(id); err != nil {
 		return fmt.Errorf("%w: owner: %w", errInvalidArgument, err)
 	}
-	req, err := decodeDrainRequest(r)
+	req, err := decodeDrainBody(r.Body)
 	if err != nil {
 		return err
 	}

@@ -2,10 +2,8 @@ package locationd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"time"
@@ -40,66 +38,13 @@ func (h *handlers) groupRoutes(mux *http.ServeMux) {
 	mux.Handle(read, s.m.instrument(read, s.getOnly(s.serve(read, h.group, s.cfg.RequestTimeout))))
 }
 
-// The group operations of the POST routes.
-const (
-	groupCreate = "create"
-	groupJoin   = "join"
-	groupLeave  = "leave"
-)
-
-// decodeGroupRequest reads exactly one JSON object with known fields and
-// checks the names it gives, and that it gives only the fields op takes.
+// decodeGroupRequest checks the query (none) and reads the body
+// (decodeGroupBody) of the group operation op.
 func decodeGroupRequest(r *http.Request, op string) (api.GroupRequest, keyspace.Object, keyspace.Object, error) {
-	needActor := op != groupCreate
-	var req api.GroupRequest
-	var g, a keyspace.Object
 	if _, err := query(r); err != nil {
-		return req, g, a, err
+		return api.GroupRequest{}, keyspace.Object{}, keyspace.Object{}, err
 	}
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return req, g, a, fmt.Errorf(`%w: empty body (want {"group":"group/g1","actor":"actor/counter/c1"})`, errInvalidArgument)
-		}
-		return req, g, a, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return req, g, a, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
-	}
-	g, err := keyspace.ParseObject(req.Group)
-	if err != nil {
-		return req, g, a, err
-	}
-	if g.Kind != keyspace.KindGroup {
-		return req, g, a, fmt.Errorf(`%w: "group" %q is not a group (want group/<id>)`, errInvalidArgument, req.Group)
-	}
-	switch {
-	case needActor:
-		if a, err = keyspace.ParseObject(req.Actor); err != nil {
-			return req, g, a, err
-		}
-		if a.Kind != keyspace.KindActor {
-			return req, g, a, fmt.Errorf(`%w: "actor" %q is not an actor (want actor/<type>/<id>; groups do not nest)`, errInvalidArgument, req.Actor)
-		}
-	case req.Actor != "":
-		return req, g, a, fmt.Errorf(`%w: create takes no "actor"`, errInvalidArgument)
-	}
-	if req.On != "" {
-		if needActor {
-			return req, g, a, fmt.Errorf(`%w: "on" is for create only (a join goes to the actor's owner)`, errInvalidArgument)
-		}
-		if err := keyspace.ValidateOwnerID(req.On); err != nil {
-			return req, g, a, fmt.Errorf("%w: on: %w", errInvalidArgument, err)
-		}
-	}
-	if req.TimeoutMs != 0 && op != groupJoin {
-		return req, g, a, fmt.Errorf(`%w: "timeoutMs" is for join only (the bound of an Actor Join's relocation)`, errInvalidArgument)
-	}
-	if req.TimeoutMs < 0 || req.TimeoutMs > api.MaxRelocationTimeoutMs {
-		return req, g, a, fmt.Errorf("%w: timeoutMs %d (want 0 for the default, or 1..%d)", errInvalidArgument, req.TimeoutMs, int64(api.MaxRelocationTimeoutMs))
-	}
-	return req, g, a, nil
+	return decodeGroupBody(r.Body, op)
 }
 
 // liveOwner is the address of owner o if it is alive (its key has o's generation).

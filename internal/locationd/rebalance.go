@@ -2,10 +2,8 @@ package locationd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -154,19 +152,7 @@ func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) 
 	if _, err := query(r); err != nil {
 		return nil, err
 	}
-	var req api.RebalanceRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, fmt.Errorf(`%w: empty body (want {"budget":32,"dryRun":false})`, errInvalidArgument)
-		}
-		return nil, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
-	}
-	budget, err := checkBudget(req.Budget)
+	req, budget, err := decodeRebalanceBody(r.Body)
 	if err != nil {
 		return nil, err
 	}

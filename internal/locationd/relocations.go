@@ -2,10 +2,8 @@ package locationd
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -103,23 +101,6 @@ func nodeError(err error, owner, addr, object string) error {
 	return fmt.Errorf("%s: %s: %s", where, st.Code(), st.Message())
 }
 
-// decodeRelocateRequest reads exactly one JSON object with known fields.
-func decodeRelocateRequest(r *http.Request) (api.RelocateRequest, error) {
-	var req api.RelocateRequest
-	dec := json.NewDecoder(r.Body)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		if errors.Is(err, io.EOF) {
-			return req, fmt.Errorf(`%w: empty body (want {"object":"actor/counter/c1","target":"n2","timeoutMs":10000})`, errInvalidArgument)
-		}
-		return req, fmt.Errorf("%w: body: %w", errInvalidArgument, err)
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return req, fmt.Errorf("%w: body: data after the JSON object", errInvalidArgument)
-	}
-	return req, nil
-}
-
 // relocationPlan is what a relocation needs from etcd: the record, its live
 // owner's address, and the target's descriptor, all at one revision.
 type relocationPlan struct {
@@ -210,24 +191,9 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 	if _, err := query(r); err != nil {
 		return nil, err
 	}
-	req, err := decodeRelocateRequest(r)
+	req, obj, err := decodeRelocateBody(r.Body, h.s.cfg.RelocationTimeout)
 	if err != nil {
 		return nil, err
-	}
-	if req.Object == "" {
-		return nil, fmt.Errorf(`%w: "object" is required`, errInvalidArgument)
-	}
-	obj, err := keyspace.ParseObject(req.Object)
-	if err != nil {
-		return nil, err
-	}
-	if req.Target != "" {
-		if err := keyspace.ValidateOwnerID(req.Target); err != nil {
-			return nil, fmt.Errorf("%w: target: %w", errInvalidArgument, err)
-		}
-	}
-	if req.TimeoutMs < 0 || req.TimeoutMs > api.MaxRelocationTimeoutMs {
-		return nil, fmt.Errorf("%w: timeoutMs %d (want 0 for the default %s, or 1..%d)", errInvalidArgument, req.TimeoutMs, h.s.cfg.RelocationTimeout, int64(api.MaxRelocationTimeoutMs))
 	}
 	timeout := time.Duration(req.TimeoutMs) * time.Millisecond
 	if timeout == 0 {

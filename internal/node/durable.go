@@ -126,8 +126,15 @@ func watermarkMs(t *actor.ReplyTable) int64 {
 	return 0
 }
 
-// restoreReplies rebuilds the persisted reply table of a read state.
+// restoreReplies rebuilds the persisted reply table of a read state. The
+// bounds must be those a table can have (a window in milliseconds that
+// overflows a time.Duration would wrap into another window), and each
+// reply's id the key the node writes for it (replyID: lowercase hex), so
+// that the next write persists the same bounds and keeps the same keys.
 func restoreReplies(rd authority.StateRead) (*actor.ReplyTable, error) {
+	if ms := rd.Value.ReplyWindowMs; ms <= 0 || ms > actor.MaxReplyWindow.Milliseconds() {
+		return nil, fmt.Errorf("%w: reply window %d ms out of [1, %d]", actor.ErrCorruptState, ms, actor.MaxReplyWindow.Milliseconds())
+	}
 	es := make([]actor.ReplyEntry, 0, len(rd.Replies))
 	for _, r := range rd.Replies {
 		b, err := hex.DecodeString(r.ID)
@@ -138,6 +145,9 @@ func restoreReplies(rd authority.StateRead) (*actor.ReplyTable, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w: reply %s: %v", actor.ErrCorruptState, r.ID, err)
 		}
+		if replyID(id) != r.ID {
+			return nil, fmt.Errorf("%w: reply %s: not in lowercase hex", actor.ErrCorruptState, r.ID)
+		}
 		es = append(es, actor.ReplyEntry{ID: id, Reply: actor.Reply{Code: r.Value.Code, Payload: r.Value.Payload, Message: r.Value.Message}})
 	}
 	var wm time.Time
@@ -145,6 +155,29 @@ func restoreReplies(rd authority.StateRead) (*actor.ReplyTable, error) {
 		wm = time.UnixMilli(ms)
 	}
 	return actor.RestoreReplyTable(time.Duration(rd.Value.ReplyWindowMs)*time.Millisecond, rd.Value.ReplyMaxEntries, wm, es)
+}
+
+// decodeDurable is what loadDurable restores from a persisted state rd
+// (rd.Found): a new instance of typ restored from the state, its timers
+// (nil: none), the table of the persisted replies and a copy of it for the
+// instance's in-memory table. Every error wraps actor.ErrCorruptState (a
+// type's Restore promises it). It reads nothing but rd.
+func decodeDurable(typ actor.Type, rd authority.StateRead) (inst actor.Object, timers *actor.Timers, table, replies *actor.ReplyTable, err error) {
+	inst = typ.New()
+	table, err = restoreReplies(rd)
+	if err == nil {
+		replies, err = restoreReplies(rd) // the in-memory table: a copy
+	}
+	if err == nil {
+		err = inst.Restore(rd.Value.State)
+	}
+	if err == nil && len(rd.Value.Timers) > 0 {
+		timers, err = actor.DecodeTimers(rd.Value.Timers)
+	}
+	if err != nil {
+		return nil, nil, nil, nil, err
+	}
+	return inst, timers, table, replies, nil
 }
 
 // initialDurable is the bookkeeping of an object with nothing persisted:
@@ -210,19 +243,7 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 		return nil
 	}
 	v := rd.Value
-	inst := h.typ.New()
-	var timers *actor.Timers
-	table, err := restoreReplies(rd)
-	var replies *actor.ReplyTable
-	if err == nil {
-		replies, err = restoreReplies(rd) // the in-memory table: a copy
-	}
-	if err == nil {
-		err = inst.Restore(v.State)
-	}
-	if err == nil && len(v.Timers) > 0 {
-		timers, err = actor.DecodeTimers(v.Timers)
-	}
+	inst, timers, table, replies, err := decodeDurable(h.typ, rd)
 	if err != nil {
 		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
 	}

@@ -3,6 +3,8 @@ package lease
 import (
 	"encoding/json"
 	"fmt"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // NodeState is the lifecycle state an owner advertises.
@@ -37,11 +39,18 @@ func (d *Descriptor) Encode() []byte {
 	return b
 }
 
-// DecodeDescriptor parses a stored descriptor.
+// DecodeDescriptor parses a stored descriptor: one JSON object (fields it
+// does not know are ignored, for descriptors written by newer versions)
+// naming a valid owner id (keyspace.ValidateOwnerID). Every error wraps
+// ErrInvalidDescriptor; JSON's null, {} and an object without "ownerId"
+// are errors, not an empty descriptor.
 func DecodeDescriptor(b []byte) (Descriptor, error) {
 	var d Descriptor
 	if err := json.Unmarshal(b, &d); err != nil {
-		return Descriptor{}, fmt.Errorf("lease: invalid descriptor: %w", err)
+		return Descriptor{}, fmt.Errorf("%w: %w", ErrInvalidDescriptor, err)
+	}
+	if err := keyspace.ValidateOwnerID(d.OwnerID); err != nil {
+		return Descriptor{}, fmt.Errorf("%w: %w", ErrInvalidDescriptor, err)
 	}
 	return d, nil
 }

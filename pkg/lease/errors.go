@@ -36,6 +36,12 @@ var ErrInvalidConfig = errors.New("lease: invalid config")
 // Nothing was written; the keeper is still valid.
 var ErrUpdateConflict = errors.New("lease: owner descriptor changed concurrently")
 
+// ErrInvalidDescriptor is returned by DecodeDescriptor for a value of
+// owners/<ownerId> that is not a descriptor: not one JSON object of its
+// fields, or one that names no valid owner id. Readers treat such an owner
+// as one whose descriptor is unknown (only its key's owner id).
+var ErrInvalidDescriptor = errors.New("lease: invalid descriptor")
+
 // DuplicateOwnerError is the ErrDuplicateOwner returned by Start: the owner
 // key that is in the way, as read in the refused transaction.
 type DuplicateOwnerError struct {

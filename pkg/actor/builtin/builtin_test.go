@@ -139,6 +139,20 @@ func TestRegister(t *testing.T) {
 	})
 }
 
+// A register restored at the largest version refuses writes instead of
+// wrapping the version into a state Restore refuses (FuzzHandle's
+// register-version-overflow); reads and a cas that does not match answer.
+func TestRegisterVersionOverflow(t *testing.T) {
+	obj := newObject(t, RegisterType)
+	must(t, obj.Restore([]byte(`{"v":1,"value":"x","version":9223372036854775807}`)))
+	play(t, RegisterType, obj, newFakeContext(RegisterType), []call{
+		c("get").is(`{"value":"x","version":9223372036854775807}`),
+		c("put", "y").fails(errReject),
+		c("cas", "x", "y").fails(errReject),
+		c("cas", "z", "y").is(`{"ok":false,"value":"x","version":9223372036854775807}`),
+	})
+}
+
 func TestList(t *testing.T) {
 	obj := play(t, ListType, newObject(t, ListType), newFakeContext(ListType), []call{
 		c("read").is(`{"items":[]}`),

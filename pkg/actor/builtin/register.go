@@ -1,6 +1,8 @@
 package builtin
 
 import (
+	"math"
+
 	"github.com/meshloc/meshloc/pkg/actor"
 )
 
@@ -18,7 +20,9 @@ const registerMaxStateBytes = 6*MaxRegisterValue + 128
 //	cas OLD NEW    → {"ok":bool,"value":current,"version":n}
 //
 // A cas whose OLD is not the current value is an answer (ok:false, with the
-// current value), not an error.
+// current value), not an error. A write at version math.MaxInt64 (only a
+// restored state can be there) is rejected: the version would overflow
+// into a state Restore refuses.
 type register struct {
 	value   string
 	version int64
@@ -68,6 +72,9 @@ func (r *register) Handle(_ actor.Context, method string, args [][]byte) ([]byte
 		if err != nil {
 			return nil, err
 		}
+		if err := r.canWrite(); err != nil {
+			return nil, err
+		}
 		r.value, r.version = v, r.version+1
 		return reply(registerPut{Version: r.version})
 	case "cas":
@@ -85,10 +92,21 @@ func (r *register) Handle(_ actor.Context, method string, args [][]byte) ([]byte
 		if old != r.value {
 			return reply(registerCAS{OK: false, Value: r.value, Version: r.version})
 		}
+		if err := r.canWrite(); err != nil {
+			return nil, err
+		}
 		r.value, r.version = v, r.version+1
 		return reply(registerCAS{OK: true, Value: r.value, Version: r.version})
 	}
 	return nil, actor.UnknownMethod(RegisterType, method)
+}
+
+// canWrite refuses a write whose version would overflow.
+func (r *register) canWrite() error {
+	if r.version == math.MaxInt64 {
+		return actor.Rejected("register at version %d: a write would overflow the version", r.version)
+	}
+	return nil
 }
 
 // Snapshot implements actor.Object.
