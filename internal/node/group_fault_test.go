@@ -194,7 +194,7 @@ func TestSeedBug24_JoinAnswersAtReady(t *testing.T) {
 	arm(t, failpoint.TargetBeforeCommit, "sleep:3s")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	gs, err := src.JoinGroup(ctx, g, a, 20*time.Second)
+	gs, err := src.JoinGroup(ctx, g, a, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestSeedBug27_StopWaitsForJoinCleanup(t *testing.T) {
 	arm(t, failpoint.TargetBeforeCommit, "sleep:2s")
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := src.JoinGroup(ctx, g, a, 20*time.Second); err != nil {
+	if _, err := src.JoinGroup(ctx, g, a, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if src.PendingJoins() != 1 {

@@ -25,6 +25,8 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -348,10 +350,20 @@ func rawPayload(id []byte, object, typ string, state, timers, replies []byte) []
 func rawPrepare(n *node.Node, targetRID []byte, object, typ string, payload []byte, deadline time.Time) *pb.Prepare {
 	id := wire.NewRelocationID()
 	coord := wire.NewRoutingID()
-	return &pb.Prepare{Version: wire.Version, RelocationId: id[:],
+	nonce := wire.NewNonce()
+	// A record carrying this relocation's intent for n, as the coordinator
+	// would have written it: the PREPARE is consistent in itself (no such
+	// record is in etcd, so nothing this stages can commit).
+	rid, _ := wire.ParseRoutingIDBytes(targetRID)
+	o, _ := keyspace.ParseObject(object)
+	rec := record.Record{Kind: o.Kind, Type: o.Type, ObjectGeneration: 1, OwnerGeneration: 1,
+		Owner: record.OwnerRef{ID: "ghost", Generation: 1}, Node: record.NodeRef{RoutingID: coord.Hex(), Address: "ghost:7100"},
+		State: record.StateRelocating, Intent: &record.Intent{RelocationID: id.String(), Target: n.Self(),
+			TargetNode: record.NodeRef{RoutingID: rid.Hex(), Address: n.Address()}, DeadlineMs: deadline.UnixMilli(), NonceHash: record.HashNonce(nonce)}}
+	return &pb.Prepare{Version: wire.Version, RelocationId: id[:], Nonce: nonce,
 		Coordinator:   &pb.Fence{OwnerId: "ghost", OwnerGeneration: 1, RoutingId: coord[:], ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1},
 		Target:        &pb.Fence{OwnerId: n.Self().ID, OwnerGeneration: n.Self().Generation, RoutingId: targetRID},
-		Participants:  []*pb.Participant{{Object: object, Type: typ, ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1}},
+		Participants:  []*pb.Participant{{Object: object, Type: typ, ObjectGeneration: 1, AuthorityGeneration: 1, StoreVersion: 1, Record: rec.Encode()}},
 		PayloadLength: uint64(len(payload)), ChunkCount: 1, Crc32C: wire.CRC32C(payload), ApplicationVersion: "1",
 		DeadlineUnixMs: deadline.UnixMilli()}
 }

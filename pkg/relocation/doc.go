@@ -54,6 +54,20 @@
 //     fingerprint of its deterministic encoding) gets the same answer; other
 //     bytes under the same identity get a protocol error and change nothing;
 //     duplicate chunks and DATA are ignored; frames after the end are ignored.
+//     A gap in DATA aborts the stage (the stream is ordered).
+//  7. A commit is valid only for its own intent (DESIGN.md §3): the target
+//     stages nothing unless every participant's record carries this
+//     relocation's intent naming this target (Record.IntendedFor), its node
+//     and PREPARE's deadline, owned by the coordinator at its node, with the
+//     hash of PREPARE's nonce (a secret of the source's, never published);
+//     the Commit action's transaction compares each record's exact bytes,
+//     so what the target checked is what etcd holds, or nothing commits.
+//  8. A target holds only what it was sent: the assembly keeps chunks as
+//     they come until half the payload arrived (never allocating from the
+//     announcement alone), a deadline further than TargetConfig
+//     MaxDeadlineMs is refused, and the driver's bounds on stages
+//     (PrepareEvent.Busy) are refused with CODE_RESOURCE_EXHAUSTED before
+//     anything is staged.
 //
 // # The driver's duties, in order
 //
@@ -80,7 +94,9 @@
 //
 // Target driver:
 //  1. Before PREPARE reaches the machine, know whether the node is draining
-//     (PrepareEvent.Draining) and the time.
+//     (PrepareEvent.Draining), the time, and whether a bound on incoming
+//     stages is reached or the relocation is staged already on another
+//     stream (PrepareEvent.Busy, Duplicate).
 //  2. Restore creates hidden instances that admit nothing; requests arriving
 //     for them wait.
 //  3. Commit is the commit transaction of pkg/authority; an RPC error is
