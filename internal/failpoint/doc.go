@@ -96,8 +96,9 @@ const (
 	BugCRCIgnored = "crc-ignored"
 	// BugWokenOwnerServes: a node whose lease deadline passed keeps its
 	// objects and serves them under its old fences (no lease check before
-	// executing or replying, no teardown, the process does not exit): SIGSTOP
-	// of an owner past its TTL, then SIGCONT.
+	// executing or replying, no teardown, the process does not exit, and
+	// it does not notice that etcd moved its objects away): SIGSTOP of an
+	// owner past its TTL, then SIGCONT.
 	BugWokenOwnerServes = "woken-owner-serves"
 )
 
