@@ -109,6 +109,7 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 			if err != nil {
 				return usageError{err}
 			}
+			defer cliutil.ReloadOnHangup(log, srv.ReloadTLS)()
 			if err := srv.Run(cmd.Context()); err != nil {
 				log.Error().Err(err).Msg("locationd stopped")
 				return err

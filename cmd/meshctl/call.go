@@ -103,7 +103,7 @@ A change that would make a durable object's state larger than the node's
 					return usageError{err: fmt.Errorf("--op-id: %w", err)}
 				}
 			}
-			cfg := client.Config{Timeout: g.timeout}
+			cfg := client.Config{Timeout: g.timeout, TLS: g.tls, EtcdTLS: g.etcd}
 			if len(g.etcdEndpoints) > 0 {
 				cfg.EtcdEndpoints = g.etcdEndpoints
 			} else {

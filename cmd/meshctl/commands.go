@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -49,6 +51,24 @@ type globals struct {
 	output        string
 	timeout       time.Duration
 	lookup        func(string) (string, bool)
+	// tls: the caller's certificate (--cacert, --cert, --key): locationd's
+	// API over HTTPS and the nodes' gRPC port with mutual TLS.
+	tls mtls.Files
+	// etcd: how call --etcd-endpoints reaches a secured etcd.
+	etcd mtls.Etcd
+}
+
+// httpClient is the HTTP client of every request to locationd: with TLS,
+// it presents the caller's certificate and accepts only a locationd's.
+func (g *globals) httpClient() (*http.Client, error) {
+	if !g.tls.Enabled() {
+		return http.DefaultClient, nil
+	}
+	r, err := mtls.Load(g.tls)
+	if err != nil {
+		return nil, usageError{err: err}
+	}
+	return &http.Client{Transport: &http.Transport{TLSClientConfig: r.ClientConfig(mtls.WantRole(mtls.RoleLocationd))}}, nil
 }
 
 // run is main without the process: it executes args and returns the exit
@@ -98,7 +118,10 @@ objects, get, relocations, controllers), operates it (relocate, rebalance),
 and calls objects through a meshnode gateway (call).
 
 Global flags can also be set by the environment: MESHCTL_<FLAG>, e.g.
-MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins.
+MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins. A secured cluster
+(mutual TLS) is reached with --cacert, --cert and --key (MESHCTL_CACERT,
+MESHCTL_CERT, MESHCTL_KEY) and https:// --locationd; meshctl certs init makes
+the certificates.
 
 Exit status: 0 on success, 1 on an error, 2 on a usage error. Errors are one
 line on stderr: "meshctl: <code>: <message>". Object names (actor/<type>/<id>,
@@ -128,6 +151,9 @@ URL) are checked before any request: one that does not parse is a usage error,
 			if err := checkHTTPURL("--locationd", g.locationd); err != nil {
 				return err
 			}
+			if err := g.tls.Validate(); err != nil {
+				return usageError{err: fmt.Errorf("--cacert/--cert/--key: %w", err)}
+			}
 			return checkHostPort("--node", g.node)
 		},
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -140,11 +166,19 @@ URL) are checked before any request: one that does not parse is a usage error,
 	pf.Var(cliutil.NewList(&g.etcdEndpoints), "etcd-endpoints", "comma-separated etcd client URLs: call routes from etcd straight to the owner instead of through --node")
 	pf.StringVarP(&g.output, "output", "o", "table", "output format: table or json (the API's JSON)")
 	pf.DurationVar(&g.timeout, "timeout", 10*time.Second, "bound on each request")
+	pf.StringVar(&g.tls.CA, "cacert", "", "the cluster CA: with --cert and --key, locationd (https://) and nodes are reached with mutual TLS")
+	pf.StringVar(&g.tls.Cert, "cert", "", "your certificate (admin, operator or viewer of meshctl certs init)")
+	pf.StringVar(&g.tls.Key, "key", "", "the key of --cert")
+	pf.StringVar(&g.etcd.CACert, "etcd-cacert", "", "CA of etcd's server certificate (call --etcd-endpoints https://...)")
+	pf.StringVar(&g.etcd.Cert, "etcd-cert", "", "client certificate for etcd (its common name is the etcd user)")
+	pf.StringVar(&g.etcd.Key, "etcd-key", "", "the key of --etcd-cert")
+	pf.StringVar(&g.etcd.User, "etcd-user", "", "etcd user (password authentication; with --etcd-password-file)")
+	pf.StringVar(&g.etcd.PasswordFile, "etcd-password-file", "", "file holding --etcd-user's password")
 	root.SetOut(stdout)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
 
 	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
-		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout))
+		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout), certsCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}
@@ -164,7 +198,11 @@ func exactArgs(n int) cobra.PositionalArgs {
 // client is the API client of --locationd (checked by the root's
 // PersistentPreRunE).
 func (g *globals) client() (*api.Client, error) {
-	c, err := api.NewClient(g.locationd, nil)
+	hc, err := g.httpClient()
+	if err != nil {
+		return nil, err
+	}
+	c, err := api.NewClient(g.locationd, hc)
 	if err != nil {
 		return nil, badArgument("--locationd", err)
 	}

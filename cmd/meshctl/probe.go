@@ -40,7 +40,11 @@ It is a health check for containers that have no shell or curl, e.g.
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			status, line, err := probe(ctx, u.String())
+			hc, err := g.httpClient()
+			if err != nil {
+				return err
+			}
+			status, line, err := probe(ctx, hc, u.String())
 			if err != nil {
 				return &api.Error{Code: api.CodeUnavailable, Message: fmt.Sprintf("GET %s: %v", u, err)}
 			}
@@ -62,12 +66,12 @@ It is a health check for containers that have no shell or curl, e.g.
 
 // probe GETs u and returns the status and the first non-empty line of the
 // body.
-func probe(ctx context.Context, u string) (int, string, error) {
+func probe(ctx context.Context, base *http.Client, u string) (int, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return 0, "", err
 	}
-	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	hc := &http.Client{Transport: base.Transport, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	defer hc.CloseIdleConnections()
 	resp, err := hc.Do(req)
 	if err != nil {

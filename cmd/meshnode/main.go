@@ -4,7 +4,7 @@
 // lease revoked last); a second SIGTERM or SIGINT skips the rest of the drain
 // and stops at once. A drain asked through AdminService (meshctl drain)
 // stops it too. Exit status 0 after a drain, even if some objects could not
-// be moved (the log lists them).
+// be moved (the log lists them). SIGHUP reloads its TLS certificate.
 package main
 
 import (
@@ -19,6 +19,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -75,6 +76,7 @@ func run(args []string) int {
 		fmt.Fprintln(os.Stderr, "meshnode:", err)
 		return 1
 	}
+	defer cliutil.ReloadOnHangup(log, n.ReloadTLS)()
 	clean := false // told to stop: exit status 0
 	select {
 	case <-ctx.Done():

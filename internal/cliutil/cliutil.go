@@ -1,14 +1,20 @@
 // Package cliutil holds the small helpers the meshloc binaries share for their
-// command lines: the environment mirror of flags and the list flag value.
+// command lines: the environment mirror of flags, the list flag value, and
+// the reload of certificates on SIGHUP.
 //
-// It is not a config framework: each binary owns one Config (CONVENTIONS.md,
-// "Config, logs, metrics") and only borrows these mechanics.
+// It is not a config framework: each binary owns one Config and only
+// borrows these mechanics.
 package cliutil
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"strings"
+	"sync"
+	"syscall"
 
+	"github.com/rs/zerolog"
 	"github.com/spf13/pflag"
 )
 
@@ -74,3 +80,32 @@ func (l *List) Set(s string) error {
 
 // Type names the value in pflag's help.
 func (l *List) Type() string { return "list" }
+
+// ReloadOnHangup calls reload at every SIGHUP (a renewed TLS certificate)
+// and logs what happened, until the returned stop is called (it waits for
+// the goroutine).
+func ReloadOnHangup(log zerolog.Logger, reload func() error) (stop func()) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGHUP)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-sigs:
+				if err := reload(); err != nil {
+					log.Error().Err(err).Msg("SIGHUP: certificate not reloaded (the one in use stays)")
+				} else {
+					log.Info().Msg("SIGHUP: certificate reloaded")
+				}
+			case <-done:
+				return
+			}
+		}
+	})
+	return func() {
+		signal.Stop(sigs)
+		close(done)
+		wg.Wait()
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/mtls"
 )
 
 // EnvPrefix is the prefix of the environment mirror of every flag:
@@ -196,6 +197,56 @@ type Config struct {
 	// recovery attempts per second, so a dead node's thousands of objects do
 	// not flood etcd.
 	RecoveryRate float64
+
+	// Transport security (pkg/mtls). CertFile, KeyFile and TrustedCAFile
+	// (--cert-file, --key-file, --trusted-ca-file, all or none) are this
+	// locationd's certificate (role locationd, its name), its key and the
+	// cluster CA: set, the API serves HTTPS and requires a client
+	// certificate of the CA (a viewer may only GET; relocations, drains,
+	// rebalances and groups need an operator or admin: 403
+	// permission_denied), locationd reaches the nodes' AdminService with
+	// mutual TLS, and the embedded etcd serves its client port with the
+	// same files (--listen-client https://), authenticates clients by
+	// certificate and, at its first start, gets its users and roles
+	// (internal/etcdauth) and authentication enabled. Unset, everything is
+	// plaintext, and a non-loopback --http, --listen-client or --listen-peer
+	// is refused unless Insecure.
+	CertFile, KeyFile, TrustedCAFile string
+	// PeerCertFile, PeerKeyFile and PeerTrustedCAFile secure the embedded
+	// etcd's peer port (--listen-peer https://) of a multi-member cluster.
+	PeerCertFile, PeerKeyFile, PeerTrustedCAFile string
+	// Insecure (--insecure) allows plaintext on non-loopback addresses.
+	Insecure bool
+	// How this process reaches etcd (embedded or not): its CA (--etcd-cacert;
+	// for the embedded etcd, default --trusted-ca-file), a client
+	// certificate (--etcd-cert, --etcd-key: etcd-locationd of `meshctl certs
+	// init`), or a user and password file (--etcd-user,
+	// --etcd-password-file).
+	EtcdCACert, EtcdCert, EtcdKey, EtcdUser, EtcdPasswordFile string
+	// EtcdSetupAuth (--etcd-setup-auth): with --etcd-endpoints, create the
+	// users and roles of internal/etcdauth and enable authentication if it
+	// is off (give root's credentials for that run). The embedded etcd with
+	// TLS always does it at its first start.
+	EtcdSetupAuth bool
+}
+
+// TLSFiles are the API's (and the embedded etcd's client port's) files.
+func (c *Config) TLSFiles() mtls.Files {
+	return mtls.Files{CA: c.TrustedCAFile, Cert: c.CertFile, Key: c.KeyFile}
+}
+
+// PeerTLSFiles are the embedded etcd's peer port's files.
+func (c *Config) PeerTLSFiles() mtls.Files {
+	return mtls.Files{CA: c.PeerTrustedCAFile, Cert: c.PeerCertFile, Key: c.PeerKeyFile}
+}
+
+// Etcd is how this process reaches etcd at endpoints.
+func (c *Config) Etcd(endpoints []string) mtls.Etcd {
+	e := mtls.Etcd{Endpoints: endpoints, CACert: c.EtcdCACert, Cert: c.EtcdCert, Key: c.EtcdKey, User: c.EtcdUser, PasswordFile: c.EtcdPasswordFile}
+	if e.CACert == "" && c.Embedded() && c.TLSFiles().Enabled() {
+		e.CACert = c.TrustedCAFile
+	}
+	return e
 }
 
 // RelocationSlack is how much longer than a relocation's deadline POST
@@ -273,6 +324,65 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ElectionTTL, "election-ttl", c.ElectionTTL, "a dead recovery controller leader is replaced within this long (its election lease is granted 1s shorter; 3s or more for the bound to hold)")
 	fs.BoolVar(&c.RecoverOrphans, "recover-orphans", c.RecoverOrphans, "the leading recovery controller re-activates orphaned objects on live nodes (false: only reports them)")
 	fs.Float64Var(&c.RecoveryRate, "recovery-rate", c.RecoveryRate, "most recovery attempts per second of the recovery controller")
+	fs.StringVar(&c.CertFile, "cert-file", c.CertFile, "this locationd's certificate (role locationd): with --key-file and --trusted-ca-file the API is HTTPS with client certificates, and so is the embedded etcd's client port")
+	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "the key of --cert-file")
+	fs.StringVar(&c.TrustedCAFile, "trusted-ca-file", c.TrustedCAFile, "the cluster CA every client's certificate must chain to")
+	fs.StringVar(&c.PeerCertFile, "peer-cert-file", c.PeerCertFile, "the embedded etcd's peer certificate (multi-member; --listen-peer https://)")
+	fs.StringVar(&c.PeerKeyFile, "peer-key-file", c.PeerKeyFile, "the key of --peer-cert-file")
+	fs.StringVar(&c.PeerTrustedCAFile, "peer-trusted-ca-file", c.PeerTrustedCAFile, "the CA of the embedded etcd's peers")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow plaintext on non-loopback addresses (no TLS flags)")
+	fs.StringVar(&c.EtcdCACert, "etcd-cacert", c.EtcdCACert, "CA of etcd's server certificate (default with the embedded etcd: --trusted-ca-file)")
+	fs.StringVar(&c.EtcdCert, "etcd-cert", c.EtcdCert, "client certificate for etcd (its common name is the etcd user: etcd-locationd.crt of meshctl certs init)")
+	fs.StringVar(&c.EtcdKey, "etcd-key", c.EtcdKey, "the key of --etcd-cert")
+	fs.StringVar(&c.EtcdUser, "etcd-user", c.EtcdUser, "etcd user (password authentication; with --etcd-password-file)")
+	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", c.EtcdPasswordFile, "file holding --etcd-user's password")
+	fs.BoolVar(&c.EtcdSetupAuth, "etcd-setup-auth", c.EtcdSetupAuth, "with --etcd-endpoints: create meshloc's etcd users and roles and enable authentication (run once with root's credentials)")
+}
+
+// validateTLS checks the transport security flags.
+func (c *Config) validateTLS() error {
+	if err := c.TLSFiles().Validate(); err != nil {
+		return &FlagError{Flag: "--cert-file/--key-file/--trusted-ca-file", Value: c.CertFile, Reason: err.Error()}
+	}
+	if err := c.PeerTLSFiles().Validate(); err != nil {
+		return &FlagError{Flag: "--peer-cert-file/--peer-key-file/--peer-trusted-ca-file", Value: c.PeerCertFile, Reason: err.Error()}
+	}
+	tls := c.TLSFiles().Enabled()
+	addrs := map[string]string{"--http": c.HTTP}
+	if c.Embedded() {
+		for flag, raw := range map[string]string{"--listen-client": c.ListenClient, "--listen-peer": c.ListenPeer} {
+			u, err := url.Parse(raw)
+			if err != nil {
+				continue // checkURL says why
+			}
+			addrs[flag] = u.Host
+			secured := tls
+			if flag == "--listen-peer" {
+				secured = c.PeerTLSFiles().Enabled()
+			}
+			if secured != (u.Scheme == "https") {
+				return &FlagError{Flag: flag, Value: raw, Reason: "is https:// exactly when its TLS files are given"}
+			}
+		}
+		if tls && (c.EtcdCert == "" && c.EtcdUser == "") {
+			return &FlagError{Flag: "--etcd-cert", Value: "", Reason: "the embedded etcd authenticates its clients: give this locationd's etcd client certificate (etcd-locationd.crt) with --etcd-key"}
+		}
+		if c.EtcdSetupAuth {
+			return &FlagError{Flag: "--etcd-setup-auth", Value: "true", Reason: "is for --etcd-endpoints: the embedded etcd with TLS sets up its authentication itself"}
+		}
+	} else if c.PeerTLSFiles().Enabled() {
+		return &FlagError{Flag: "--peer-cert-file", Value: c.PeerCertFile, Reason: "means nothing with --etcd-endpoints (no embedded etcd is started)"}
+	}
+	for flag, a := range addrs {
+		if tls && flag != "--listen-peer" || flag == "--listen-peer" && c.PeerTLSFiles().Enabled() || c.Insecure || mtls.Loopback(a) {
+			continue
+		}
+		return &FlagError{Flag: flag, Value: a, Reason: "is not a loopback address: give the TLS flags (--cert-file, --key-file, --trusted-ca-file; --peer-* for --listen-peer), or --insecure to serve plaintext there"}
+	}
+	if err := c.Etcd(c.EtcdEndpoints).Validate(); err != nil && !c.Embedded() {
+		return &FlagError{Flag: "--etcd-*", Value: strings.Join(c.EtcdEndpoints, ","), Reason: err.Error()}
+	}
+	return nil
 }
 
 // Embedded reports whether c runs an embedded etcd (no endpoints given).
@@ -316,6 +426,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --relocation-timeout %s must be positive and at most %s", ErrInvalidConfig, c.RelocationTimeout, maxRelocationTimeout)
 	}
 	if err := c.validateHTTPServer(); err != nil {
+		return err
+	}
+	if err := c.validateTLS(); err != nil {
 		return err
 	}
 	if err := c.recoveryConfig("check", "").Validate(); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 )
 
 // Errors of the API layer itself (the store's come from pkg/authority).
@@ -48,6 +49,9 @@ var errorTable = []struct {
 	code string
 }{
 	{errInvalidArgument, api.CodeInvalidArgument},
+	{mtls.ErrPermissionDenied, api.CodePermissionDenied},
+	{mtls.ErrNoIdentity, api.CodePermissionDenied},
+	{mtls.ErrBadIdentity, api.CodePermissionDenied},
 	{errConflict, api.CodeConflict},
 	{errOwnerNotAlive, api.CodeUnavailable},
 	{errOwnerNotFound, api.CodeNotFound},
@@ -272,6 +276,31 @@ func (s *Server) canonicalPaths(h http.Handler) http.Handler {
 	})
 }
 
+// authorize, when the API serves TLS, admits a request only if the role of
+// its verified client certificate may: reads (GET, HEAD) need
+// mtls.ActionRead, everything else mtls.ActionOperate; refused: 403
+// permission_denied. It is the one place that checks who calls the API.
+func (s *Server) authorize(h http.Handler) http.Handler {
+	if !s.cfg.TLSFiles().Enabled() {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		action := mtls.ActionOperate
+		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+			action = mtls.ActionRead
+		}
+		id, err := mtls.RequestIdentity(r)
+		if err == nil {
+			err = mtls.Allowed(id, action)
+		}
+		if err != nil {
+			s.writeError(w, r, "", err)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // routes is the API's mux. Every route is GET (HEAD too), but
 // /v1/relocations, which is GET or POST, and the POST-only routes (drain,
 // rebalance, groups); any other method gets a typed 405, an unknown path a
@@ -313,7 +342,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 		return nil, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path)
 	})
 	mux.Handle("/metrics", s.m.instrument("/metrics", s.getOnly(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))))
-	return s.canonicalPaths(mux)
+	return s.authorize(s.canonicalPaths(mux))
 }
 
 // getOnly refuses every method but GET and HEAD with a typed 405.

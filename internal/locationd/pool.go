@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	"github.com/meshloc/meshloc/pkg/wire/transport"
@@ -36,6 +37,9 @@ type adminPool struct {
 	calls   sync.WaitGroup // calls in flight (Add only under mu, before closed)
 	janitor sync.WaitGroup
 	stop    chan struct{}
+	// creds, when set (TLS), secure every node connection: locationd's
+	// certificate is presented, and the node's must be a node's of the CA.
+	creds credentials.TransportCredentials
 }
 
 type pooledConn struct {
@@ -105,7 +109,11 @@ func (p *adminPool) acquire(addr string) (*pooledConn, error) {
 	}
 	pc := p.conns[addr]
 	if pc == nil {
-		cc, err := grpc.NewClient(addr, transport.DialOptions()...)
+		opts := transport.DialOptions()
+		if p.creds != nil {
+			opts = append(opts, grpc.WithTransportCredentials(p.creds))
+		}
+		cc, err := grpc.NewClient(addr, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%w: node address %q: %v", errNodeUnavailable, addr, err)
 		}

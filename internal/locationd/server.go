@@ -2,6 +2,7 @@ package locationd
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	stdlog "log"
@@ -15,13 +16,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
 
 	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/internal/etcdauth"
 	"github.com/meshloc/meshloc/internal/locationd/recovery"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/mtls"
 )
 
 // ErrAlreadyRun is returned by a second call of Server.Run.
@@ -38,6 +40,7 @@ type Server struct {
 	reg  *prometheus.Registry
 	m    *metrics
 	ctrl *recovery.Controller // set by Run (startControllers), under mu
+	tls  *mtls.Reloader       // nil: plaintext API
 
 	ran   atomic.Bool
 	ready chan struct{}
@@ -58,6 +61,15 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		return nil, err
 	}
 	cfg.EtcdEndpoints = append([]string(nil), cfg.EtcdEndpoints...)
+	var rl *mtls.Reloader
+	if cfg.TLSFiles().Enabled() {
+		if rl, err = mtls.Load(cfg.TLSFiles()); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+		}
+		if id := rl.Identity(); id.Role != mtls.RoleLocationd {
+			return nil, fmt.Errorf("%w: --cert-file names %s, not a locationd", ErrInvalidConfig, id)
+		}
+	}
 	reg := prometheus.NewRegistry()
 	return &Server{
 		cfg:   cfg,
@@ -66,6 +78,7 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		reg:   reg,
 		m:     newMetrics(reg),
 		ready: make(chan struct{}),
+		tls:   rl,
 	}, nil
 }
 
@@ -112,7 +125,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		s.log.Info().Str("dir", dir).Str("client", cfg.ListenClient).Str("peer", cfg.ListenPeer).
 			Str("name", cfg.MemberName).Str("initialCluster", ic).Str("initialClusterState", cfg.InitialClusterState).
 			Msg("starting embedded etcd")
-		etcd, err = embedetcd.Start(ctx, embedetcd.Config{
+		ecfg := embedetcd.Config{
 			Name:           cfg.MemberName,
 			Dir:            dir,
 			ClientURL:      cfg.ListenClient,
@@ -122,7 +135,14 @@ func (s *Server) Run(ctx context.Context) (err error) {
 			ClusterState:   cfg.InitialClusterState,
 			StartTimeout:   cfg.EtcdStartTimeout,
 			LogLevel:       cfg.EtcdLogLevel,
-		})
+		}
+		if f := cfg.TLSFiles(); f.Enabled() {
+			ecfg.ClientTLS = &embedetcd.TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA}
+		}
+		if f := cfg.PeerTLSFiles(); f.Enabled() {
+			ecfg.PeerTLS = &embedetcd.TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA}
+		}
+		etcd, err = embedetcd.Start(ctx, ecfg)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil // cancelled while starting: a clean stop
@@ -138,20 +158,37 @@ func (s *Server) Run(ctx context.Context) (err error) {
 
 	// 2. The client. Its own zap logger is silenced: its retries surface as
 	// request errors (503) and /readyz failures, logged by us.
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints:   endpoints,
-		DialTimeout: dialTimeout,
-		Logger:      zap.NewNop(),
-	})
+	ecc, err := cfg.Etcd(endpoints).ClientConfig()
+	if err != nil {
+		return fmt.Errorf("locationd: etcd client: %w", err)
+	}
+	ecc.DialTimeout = dialTimeout
+	cli, err := clientv3.New(ecc)
 	if err != nil {
 		return fmt.Errorf("locationd: etcd client %v: %w", endpoints, err)
 	}
 	defer cli.Close()
+	if etcd != nil && s.tls != nil || cfg.EtcdSetupAuth {
+		// The embedded etcd with TLS gets its users and roles at its first
+		// start (a restart, or another member, finds authentication on).
+		actx, cancel := context.WithTimeout(ctx, cfg.EtcdStartTimeout)
+		enabled, err := etcdauth.Setup(actx, cli, s.keys)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("locationd: etcd authentication: %w", err)
+		}
+		if enabled {
+			s.log.Info().Strs("users", []string{etcdauth.UserRoot, etcdauth.UserNode, etcdauth.UserLocationd}).Msg("etcd authentication enabled")
+		}
+	}
 	// The connections to the nodes' AdminService (relocation routes). Closed
 	// after the API (deferred, so before the client): it cancels the node
 	// calls still in flight after the shutdown bound and waits for them.
 	pool := newAdminPool(poolIdle)
 	defer pool.close()
+	if s.tls != nil {
+		pool.creds = s.tls.ClientCredentials(mtls.WantRole(mtls.RoleNode))
+	}
 
 	// 3. The API.
 	ln, err := net.Listen("tcp", cfg.HTTP)
@@ -164,6 +201,9 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	// process. The timeouts bound what each connection may hold (Config).
 	addr := ln.Addr().String()
 	ln = netutil.LimitListener(ln, cfg.HTTPMaxConnections)
+	if s.tls != nil {
+		ln = tls.NewListener(ln, s.tls.ServerConfig())
+	}
 	hs := &http.Server{
 		Handler:           s.routes(authority.New(cli, s.keys), cli, pool),
 		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
@@ -228,4 +268,14 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		<-serveDone // http.ErrServerClosed
 	}
 	return cause
+}
+
+// ReloadTLS reads the API's certificate and key again (SIGHUP): new
+// connections use them. The embedded etcd reads its files at every new
+// connection by itself.
+func (s *Server) ReloadTLS() error {
+	if s.tls == nil {
+		return nil
+	}
+	return s.tls.Reload()
 }

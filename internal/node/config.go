@@ -11,6 +11,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -124,6 +125,29 @@ type Config struct {
 	// (default 0: the larger of a call's limit, about 1.06 MiB, and a STATE
 	// chunk with its framing); at least --chunk-bytes + 64 KiB.
 	GRPCMaxMessageBytes int
+
+	// TLS: the node's certificate (it names the node: common name = Name,
+	// role node), its key and the cluster CA. Set, every connection to the
+	// gRPC port must present a certificate of the CA, each RPC is allowed
+	// by the caller's role (pkg/mtls), and the node dials its peers with
+	// its certificate and checks theirs. Unset, the port is plaintext and
+	// the node refuses to listen on a non-loopback address unless Insecure.
+	CertFile, KeyFile, TrustedCAFile string
+	// Insecure allows plaintext on a non-loopback address.
+	Insecure bool
+	// Etcd's TLS and authentication: its CA, a client certificate (etcd's
+	// certificate authentication), or a user and a password file.
+	EtcdCACert, EtcdCert, EtcdKey, EtcdUser, EtcdPasswordFile string
+}
+
+// TLSFiles are the node's certificate files (mtls).
+func (c *Config) TLSFiles() mtls.Files {
+	return mtls.Files{CA: c.TrustedCAFile, Cert: c.CertFile, Key: c.KeyFile}
+}
+
+// Etcd is how the node reaches etcd.
+func (c *Config) Etcd() mtls.Etcd {
+	return mtls.Etcd{Endpoints: c.EtcdEndpoints, CACert: c.EtcdCACert, Cert: c.EtcdCert, Key: c.EtcdKey, User: c.EtcdUser, PasswordFile: c.EtcdPasswordFile}
 }
 
 // MaxClockSkew is how much later than this node's --relocation-timeout a
@@ -228,6 +252,15 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.MaxIncomingBytes, "max-incoming-relocation-bytes", c.MaxIncomingBytes, "payload bytes the relocations this node receives may announce, together")
 	fs.IntVar(&c.GRPCMaxStreams, "grpc-max-streams", c.GRPCMaxStreams, "concurrent gRPC streams (calls, relocation streams) per connection")
 	fs.IntVar(&c.GRPCMaxMessageBytes, "grpc-max-message-bytes", c.GRPCMaxMessageBytes, "largest gRPC message received (0: a call's limit or a STATE chunk with framing, whichever is larger)")
+	fs.StringVar(&c.CertFile, "cert-file", c.CertFile, "this node's certificate (role node, common name = --name); with --key-file and --trusted-ca-file the gRPC port requires mutual TLS")
+	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "the key of --cert-file")
+	fs.StringVar(&c.TrustedCAFile, "trusted-ca-file", c.TrustedCAFile, "the cluster CA every peer's and client's certificate must chain to")
+	fs.BoolVar(&c.Insecure, "insecure", c.Insecure, "allow plaintext gRPC on a non-loopback address (no TLS flags)")
+	fs.StringVar(&c.EtcdCACert, "etcd-cacert", c.EtcdCACert, "CA of etcd's server certificate (https:// endpoints)")
+	fs.StringVar(&c.EtcdCert, "etcd-cert", c.EtcdCert, "client certificate for etcd (its common name is the etcd user)")
+	fs.StringVar(&c.EtcdKey, "etcd-key", c.EtcdKey, "the key of --etcd-cert")
+	fs.StringVar(&c.EtcdUser, "etcd-user", c.EtcdUser, "etcd user (password authentication; with --etcd-password-file)")
+	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", c.EtcdPasswordFile, "file holding --etcd-user's password")
 }
 
 // ApplyEnv sets flags not given on the command line from MESHNODE_<FLAG>.
@@ -332,6 +365,15 @@ func (c *Config) Validate() error {
 	}
 	if m := c.GRPCMaxMessageBytes; m != 0 && m < c.ChunkBytes+64<<10 {
 		return bad("--grpc-max-message-bytes", "%d is below --chunk-bytes + 64 KiB (%d)", m, c.ChunkBytes+64<<10)
+	}
+	if err := c.TLSFiles().Validate(); err != nil {
+		return bad("--cert-file/--key-file/--trusted-ca-file", "%v", err)
+	}
+	if !c.TLSFiles().Enabled() && !c.Insecure && !mtls.Loopback(c.Listen) {
+		return bad("--listen", "%s is not a loopback address: give --cert-file, --key-file and --trusted-ca-file, or --insecure to serve plaintext there", c.Listen)
+	}
+	if err := c.Etcd().Validate(); err != nil {
+		return bad("--etcd-*", "%v", err)
 	}
 	return nil
 }

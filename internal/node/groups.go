@@ -566,7 +566,7 @@ func (r *sourceRun) objects() []keyspace.Object {
 func (r *sourceRun) sealAll(ctx context.Context) ([][]byte, error) {
 	n := r.n
 	if r.h != nil {
-		return n.seal(ctx, r.h, r.id)
+		return n.seal(ctx, r.h, r.id, r.target.Descriptor.OwnerID)
 	}
 	waits := make([]chan struct{}, len(r.members))
 	for i, h := range r.members {
@@ -582,7 +582,7 @@ func (r *sourceRun) sealAll(ctx context.Context) ([][]byte, error) {
 		AuthorityGeneration: g.Record.OwnerGeneration, StoreVersion: g.StoreVersion}}}
 	states := [][]byte{nil}
 	for _, h := range r.members {
-		ps, st, err := n.capture(h)
+		ps, st, err := n.capture(h, r.target.Descriptor.OwnerID)
 		if err != nil {
 			return nil, err
 		}

@@ -3,6 +3,9 @@ package node
 import (
 	"context"
 	"errors"
+	"strings"
+
+	"google.golang.org/grpc"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -10,6 +13,7 @@ import (
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/mtls"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -73,4 +77,56 @@ func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.
 
 func (s *adminServer) ListRelocations(context.Context, *pb.ListRelocationsRequest) (*pb.ListRelocationsResponse, error) {
 	return &pb.ListRelocationsResponse{Relocations: s.n.Relocations()}, nil
+}
+
+// rpcAction is the one table of what each RPC needs (pkg/mtls.Allowed says
+// which roles may): calls any cluster identity, the peer protocol a node,
+// ListRelocations a reader, the other admin RPCs an operator (locationd
+// acts for its verified callers). An RPC not in it is refused.
+func rpcAction(fullMethod string) (mtls.Action, bool) {
+	svc, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	switch svc {
+	case rpcpb.CallService_ServiceDesc.ServiceName:
+		return mtls.ActionCall, true
+	case rpcpb.PeerService_ServiceDesc.ServiceName:
+		return mtls.ActionPeer, true
+	case rpcpb.AdminService_ServiceDesc.ServiceName:
+		if method == "ListRelocations" {
+			return mtls.ActionRead, true
+		}
+		return mtls.ActionOperate, true
+	}
+	return "", false
+}
+
+// authorize checks the verified identity of an RPC's peer against
+// rpcAction: Unauthenticated without one, PermissionDenied for a role
+// that may not.
+func authorize(ctx context.Context, fullMethod string) error {
+	id, err := mtls.PeerIdentity(ctx)
+	if err != nil {
+		return status.Error(codes.Unauthenticated, err.Error())
+	}
+	a, ok := rpcAction(fullMethod)
+	if !ok {
+		return status.Errorf(codes.PermissionDenied, "mtls: %s is not an RPC of this node", fullMethod)
+	}
+	if err := mtls.Allowed(id, a); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return nil
+}
+
+func authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
 }

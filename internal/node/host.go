@@ -75,8 +75,10 @@ type work struct {
 	// relay: where the reply goes when the request was captured elsewhere.
 	relay *relayRoute
 	// route: the reply route of this node's pending request while it runs
-	// elsewhere (0: none).
-	route uint64
+	// elsewhere (0: none); relayer: the owner id it was handed to, the only
+	// node that may relay its reply (checked with mutual TLS).
+	route   uint64
+	relayer string
 }
 
 func newHosted(n *Node, obj keyspace.Object, typ actor.Type) *hosted {

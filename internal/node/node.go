@@ -16,7 +16,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
@@ -24,6 +23,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -93,6 +93,7 @@ type Node struct {
 
 	moved   movedAway
 	peers   *connPool
+	tls     *mtls.Reloader // nil: plaintext (no TLS flags)
 	grpc    *grpc.Server
 	lis     net.Listener
 	httpSrv *http.Server
@@ -149,6 +150,16 @@ func New(cfg Config, opts Options) (*Node, error) {
 	return n, nil
 }
 
+// ReloadTLS reads the node's certificate and key again (SIGHUP): new
+// connections use the renewed certificate; connections open now, and the
+// relocations on them, go on. A node without TLS has nothing to reload.
+func (n *Node) ReloadTLS() error {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.Reload()
+}
+
 // Self is the owner pair of the running node.
 func (n *Node) Self() authority.OwnerRef { return n.self }
 
@@ -179,13 +190,25 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			n.teardown(context.Background())
 		}
 	}()
+	if n.cfg.TLSFiles().Enabled() {
+		if n.tls, err = mtls.Load(n.cfg.TLSFiles()); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		if id := n.tls.Identity(); id != (mtls.Identity{Role: mtls.RoleNode, Name: n.cfg.Name}) {
+			return fmt.Errorf("node: %s names %s, not node %s", n.cfg.CertFile, id, n.cfg.Name)
+		}
+		n.peers.creds = n.tls
+	}
 	n.etcd = n.opts.Etcd
 	if n.etcd == nil {
-		n.etcd, err = clientv3.New(clientv3.Config{Endpoints: n.cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop(),
-			// A durable object's write carries up to --durable-max-bytes
-			// (the client's default send limit is 2 MiB).
-			MaxCallSendMsgSize: max(2<<20, n.cfg.DurableMaxBytes+64<<10)})
+		ecfg, err := n.cfg.Etcd().ClientConfig()
 		if err != nil {
+			return fmt.Errorf("node: etcd: %w", err)
+		}
+		// A durable object's write carries up to --durable-max-bytes
+		// (the client's default send limit is 2 MiB).
+		ecfg.MaxCallSendMsgSize = max(2<<20, n.cfg.DurableMaxBytes+64<<10)
+		if n.etcd, err = clientv3.New(ecfg); err != nil {
 			return fmt.Errorf("node: etcd: %w", err)
 		}
 		n.ownEtcd = true
@@ -238,10 +261,15 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	n.grpc = grpc.NewServer(append(transport.ServerOptions(),
+	sopts := append(transport.ServerOptions(),
 		// (Flow-control windows and buffers: transport.ServerOptions.)
 		grpc.MaxRecvMsgSize(n.cfg.grpcMaxMessageBytes()), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
-		grpc.MaxConcurrentStreams(uint32(n.cfg.GRPCMaxStreams)))...)
+		grpc.MaxConcurrentStreams(uint32(n.cfg.GRPCMaxStreams)))
+	if n.tls != nil {
+		sopts = append(sopts, grpc.Creds(n.tls.ServerCredentials()),
+			grpc.ChainUnaryInterceptor(authorizeUnary), grpc.ChainStreamInterceptor(authorizeStream))
+	}
+	n.grpc = grpc.NewServer(sopts...)
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})

@@ -17,6 +17,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -196,16 +197,31 @@ func routingHex(b []byte) string {
 	return r.Hex()
 }
 
+// peerNode is the owner id a verified peer certificate names ("" without
+// TLS).
+func peerNode(ctx context.Context) string {
+	id, err := mtls.PeerIdentity(ctx)
+	if err != nil || id.Role != mtls.RoleNode {
+		return ""
+	}
+	return id.Name
+}
+
 // RelayReply (PeerService) delivers a relayed reply to the waiting caller.
-func (s *peerServer) RelayReply(_ context.Context, m *pb.ReplyRelay) (*pb.ReplyRelayAck, error) {
+func (s *peerServer) RelayReply(ctx context.Context, m *pb.ReplyRelay) (*pb.ReplyRelayAck, error) {
 	n := s.n
 	rq := m.GetRequester()
 	if rq.GetOwnerId() != n.self.ID || rq.GetOwnerGeneration() != n.self.Generation || !n.rid.Equal(rq.GetRoutingId()) {
 		n.metrics.staleRefused.Inc()
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_STALE_FENCE}, nil
 	}
-	if w := n.routes.peek(m.GetReplyRoute()); w != nil && string(w.op[:]) != string(m.GetOperationId()) {
+	w := n.routes.peek(m.GetReplyRoute())
+	if w != nil && string(w.op[:]) != string(m.GetOperationId()) {
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PROTOCOL_ERROR}, nil
+	}
+	if w != nil && n.tls != nil && peerNode(ctx) != w.relayer {
+		// Only the target the request was handed to may answer it.
+		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PERMISSION_DENIED}, nil
 	}
 	w, terminal := n.routes.take(m.GetReplyRoute())
 	if w == nil {
@@ -777,6 +793,7 @@ func (r *sourceRun) sendBoundary() (int, error) {
 	var crc uint32
 	for i, w := range ws {
 		req := proto.Clone(w.req).(*pb.CallRequest)
+		w.relayer = r.target.Descriptor.OwnerID
 		req.Requester = n.requester(n.routes.add(w))
 		crc = wire.UpdateCRC32C(crc, relocation.RequestBytes(req))
 		if err := r.stream.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Data{Data: &pb.Data{RelocationId: r.id[:], Sequence: uint32(i), Request: req}}}); err != nil {
@@ -932,11 +949,11 @@ func (r *sourceRun) waitSettle(ctx context.Context, seen int64) bool {
 // state, timers, de-duplication table and queue, and encodes the payload:
 // the envelope header, then the state bytes as they are (no copy).
 // Requests arriving from now on are kept as the boundary.
-func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID) ([][]byte, error) {
+func (n *Node) seal(ctx context.Context, h *hosted, id wire.RelocationID, target string) ([][]byte, error) {
 	if err := waitSealed(ctx, sealStart(h)); err != nil {
 		return nil, err
 	}
-	ps, state, err := n.capture(h)
+	ps, state, err := n.capture(h, target)
 	if err != nil {
 		return nil, err
 	}
@@ -974,7 +991,9 @@ func waitSealed(ctx context.Context, wait chan struct{}) error {
 // capture takes the state, timers, de-duplication table and queue of a
 // sealed h (its handler finished): the participant's part of the envelope
 // and its state bytes.
-func (n *Node) capture(h *hosted) (*pb.ParticipantState, []byte, error) {
+// target is the owner the queued requests are handed to: only it may relay
+// their replies.
+func (n *Node) capture(h *hosted, target string) (*pb.ParticipantState, []byte, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.timer != nil {
@@ -1006,6 +1025,7 @@ func (n *Node) capture(h *hosted) (*pb.ParticipantState, []byte, error) {
 			continue // timer state travels in Timers; missed ticks fire on the target
 		}
 		req := proto.Clone(w.req).(*pb.CallRequest)
+		w.relayer = target
 		req.Requester = n.requester(n.routes.add(w))
 		ps.Queued = append(ps.Queued, req)
 		h.captured = append(h.captured, w)
@@ -1143,6 +1163,9 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	t := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion,
 		FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: allocPayload, MaxDeadlineMs: (n.cfg.RelocationTimeout + MaxClockSkew).Milliseconds()})
 	ev := relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load(), Busy: busy, Duplicate: dup}
+	if n.tls != nil {
+		ev.Peer = peerNode(stream.Context()) // authorize let only nodes in
+	}
 	if busy != "" || dup {
 		// Refused before anything is staged or tracked: the machine's
 		// answer goes back and the stream ends.

@@ -15,6 +15,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/placement"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -350,24 +351,35 @@ func (n *Node) Fence(obj keyspace.Object) (authority.Fence, bool) {
 // current by syncPeers), and closes a connection once its address is no
 // live owner's: an address from a message is never dialled on its word.
 type connPool struct {
-	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
-	live   map[string]bool // nil until the first sync: nothing is dialled
-	closed bool            // close ran: no new connection (it would never be closed)
+	mu    sync.Mutex
+	conns map[string]peerConn
+	// live maps the dialable addresses to the owner id etcd names there;
+	// nil until the first sync: nothing is dialled.
+	live   map[string]string
+	closed bool // close ran: no new connection (it would never be closed)
+	// creds, when set, secures every connection with mutual TLS: the peer
+	// must present the certificate of the owner etcd names at its address.
+	creds *mtls.Reloader
 }
 
-func newConnPool() *connPool { return &connPool{conns: map[string]*grpc.ClientConn{}} }
+type peerConn struct {
+	cc    *grpc.ClientConn
+	owner string // the owner id the connection was made to reach
+}
 
-// setLive makes addrs the dialable addresses and closes the connections to
-// any other; it returns how many it closed.
-func (p *connPool) setLive(addrs map[string]bool) int {
+func newConnPool() *connPool { return &connPool{conns: map[string]peerConn{}} }
+
+// setLive makes addrs (address → owner id) the dialable addresses and
+// closes the connections to any other address, or made for another owner;
+// it returns how many it closed.
+func (p *connPool) setLive(addrs map[string]string) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.live = addrs
 	closed := 0
 	for a, c := range p.conns {
-		if !addrs[a] {
-			c.Close()
+		if owner, ok := addrs[a]; !ok || owner != c.owner {
+			c.cc.Close()
 			delete(p.conns, a)
 			closed++
 		}
@@ -379,19 +391,24 @@ func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if c, ok := p.conns[addr]; ok {
-		return c, nil
+		return c.cc, nil
 	}
 	if p.closed {
 		return nil, status.Error(codes.Unavailable, "node: stopped: no new peer connection")
 	}
-	if !p.live[addr] {
+	owner, ok := p.live[addr]
+	if !ok {
 		return nil, status.Errorf(codes.Unavailable, "node: %s is not the address of a live owner", addr)
 	}
-	c, err := grpc.NewClient(addr, transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10))...)
+	opts := transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10))
+	if p.creds != nil {
+		opts = append(opts, grpc.WithTransportCredentials(p.creds.ClientCredentials(mtls.WantIdentity(mtls.Identity{Role: mtls.RoleNode, Name: owner}))))
+	}
+	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
-	p.conns[addr] = c
+	p.conns[addr] = peerConn{cc: c, owner: owner}
 	return c, nil
 }
 
@@ -410,9 +427,9 @@ func (n *Node) syncPeers(ctx context.Context) {
 }
 
 func (n *Node) syncPeersOnce() {
-	live := map[string]bool{}
+	live := map[string]string{}
 	for _, o := range n.dir.List() {
-		live[o.Descriptor.Address] = true
+		live[o.Descriptor.Address] = o.Descriptor.OwnerID
 	}
 	if k := n.peers.setLive(live); k > 0 {
 		n.log.Debug().Int("closed", k).Msg("closed connections to addresses of owners no longer alive")
@@ -432,7 +449,7 @@ func (p *connPool) close() {
 	defer p.mu.Unlock()
 	p.closed = true
 	for a, c := range p.conns {
-		c.Close()
+		c.cc.Close()
 		delete(p.conns, a)
 	}
 }

@@ -25,13 +25,13 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -56,6 +56,13 @@ type Config struct {
 	Prefix, Cluster string
 	// Timeout bounds one call with its retries (default 10 s).
 	Timeout time.Duration
+	// TLS is the caller's certificate, key and the cluster CA (pkg/mtls):
+	// set, every node is reached with mutual TLS and must present a node
+	// certificate of that CA.
+	TLS mtls.Files
+	// EtcdTLS is how to reach a secured etcd (its CA; a client certificate,
+	// or a user and a password file); its Endpoints are EtcdEndpoints.
+	EtcdTLS mtls.Etcd
 }
 
 // Reply is the answer of a successful call.
@@ -81,6 +88,7 @@ type Client struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
+	tls    *mtls.Reloader // nil: plaintext
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	fences map[string]authority.Fence
@@ -103,10 +111,20 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		return nil, err
 	}
 	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
+	if cfg.TLS.Enabled() {
+		if c.tls, err = mtls.Load(cfg.TLS); err != nil {
+			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
 	c.etcd = cfg.Etcd
 	if c.etcd == nil && len(cfg.EtcdEndpoints) > 0 {
-		c.etcd, err = clientv3.New(clientv3.Config{Endpoints: cfg.EtcdEndpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+		e := cfg.EtcdTLS
+		e.Endpoints = cfg.EtcdEndpoints
+		ecfg, err := e.ClientConfig()
 		if err != nil {
+			return nil, fmt.Errorf("client: etcd: %w", err)
+		}
+		if c.etcd, err = clientv3.New(ecfg); err != nil {
 			return nil, fmt.Errorf("client: etcd: %w", err)
 		}
 		c.ownEtcd = true
@@ -313,7 +331,11 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if c.closed {
 		return nil, ErrClosed
 	}
-	cc, err := grpc.NewClient(addr, transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(wire.MaxMessageBytes))...)
+	opts := transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(wire.MaxMessageBytes))
+	if c.tls != nil {
+		opts = append(opts, grpc.WithTransportCredentials(c.tls.ClientCredentials(mtls.WantRole(mtls.RoleNode))))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 )
 
@@ -104,6 +105,13 @@ func (ca *CA) Issue(id Identity, hosts []string, validFor time.Duration) (Leaf, 
 	if err := id.Valid(); err != nil {
 		return Leaf{}, err
 	}
+	if id.Role == RoleNode || id.Role == RoleLocationd {
+		hosts = append([]string{id.Name}, hosts...)
+	}
+	return ca.issue(pkix.Name{CommonName: id.Name, OrganizationalUnit: []string{string(id.Role)}, Organization: []string{Organization}}, hosts, validFor)
+}
+
+func (ca *CA) issue(subject pkix.Name, hosts []string, validFor time.Duration) (Leaf, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return Leaf{}, err
@@ -114,14 +122,10 @@ func (ca *CA) Issue(id Identity, hosts []string, validFor time.Duration) (Leaf, 
 	}
 	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: id.Name, OrganizationalUnit: []string{string(id.Role)}, Organization: []string{Organization}},
-		NotBefore:    now.Add(-time.Hour), NotAfter: now.Add(validFor),
+		SerialNumber: sn, Subject: subject,
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(validFor),
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-	}
-	if id.Role == RoleNode || id.Role == RoleLocationd {
-		hosts = append([]string{id.Name}, hosts...)
 	}
 	seen := map[string]bool{}
 	for _, h := range hosts {
@@ -145,6 +149,17 @@ func (ca *CA) Issue(id Identity, hosts []string, validFor time.Duration) (Leaf, 
 	}
 	return Leaf{CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder})}, nil
+}
+
+// IssueEtcdUser makes a client certificate for etcd's certificate
+// authentication: its common name is the etcd user. Its organizational
+// unit is "etcd": it names no meshloc identity, so no meshloc port accepts
+// it.
+func (ca *CA) IssueEtcdUser(user string, validFor time.Duration) (Leaf, error) {
+	if user == "" || len(user) > 128 {
+		return Leaf{}, fmt.Errorf("%w: etcd user %q", ErrBadIdentity, user)
+	}
+	return ca.issue(pkix.Name{CommonName: user, OrganizationalUnit: []string{"etcd"}, Organization: []string{Organization}}, nil, validFor)
 }
 
 // ErrExists: a file WriteNew would write is there already (nothing was
@@ -180,4 +195,95 @@ func WriteNew(dir string, files map[string][]byte) error {
 		}
 	}
 	return nil
+}
+
+// InitOptions says which certificates Init makes.
+type InitOptions struct {
+	// Nodes and Locationd name the processes (owner ids, member names).
+	Nodes, Locationd []string
+	// Hosts are the DNS names and addresses every server certificate is
+	// also valid for (besides each process's own name); by default
+	// localhost and 127.0.0.1.
+	Hosts []string
+	// ValidFor is how long every certificate is valid (default a year).
+	ValidFor time.Duration
+}
+
+// EtcdUsers are the etcd users Init makes client certificates for, by the
+// file name (without extension) they go to.
+var EtcdUsers = map[string]string{"etcd-root": "root", "etcd-node": "meshloc-node", "etcd-locationd": "meshloc-locationd"}
+
+// ClientRoles are the user certificates Init makes, one per role, named
+// after it.
+var ClientRoles = []Role{RoleAdmin, RoleOperator, RoleViewer}
+
+// Init makes a new CA and every certificate of a cluster in dir: ca.crt
+// and ca.key; <name>.crt/.key for each node and locationd; admin,
+// operator and viewer client certificates; and etcd-root, etcd-node and
+// etcd-locationd for etcd's certificate authentication. It writes nothing
+// if any of those files exists. It returns the names written.
+func Init(dir string, o InitOptions) ([]string, error) {
+	if o.ValidFor <= 0 {
+		o.ValidFor = 365 * 24 * time.Hour
+	}
+	if o.Hosts == nil {
+		o.Hosts = []string{"localhost", "127.0.0.1"}
+	}
+	ca, err := NewCA("meshloc cluster CA", o.ValidFor)
+	if err != nil {
+		return nil, err
+	}
+	caKey, err := ca.KeyPEM()
+	if err != nil {
+		return nil, err
+	}
+	files := map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": caKey}
+	put := func(name string, l Leaf) error {
+		if _, dup := files[name+".crt"]; dup {
+			return fmt.Errorf("mtls: %s named twice", name)
+		}
+		files[name+".crt"], files[name+".key"] = l.CertPEM, l.KeyPEM
+		return nil
+	}
+	var ids []Identity
+	for _, n := range o.Nodes {
+		ids = append(ids, Identity{Role: RoleNode, Name: n})
+	}
+	for _, n := range o.Locationd {
+		ids = append(ids, Identity{Role: RoleLocationd, Name: n})
+	}
+	for _, r := range ClientRoles {
+		ids = append(ids, Identity{Role: r, Name: string(r)})
+	}
+	for _, id := range ids {
+		var hosts []string
+		if id.Role == RoleNode || id.Role == RoleLocationd {
+			hosts = o.Hosts
+		}
+		l, err := ca.Issue(id, hosts, o.ValidFor)
+		if err != nil {
+			return nil, err
+		}
+		if err := put(id.Name, l); err != nil {
+			return nil, err
+		}
+	}
+	for file, user := range EtcdUsers {
+		l, err := ca.IssueEtcdUser(user, o.ValidFor)
+		if err != nil {
+			return nil, err
+		}
+		if err := put(file, l); err != nil {
+			return nil, err
+		}
+	}
+	if err := WriteNew(dir, files); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names, nil
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"sync/atomic"
@@ -204,4 +205,19 @@ func RequestIdentity(r *http.Request) (Identity, error) {
 		return Identity{}, ErrNoIdentity
 	}
 	return Of(r.TLS.VerifiedChains[0][0])
+}
+
+// Loopback reports whether a listen address (host:port) binds loopback
+// only: localhost, 127.0.0.0/8 or ::1. An empty host or 0.0.0.0 binds every
+// interface.
+func Loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		host = addr
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -39,20 +39,29 @@ func (e Etcd) Validate() error {
 	case e.Cert != "" && e.CACert == "":
 		return fmt.Errorf("mtls: --etcd-cert needs --etcd-cacert")
 	}
-	tls := e.CACert != ""
-	for _, ep := range e.Endpoints {
-		if strings.HasPrefix(ep, "https://") != tls {
-			if tls {
+	if e.CACert != "" {
+		for _, ep := range e.Endpoints {
+			if strings.HasPrefix(ep, "http://") {
 				return fmt.Errorf("mtls: with --etcd-cacert every etcd endpoint is https:// (got %s)", ep)
 			}
-			return fmt.Errorf("mtls: etcd endpoint %s needs --etcd-cacert", ep)
 		}
 	}
 	return nil
 }
 
-// TLS reports whether etcd is reached over TLS.
-func (e Etcd) TLS() bool { return e.CACert != "" }
+// TLS reports whether etcd is reached over TLS: a CA is given, or an
+// endpoint is https:// (verified against the system's roots then).
+func (e Etcd) TLS() bool {
+	if e.CACert != "" {
+		return true
+	}
+	for _, ep := range e.Endpoints {
+		if strings.HasPrefix(ep, "https://") {
+			return true
+		}
+	}
+	return false
+}
 
 // ClientConfig is the etcd client configuration: TLS and credentials read
 // from their files now.
@@ -61,16 +70,18 @@ func (e Etcd) ClientConfig() (clientv3.Config, error) {
 		return clientv3.Config{}, err
 	}
 	cfg := clientv3.Config{Endpoints: e.Endpoints, DialTimeout: 5 * time.Second, Logger: zap.NewNop()}
-	if e.CACert != "" {
-		ca, err := os.ReadFile(e.CACert)
-		if err != nil {
-			return cfg, fmt.Errorf("mtls: etcd CA: %w", err)
+	if e.TLS() {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if e.CACert != "" {
+			ca, err := os.ReadFile(e.CACert)
+			if err != nil {
+				return cfg, fmt.Errorf("mtls: etcd CA: %w", err)
+			}
+			tc.RootCAs = x509.NewCertPool()
+			if !tc.RootCAs.AppendCertsFromPEM(ca) {
+				return cfg, fmt.Errorf("mtls: %s holds no PEM certificate", e.CACert)
+			}
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(ca) {
-			return cfg, fmt.Errorf("mtls: %s holds no PEM certificate", e.CACert)
-		}
-		tc := &tls.Config{MinVersion: tls.VersionTLS12, RootCAs: pool}
 		if e.Cert != "" {
 			c, err := tls.LoadX509KeyPair(e.Cert, e.Key)
 			if err != nil {

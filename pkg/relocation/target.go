@@ -173,6 +173,10 @@ type PrepareEvent struct {
 	// Duplicate: a stage of the same relocation is in flight on this node
 	// (on another stream). Refused: CODE_PROTOCOL_ERROR.
 	Duplicate bool
+	// Peer is the owner id the stream's verified certificate names (mutual
+	// TLS; empty without): PREPARE must come from its coordinator, the
+	// source whose intent etcd holds. Otherwise CODE_PERMISSION_DENIED.
+	Peer string
 }
 
 func (PrepareEvent) event() {}
@@ -349,6 +353,9 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 	}
 	if e.Busy != "" {
 		return t.fail(pb.Code_CODE_RESOURCE_EXHAUSTED, "target busy: "+e.Busy, false), nil
+	}
+	if e.Peer != "" && e.Peer != p.GetCoordinator().GetOwnerId() {
+		return t.fail(pb.Code_CODE_PERMISSION_DENIED, fmt.Sprintf("PREPARE from node %s names coordinator %s", e.Peer, p.GetCoordinator().GetOwnerId()), false), nil
 	}
 	if p.GetVersion() != wire.Version {
 		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("wire version %d", p.GetVersion()), false), nil

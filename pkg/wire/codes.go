@@ -89,6 +89,7 @@ var codeNames = map[pb.Code]string{
 	pb.Code_CODE_UNKNOWN_KIND: "unknown_kind", pb.Code_CODE_PROTOCOL_ERROR: "protocol_error",
 	pb.Code_CODE_ALREADY_TERMINAL: "already_terminal", pb.Code_CODE_NOT_FOUND: "not_found",
 	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large", pb.Code_CODE_RESOURCE_EXHAUSTED: "resource_exhausted",
+	pb.Code_CODE_PERMISSION_DENIED: "permission_denied",
 }
 
 // GRPCCode maps a call code to the gRPC status code used when a call error
@@ -114,6 +115,8 @@ func GRPCCode(c pb.Code) codes.Code {
 		return codes.Aborted
 	case pb.Code_CODE_NOT_FOUND:
 		return codes.NotFound
+	case pb.Code_CODE_PERMISSION_DENIED:
+		return codes.PermissionDenied
 	case pb.Code_CODE_PROTOCOL_ERROR:
 		return codes.InvalidArgument
 	}

@@ -71,6 +71,7 @@ func TestGRPCCode(t *testing.T) {
 		pb.Code_CODE_NOT_FOUND:            codes.NotFound,
 		pb.Code_CODE_STATE_TOO_LARGE:      codes.ResourceExhausted,
 		pb.Code_CODE_RESOURCE_EXHAUSTED:   codes.ResourceExhausted,
+		pb.Code_CODE_PERMISSION_DENIED:    codes.PermissionDenied,
 	}
 	for _, c := range allCodes() {
 		w, ok := want[c]

@@ -187,6 +187,7 @@ type Status struct {
 // error line.
 const (
 	CodeInvalidArgument      = "invalid_argument"       // 400: bad input; nothing was changed
+	CodePermissionDenied     = "permission_denied"      // 403: the caller's certificate's role may not do this
 	CodeNotFound             = "not_found"              // 404: no such object or route
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the route exists for other methods
 	CodeConflict             = "conflict"               // 409: the cluster's state does not allow it now (e.g. already relocating)
@@ -215,6 +216,7 @@ func (e *Error) Is(target error) bool {
 // Sentinels to compare with errors.Is; they match any message.
 var (
 	ErrInvalidArgument      = &Error{Code: CodeInvalidArgument}
+	ErrPermissionDenied     = &Error{Code: CodePermissionDenied}
 	ErrNotFound             = &Error{Code: CodeNotFound}
 	ErrConflict             = &Error{Code: CodeConflict}
 	ErrUnsupportedMediaType = &Error{Code: CodeUnsupportedMediaType}
@@ -234,6 +236,7 @@ var statuses = []struct {
 	status int
 }{
 	{CodeInvalidArgument, http.StatusBadRequest},
+	{CodePermissionDenied, http.StatusForbidden},
 	{CodeNotFound, http.StatusNotFound},
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed},
 	{CodeConflict, http.StatusConflict},

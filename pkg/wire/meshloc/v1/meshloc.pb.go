@@ -69,6 +69,9 @@ const (
 	// bytes announced in flight, a deadline further than the node allows):
 	// refused before anything was staged or changed; retry later or elsewhere.
 	Code_CODE_RESOURCE_EXHAUSTED Code = 23
+	// The caller's verified identity may not do this (mutual TLS: its role,
+	// or a node other than the one the protocol names).
+	Code_CODE_PERMISSION_DENIED Code = 24
 )
 
 // Enum value maps for Code.
@@ -98,6 +101,7 @@ var (
 		21: "CODE_NOT_FOUND",
 		22: "CODE_STATE_TOO_LARGE",
 		23: "CODE_RESOURCE_EXHAUSTED",
+		24: "CODE_PERMISSION_DENIED",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":          0,
@@ -124,6 +128,7 @@ var (
 		"CODE_NOT_FOUND":            21,
 		"CODE_STATE_TOO_LARGE":      22,
 		"CODE_RESOURCE_EXHAUSTED":   23,
+		"CODE_PERMISSION_DENIED":    24,
 	}
 )
 
@@ -2832,7 +2837,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\vrelocations\x18\x06 \x01(\rR\vrelocations\x12\x1a\n" +
 	"\bstopping\x18\a \x01(\bR\bstopping\x12\x1f\n" +
 	"\vended_early\x18\b \x01(\tR\n" +
-	"endedEarly*\xc2\x04\n" +
+	"endedEarly*\xde\x04\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -2858,7 +2863,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x15CODE_ALREADY_TERMINAL\x10\x14\x12\x12\n" +
 	"\x0eCODE_NOT_FOUND\x10\x15\x12\x18\n" +
 	"\x14CODE_STATE_TOO_LARGE\x10\x16\x12\x1b\n" +
-	"\x17CODE_RESOURCE_EXHAUSTED\x10\x17B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x17CODE_RESOURCE_EXHAUSTED\x10\x17\x12\x1a\n" +
+	"\x16CODE_PERMISSION_DENIED\x10\x18B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once
