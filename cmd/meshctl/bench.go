@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,9 +20,9 @@ var errTargetsMissed = errors.New("bench: targets missed (--strict)")
 
 func benchCmd(g *globals, out io.Writer) *cobra.Command {
 	var (
-		quick, strict bool
-		dir, profile  string
-		only          []string
+		quick, strict, secured bool
+		dir, profile           string
+		only                   []string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -36,7 +37,10 @@ objects/s in groups of 8, streaming a 256 MiB state, calls direct and
 through a gateway with and without a relocation storm. Every figure is
 printed with its baseline, the ratio and its target, marked met or not.
 
-The full plan takes about 90 s on two cores; --quick, under 30 s.
+The full plan takes about 90 s on two cores; --quick, under 30 s. --tls runs
+the plan twice, plaintext then secured (mutual TLS between nodes and clients,
+etcd over TLS with certificate authentication), and prints the secured
+run's report and every measure of both side by side.
 -o json prints the report as JSON. Exit status 0 unless a measurement could
 not be made, or --strict and a target was missed (1).`,
 		Args: exactArgs(0),
@@ -65,6 +69,15 @@ not be made, or --strict and a target was missed (1).`,
 			if err != nil {
 				return err
 			}
+			if secured {
+				// The same plan again, secured; then the two side by side.
+				cfg.TLS = true
+				sr, err := bench.Run(cmd.Context(), cfg)
+				if err != nil {
+					return err
+				}
+				return writeTLSComparison(out, g.output, r, sr)
+			}
 			if g.output == "json" {
 				err = r.WriteJSON(out)
 			} else {
@@ -85,6 +98,7 @@ not be made, or --strict and a target was missed (1).`,
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "the quick plan: fewer samples, under a minute")
 	f.BoolVar(&strict, "strict", false, "exit status 1 if a figure misses its target")
+	f.BoolVar(&secured, "tls", false, "run the plan twice, plaintext then secured (mutual TLS, etcd over TLS with authentication), and print every measure of both side by side")
 	f.StringSliceVar(&only, "only", nil, "run only these sections: "+strings.Join(bench.Sections, ","))
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")
@@ -92,3 +106,23 @@ not be made, or --strict and a target was missed (1).`,
 }
 
 func fmtRatio(r float64) string { return fmt.Sprintf("%.2f", r) }
+
+// writeTLSComparison prints the secured run's report and every measure of
+// the two runs side by side (-o json: both reports and the comparison).
+func writeTLSComparison(out io.Writer, format string, plain, secured *bench.Report) error {
+	cs := bench.Compare(plain, secured)
+	if format == "json" {
+		e := json.NewEncoder(out)
+		e.SetIndent("", "  ")
+		return e.Encode(struct {
+			Plaintext  *bench.Report      `json:"plaintext"`
+			TLS        *bench.Report      `json:"tls"`
+			Comparison []bench.Comparison `json:"comparison"`
+		}{plain, secured, cs})
+	}
+	if err := secured.WriteText(out); err != nil {
+		return err
+	}
+	fmt.Fprintln(out, "\nplaintext and mutual TLS, the same plan, one after the other:")
+	return bench.WriteComparison(out, cs)
+}

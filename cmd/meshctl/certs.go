@@ -27,16 +27,17 @@ func certsCmd(g *globals, out io.Writer) *cobra.Command {
 
 func certsInitCmd(out io.Writer) *cobra.Command {
 	var dir string
-	var nodes, locs, hosts []string
+	var nodes, locs, etcds, hosts []string
 	var valid time.Duration
 	cmd := &cobra.Command{
-		Use:   "init --dir DIR [--nodes n1,n2,n3] [--locationd l1,l2] [--hosts ...]",
+		Use:   "init --dir DIR [--nodes n1,n2,n3] [--locationd l1,l2] [--etcd e1,e2,e3] [--hosts ...]",
 		Short: "make a cluster CA and every certificate of a cluster in DIR",
 		Long: `certs init makes a new cluster CA (ca.crt, ca.key) and, signed by it, ECDSA
 P-256 certificates with their keys (<name>.crt, <name>.key):
 
   <node>.crt       one per --nodes name: role node, common name = the owner id (meshnode --name)
   <locationd>.crt  one per --locationd name: role locationd (its API and its embedded etcd)
+  <etcd>.crt       one per --etcd name: the server certificate of an external etcd member
   admin.crt        role admin: everything
   operator.crt     role operator: reads, calls, relocate, drain, rebalance, groups
   viewer.crt       role viewer: reads and calls only
@@ -61,7 +62,7 @@ Keep ca.key offline once done; it signs new certificates.`,
 					return badArgument("--nodes", err)
 				}
 			}
-			names, err := mtls.Init(dir, mtls.InitOptions{Nodes: nodes, Locationd: locs, Hosts: hosts, ValidFor: valid})
+			names, err := mtls.Init(dir, mtls.InitOptions{Nodes: nodes, Locationd: locs, Etcd: etcds, Hosts: hosts, ValidFor: valid})
 			if errors.Is(err, mtls.ErrExists) {
 				return usageError{err: fmt.Errorf("certs init: %w (nothing written)", err)}
 			}
@@ -77,6 +78,7 @@ Keep ca.key offline once done; it signs new certificates.`,
 	cmd.Flags().StringVar(&dir, "dir", "", "directory to write the files into (created if missing)")
 	cmd.Flags().Var(cliutil.NewList(&nodes), "nodes", "comma-separated node names (owner ids)")
 	cmd.Flags().Var(cliutil.NewList(&locs), "locationd", "comma-separated locationd names")
+	cmd.Flags().Var(cliutil.NewList(&etcds), "etcd", "comma-separated member names of an external etcd cluster: a server certificate each")
 	cmd.Flags().Var(cliutil.NewList(&hosts), "hosts", "comma-separated DNS names and addresses every server certificate is valid for (default localhost,127.0.0.1)")
 	cmd.Flags().DurationVar(&valid, "valid-for", 365*24*time.Hour, "how long the certificates are valid")
 	return cmd

@@ -89,6 +89,10 @@ type Config struct {
 	// whose baseline is in a section left out has no ratio and misses its
 	// target.
 	Only []string
+	// TLS runs the mesh secured: mutual TLS between nodes and clients, etcd
+	// over TLS with certificate authentication (meshctl bench --tls runs
+	// the plan both ways; Compare puts the two side by side).
+	TLS bool
 }
 
 // Sections are the parts of a run, in the order they run.
@@ -151,9 +155,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	x := &run{cfg: cfg, ctx: ctx, r: &Report{Started: time.Now(), Plan: cfg.Plan.Name, Machine: machine()}}
-	x.step("starting embedded etcd, nodes n1 and n2, gateway gw")
-	m, err := startMesh(ctx, dir)
+	x := &run{cfg: cfg, ctx: ctx, r: &Report{Started: time.Now(), Plan: cfg.Plan.Name, Machine: machine(), TLS: cfg.TLS}}
+	x.step("starting embedded etcd, nodes n1 and n2, gateway gw (mutual TLS: %v)", cfg.TLS)
+	m, err := startMesh(ctx, dir, cfg.TLS)
 	if err != nil {
 		return nil, err
 	}

@@ -5,18 +5,21 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 
 	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/internal/etcdauth"
 	"github.com/meshloc/meshloc/internal/freeport"
 	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -33,7 +36,13 @@ type mesh struct {
 	gateway *client.Client
 }
 
-func startMesh(ctx context.Context, dir string) (_ *mesh, err error) {
+// startMesh starts the mesh; secured, everything speaks mutual TLS as a
+// secured cluster does: the embedded etcd serves TLS with certificate
+// authentication (its users and roles set up), the nodes require and
+// present certificates of one CA, the clients present admin's (the run's
+// own etcd client is root: the baselines write outside the cluster's
+// prefix).
+func startMesh(ctx context.Context, dir string, secured bool) (_ *mesh, err error) {
 	m := &mesh{dir: dir, nodes: map[string]*node.Node{}}
 	defer func() {
 		if err != nil {
@@ -48,13 +57,40 @@ func startMesh(ctx context.Context, dir string) (_ *mesh, err error) {
 	if err != nil {
 		return nil, err
 	}
-	m.etcd, err = embedetcd.Start(ctx, embedetcd.Config{Name: "bench", Dir: dir + "/etcd", ClientURL: "http://" + cu, PeerURL: "http://" + pu, LogLevel: "fatal"})
+	certs := filepath.Join(dir, "certs")
+	file := func(n string) string { return filepath.Join(certs, n) }
+	scheme := "http://"
+	ecfg := embedetcd.Config{Name: "bench", Dir: dir + "/etcd", ClientURL: scheme + cu, PeerURL: "http://" + pu, LogLevel: "fatal"}
+	if secured {
+		if _, err := mtls.Init(certs, mtls.InitOptions{Nodes: []string{"n1", "n2", "gw"}, Locationd: []string{"bench"}}); err != nil {
+			return nil, err
+		}
+		scheme = "https://"
+		ecfg.ClientURL = scheme + cu
+		ecfg.ClientTLS = &embedetcd.TLSFiles{Cert: file("bench.crt"), Key: file("bench.key"), CA: file("ca.crt")}
+	}
+	m.etcd, err = embedetcd.Start(ctx, ecfg)
 	if err != nil {
 		return nil, err
 	}
-	m.ec, err = clientv3.New(clientv3.Config{Endpoints: []string{m.etcd.Endpoint()}, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	access := func(user string) mtls.Etcd {
+		e := mtls.Etcd{Endpoints: []string{m.etcd.Endpoint()}}
+		if secured {
+			e.CACert, e.Cert, e.Key = file("ca.crt"), file(user+".crt"), file(user+".key")
+		}
+		return e
+	}
+	cc, err := access("etcd-root").ClientConfig()
 	if err != nil {
 		return nil, err
+	}
+	if m.ec, err = clientv3.New(cc); err != nil {
+		return nil, err
+	}
+	if secured {
+		if _, err := etcdauth.Setup(ctx, m.ec, keyspace.Default()); err != nil {
+			return nil, err
+		}
 	}
 	reg := actor.NewRegistry()
 	if err := builtin.Register(reg); err != nil {
@@ -69,6 +105,11 @@ func startMesh(ctx context.Context, dir string) (_ *mesh, err error) {
 		cfg.RelocationTimeout = time.Minute
 		if name == "gw" {
 			cfg.Weight = 0
+		}
+		if secured {
+			cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = file(name+".crt"), file(name+".key"), file("ca.crt")
+			e := access("etcd-node")
+			cfg.EtcdCACert, cfg.EtcdCert, cfg.EtcdKey = e.CACert, e.Cert, e.Key
 		}
 		lis, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -87,11 +128,15 @@ func startMesh(ctx context.Context, dir string) (_ *mesh, err error) {
 		}
 		m.nodes[name] = n
 	}
-	m.direct, err = client.New(ctx, client.Config{Etcd: m.ec, Timeout: 2 * time.Minute})
+	var tls mtls.Files
+	if secured {
+		tls = mtls.Files{CA: file("ca.crt"), Cert: file("admin.crt"), Key: file("admin.key")}
+	}
+	m.direct, err = client.New(ctx, client.Config{Etcd: m.ec, Timeout: 2 * time.Minute, TLS: tls})
 	if err != nil {
 		return nil, err
 	}
-	m.gateway, err = client.New(ctx, client.Config{Nodes: []string{m.nodes["gw"].Address()}, Timeout: 2 * time.Minute})
+	m.gateway, err = client.New(ctx, client.Config{Nodes: []string{m.nodes["gw"].Address()}, Timeout: 2 * time.Minute, TLS: tls})
 	if err != nil {
 		return nil, err
 	}
@@ -117,6 +162,7 @@ func (m *mesh) close() {
 		m.etcd.Close()
 	}
 	os.RemoveAll(m.dir + "/etcd")
+	os.RemoveAll(filepath.Join(m.dir, "certs"))
 }
 
 // owned is an object the run moves between n1 and n2, with where it is now.

@@ -92,6 +92,54 @@ type Report struct {
 	Machine   Machine   `json:"machine"`
 	Baselines []Measure `json:"baselines"`
 	Figures   []Figure  `json:"figures"`
+	// TLS: the run was secured (mutual TLS, etcd over TLS with auth).
+	TLS bool `json:"tls,omitempty"`
+}
+
+// Comparison is one measure of two runs of the same plan, plaintext and
+// secured.
+type Comparison struct {
+	Name      string  `json:"name"`
+	Unit      string  `json:"unit"`
+	Plaintext float64 `json:"plaintext"`
+	TLS       float64 `json:"tls"`
+	// Ratio is TLS / Plaintext (0 when the plaintext value is 0).
+	Ratio float64 `json:"ratio"`
+}
+
+// Compare puts every baseline and figure of a plaintext run beside the
+// same one of a secured run (those both have).
+func Compare(plain, secured *Report) []Comparison {
+	var out []Comparison
+	add := func(a, b Measure) {
+		c := Comparison{Name: a.Name, Unit: a.Unit, Plaintext: a.Value, TLS: b.Value}
+		if a.Value != 0 {
+			c.Ratio = b.Value / a.Value
+		}
+		out = append(out, c)
+	}
+	for _, b := range plain.Baselines {
+		if o := secured.baseline(b.Name); o.Unit != "" {
+			add(b, o)
+		}
+	}
+	for _, f := range plain.Figures {
+		if o := secured.figure(f.Name); o.Unit != "" {
+			add(f.Measure, o)
+		}
+	}
+	return out
+}
+
+// WriteComparison writes Compare's table.
+func WriteComparison(w io.Writer, cs []Comparison) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEASURE\tPLAINTEXT\tMUTUAL TLS\tTLS/PLAIN\t")
+	for _, c := range cs {
+		m := func(v float64) string { return valueUnit(Measure{Value: v, Unit: c.Unit}) }
+		fmt.Fprintf(tw, "%s	%s	%s	%s×	\n", c.Name, m(c.Plaintext), m(c.TLS), num(c.Ratio))
+	}
+	return tw.Flush()
 }
 
 // Missed lists the figures with a target this run did not meet.

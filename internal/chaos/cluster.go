@@ -14,7 +14,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -28,6 +27,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 	"github.com/meshloc/meshloc/pkg/wire/transport"
@@ -59,6 +59,11 @@ type Config struct {
 	NodeArgs []string
 	// MemberArgs are extra locationd flags.
 	MemberArgs []string
+	// TLS runs the cluster secured: Start makes a CA and every certificate
+	// in WorkDir/certs (mtls.Init), locationd serves HTTPS and its embedded
+	// etcd TLS with authentication, nodes require mutual TLS, and the
+	// cluster's own clients use the admin certificates (CertDir says where).
+	TLS bool
 	// CallTimeout of the clients (default 6 s).
 	CallTimeout time.Duration
 	// CallTimeouts, when set, bound the workload streams' calls in turn
@@ -123,6 +128,10 @@ type Cluster struct {
 	closed  bool
 	// groupTurn picks the node of the next group (MakeGroup).
 	groupTurn int
+
+	// adminTLS: the admin certificate the cluster's own gRPC connections
+	// present (TLS only).
+	adminTLS *mtls.Reloader
 
 	// faults run one at a time.
 	faultMu sync.Mutex
@@ -198,6 +207,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, keys: keyspace.Default(), conns: map[string]*grpc.ClientConn{},
 		hc: &http.Client{Transport: &http.Transport{}, Timeout: 5 * time.Second}}
+	if cfg.TLS {
+		if err := c.makeCerts(); err != nil {
+			return nil, err
+		}
+	}
 	if err := c.start(ctx); err != nil {
 		c.Close()
 		return nil, err
@@ -216,10 +230,11 @@ func addr() string {
 func (c *Cluster) start(ctx context.Context) error {
 	var initial []string
 	for i := range c.cfg.EtcdMembers {
-		m := &Member{Name: fmt.Sprintf("e%d", i+1), ClientURL: "http://" + addr(), PeerURL: "http://" + addr(), HTTP: addr(),
+		scheme := c.scheme()
+		m := &Member{Name: fmt.Sprintf("e%d", i+1), ClientURL: scheme + addr(), PeerURL: scheme + addr(), HTTP: addr(),
 			DataDir: filepath.Join(c.cfg.WorkDir, fmt.Sprintf("e%d", i+1))}
 		var err error
-		if m.api, err = api.NewClient("http://"+m.HTTP, c.hc); err != nil {
+		if m.api, err = api.NewClient(scheme+m.HTTP, c.hc); err != nil {
 			return err
 		}
 		c.members = append(c.members, m)
@@ -236,8 +251,11 @@ func (c *Cluster) start(ctx context.Context) error {
 		}
 	}
 	var err error
-	c.etcd, err = clientv3.New(clientv3.Config{Endpoints: c.EtcdEndpoints(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	ecfg, err := c.EtcdAccess("etcd-root").ClientConfig()
 	if err != nil {
+		return err
+	}
+	if c.etcd, err = clientv3.New(ecfg); err != nil {
 		return err
 	}
 	c.store = authority.New(c.etcd, c.keys)
@@ -252,7 +270,7 @@ func (c *Cluster) start(ctx context.Context) error {
 			}
 			n.ingress, n.Address = p, p.Addr()
 			for _, m := range c.members {
-				ep, err := tcpproxy.New(addr(), strings.TrimPrefix(m.ClientURL, "http://"))
+				ep, err := tcpproxy.New(addr(), strings.TrimPrefix(m.ClientURL, c.scheme()))
 				if err != nil {
 					return err
 				}
@@ -277,6 +295,12 @@ func (c *Cluster) startMember(m *Member, initial string) error {
 	args := []string{"--data-dir", m.DataDir, "--listen-client", m.ClientURL, "--listen-peer", m.PeerURL, "--http", m.HTTP}
 	if len(c.members) > 1 {
 		args = append(args, "--name", m.Name, "--initial-cluster", initial)
+	}
+	if c.cfg.TLS {
+		cert, key, ca := c.certFile(m.Name+".crt"), c.certFile(m.Name+".key"), c.certFile("ca.crt")
+		args = append(args, "--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca,
+			"--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
+			"--etcd-cert", c.certFile("etcd-locationd.crt"), "--etcd-key", c.certFile("etcd-locationd.key"))
 	}
 	args = append(args, c.cfg.MemberArgs...)
 	p, err := startProcess(m.Name, filepath.Join(c.cfg.BinDir, "locationd"), filepath.Join(c.cfg.WorkDir, m.Name+".log"), nil, args...)
@@ -313,12 +337,16 @@ func (c *Cluster) startNode(n *Node, env []string) error {
 	if c.cfg.Proxies {
 		endpoints = endpoints[:0]
 		for _, p := range n.etcd {
-			endpoints = append(endpoints, "http://"+p.Addr())
+			endpoints = append(endpoints, c.scheme()+p.Addr())
 		}
 	}
 	args := append([]string{"--name", n.Name, "--etcd-endpoints", strings.Join(endpoints, ","), "--listen", n.Listen,
 		"--advertise", n.Address, "--http", n.HTTP, "--lease-ttl", c.cfg.LeaseTTL.String(), "--exec-log", n.ExecLog},
 		c.cfg.NodeArgs...)
+	if c.cfg.TLS {
+		args = append(args, "--cert-file", c.certFile(n.Name+".crt"), "--key-file", c.certFile(n.Name+".key"), "--trusted-ca-file", c.certFile("ca.crt"),
+			"--etcd-cacert", c.certFile("ca.crt"), "--etcd-cert", c.certFile("etcd-node.crt"), "--etcd-key", c.certFile("etcd-node.key"))
+	}
 	p, err := startProcess(n.Name, filepath.Join(c.cfg.BinDir, "meshnode"), filepath.Join(c.cfg.WorkDir, n.Name+".log"),
 		append(slices.Clone(c.cfg.Env), env...), args...)
 	if err != nil {
@@ -427,6 +455,9 @@ func (c *Cluster) NewCaller(ctx context.Context) (verify.Caller, error) {
 	if gateway {
 		cfg = client.Config{Nodes: c.Addresses(), Timeout: c.cfg.CallTimeout}
 	}
+	if c.cfg.TLS {
+		cfg.TLS, cfg.EtcdTLS = c.Files("admin"), c.EtcdAccess("etcd-root")
+	}
 	cl, err := client.New(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -458,7 +489,11 @@ func (c *Cluster) conn(addr string) (*grpc.ClientConn, error) {
 	if cc, ok := c.conns[addr]; ok {
 		return cc, nil
 	}
-	cc, err := grpc.NewClient(addr, transport.DialOptions()...)
+	opts := transport.DialOptions()
+	if c.adminTLS != nil {
+		opts = append(opts, grpc.WithTransportCredentials(c.adminTLS.ClientCredentials(mtls.WantRole(mtls.RoleNode))))
+	}
+	cc, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -667,3 +702,61 @@ func (c *Cluster) MakeGroup(ctx context.Context, group string, members []string)
 	}
 	return nil
 }
+
+// CertDir holds the cluster's certificates (Config.TLS): ca.crt, n1.crt,
+// e1.crt, admin.crt, operator.crt, viewer.crt, etcd-root.crt, … and keys.
+func (c *Cluster) CertDir() string { return filepath.Join(c.cfg.WorkDir, "certs") }
+
+func (c *Cluster) certFile(name string) string { return filepath.Join(c.CertDir(), name) }
+
+// Files are the certificate files of name (a node, a member, or admin,
+// operator, viewer) with the cluster CA.
+func (c *Cluster) Files(name string) mtls.Files {
+	return mtls.Files{CA: c.certFile("ca.crt"), Cert: c.certFile(name + ".crt"), Key: c.certFile(name + ".key")}
+}
+
+// EtcdAccess is how a client with etcd user certificate name (etcd-root,
+// etcd-node, etcd-locationd) reaches the cluster's etcd; without TLS, the
+// plain endpoints.
+func (c *Cluster) EtcdAccess(name string) mtls.Etcd {
+	e := mtls.Etcd{Endpoints: c.EtcdEndpoints()}
+	if c.cfg.TLS {
+		e.CACert, e.Cert, e.Key = c.certFile("ca.crt"), c.certFile(name+".crt"), c.certFile(name+".key")
+	}
+	return e
+}
+
+// scheme of every URL: https:// with TLS.
+func (c *Cluster) scheme() string {
+	if c.cfg.TLS {
+		return "https://"
+	}
+	return "http://"
+}
+
+// makeCerts makes the CA and every certificate, and the clients' TLS.
+func (c *Cluster) makeCerts() error {
+	var nodes, members []string
+	for i := range c.cfg.Nodes {
+		nodes = append(nodes, fmt.Sprintf("n%d", i+1))
+	}
+	for i := range c.cfg.EtcdMembers {
+		members = append(members, fmt.Sprintf("e%d", i+1))
+	}
+	if _, err := mtls.Init(c.CertDir(), mtls.InitOptions{Nodes: nodes, Locationd: members}); err != nil {
+		return err
+	}
+	r, err := mtls.Load(c.Files("admin"))
+	if err != nil {
+		return err
+	}
+	c.adminTLS = r
+	c.hc.Transport = &http.Transport{TLSClientConfig: r.ClientConfig(mtls.WantRole(mtls.RoleLocationd))}
+	return nil
+}
+
+// Secured reports whether the cluster runs with TLS (Config.TLS).
+func (c *Cluster) Secured() bool { return c.cfg.TLS }
+
+// API is the base URL of member i's location API.
+func (c *Cluster) API(i int) string { return c.scheme() + c.members[i].HTTP }

@@ -52,11 +52,40 @@ func TestValidate(t *testing.T) {
 		"zero max connections":          func(c *Config) { c.HTTPMaxConnections = 0 },
 		"too many max connections":      func(c *Config) { c.HTTPMaxConnections = 1<<20 + 1 },
 		"request timeout above write's": func(c *Config) { c.RequestTimeout = time.Minute },
+
+		"plaintext API on every interface":  func(c *Config) { c.HTTP = "0.0.0.0:7070" },
+		"plaintext etcd on every interface": func(c *Config) { c.ListenClient = "http://0.0.0.0:2379" },
+		"a certificate without its key":     func(c *Config) { c.CertFile, c.TrustedCAFile = "l1.crt", "ca.crt" },
+		"TLS with an http:// client URL": func(c *Config) {
+			c.CertFile, c.KeyFile, c.TrustedCAFile, c.EtcdCert, c.EtcdKey = "l1.crt", "l1.key", "ca.crt", "e.crt", "e.key"
+		},
+		"TLS without an etcd identity": func(c *Config) {
+			c.CertFile, c.KeyFile, c.TrustedCAFile, c.ListenClient = "l1.crt", "l1.key", "ca.crt", "https://127.0.0.1:2379"
+		},
+		"setup-auth with the embedded etcd": func(c *Config) { c.EtcdSetupAuth = true },
+		"peer TLS with endpoints": func(c *Config) {
+			c.EtcdEndpoints = []string{"http://10.0.0.1:2379"}
+			c.PeerCertFile, c.PeerKeyFile, c.PeerTrustedCAFile = "p.crt", "p.key", "ca.crt"
+		},
 	} {
 		c := DefaultConfig()
 		mutate(&c)
 		if err := c.Validate(); !errors.Is(err, ErrInvalidConfig) {
 			t.Errorf("%s: Validate = %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	// Secured, or --insecure, a non-loopback API is fine.
+	for name, mutate := range map[string]func(*Config){
+		"secured": func(c *Config) {
+			c.HTTP, c.ListenClient = "0.0.0.0:7070", "https://0.0.0.0:2379"
+			c.CertFile, c.KeyFile, c.TrustedCAFile, c.EtcdCert, c.EtcdKey = "l1.crt", "l1.key", "ca.crt", "e.crt", "e.key"
+		},
+		"insecure": func(c *Config) { c.HTTP, c.Insecure = "0.0.0.0:7070", true },
+	} {
+		c := DefaultConfig()
+		mutate(&c)
+		if err := c.Validate(); err != nil {
+			t.Errorf("%s: %v", name, err)
 		}
 	}
 	// With endpoints, the embedded etcd's fields are not used, so not checked.

@@ -46,3 +46,37 @@ func TestConfigAdvertiseHTTP(t *testing.T) {
 		t.Fatalf("owner descriptor %v (%v)", resp, err)
 	}
 }
+
+// Transport security: the TLS files go together; without them a node
+// refuses a non-loopback --listen unless --insecure; etcd's flags go
+// together.
+func TestConfigTLS(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		f    func(*node.Config)
+		bad  string
+	}{
+		{"loopback plaintext", func(*node.Config) {}, ""},
+		{"all interfaces plaintext", func(c *node.Config) { c.Listen = "0.0.0.0:7100" }, "--listen"},
+		{"empty host plaintext", func(c *node.Config) { c.Listen = ":7100" }, "--listen"},
+		{"all interfaces --insecure", func(c *node.Config) { c.Listen, c.Insecure = "0.0.0.0:7100", true }, ""},
+		{"all interfaces with TLS", func(c *node.Config) {
+			c.Listen, c.CertFile, c.KeyFile, c.TrustedCAFile = "0.0.0.0:7100", "n1.crt", "n1.key", "ca.crt"
+		}, ""},
+		{"a certificate without its key", func(c *node.Config) { c.CertFile, c.TrustedCAFile = "n1.crt", "ca.crt" }, "--cert-file"},
+		{"etcd cert without key", func(c *node.Config) { c.EtcdCert, c.EtcdCACert = "e.crt", "ca.crt" }, "--etcd-"},
+		{"etcd user without password", func(c *node.Config) { c.EtcdUser = "u" }, "--etcd-"},
+		{"etcd CA with a plaintext endpoint", func(c *node.Config) { c.EtcdCACert = "ca.crt" }, "--etcd-"},
+	} {
+		cfg := node.DefaultConfig()
+		cfg.Name, cfg.EtcdEndpoints = "n1", []string{"http://127.0.0.1:2379"}
+		c.f(&cfg)
+		err := cfg.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%s: %v", c.name, err)
+		case c.bad != "" && (!errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%s: %v, want ErrInvalidConfig naming %s", c.name, err, c.bad)
+		}
+	}
+}

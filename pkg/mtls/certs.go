@@ -201,6 +201,10 @@ func WriteNew(dir string, files map[string][]byte) error {
 type InitOptions struct {
 	// Nodes and Locationd name the processes (owner ids, member names).
 	Nodes, Locationd []string
+	// Etcd names the members of an external etcd cluster: each gets a
+	// server certificate (for its client and peer ports; organizational
+	// unit "etcd", no meshloc identity) valid for its name and Hosts.
+	Etcd []string
 	// Hosts are the DNS names and addresses every server certificate is
 	// also valid for (besides each process's own name); by default
 	// localhost and 127.0.0.1.
@@ -265,6 +269,15 @@ func Init(dir string, o InitOptions) ([]string, error) {
 			return nil, err
 		}
 		if err := put(id.Name, l); err != nil {
+			return nil, err
+		}
+	}
+	for _, m := range o.Etcd {
+		l, err := ca.issue(pkix.Name{CommonName: m, OrganizationalUnit: []string{"etcd"}, Organization: []string{Organization}}, append([]string{m}, o.Hosts...), o.ValidFor)
+		if err != nil {
+			return nil, err
+		}
+		if err := put(m, l); err != nil {
 			return nil, err
 		}
 	}

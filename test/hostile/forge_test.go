@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/chaos"
 	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -26,6 +27,26 @@ import (
 func dial(t *testing.T, addr string) *grpc.ClientConn {
 	t.Helper()
 	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cc.Close() })
+	return cc
+}
+
+// dialAs is a gRPC connection to a node of c presenting the certificate of
+// name (a node, admin, operator, viewer; "" or a plaintext cluster: none).
+func dialAs(t *testing.T, c *chaos.Cluster, addr, name string) *grpc.ClientConn {
+	t.Helper()
+	if !c.Secured() || name == "" {
+		return dial(t, addr)
+	}
+	r, err := mtls.Load(c.Files(name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(r.ClientCredentials(mtls.WantRole(mtls.RoleNode))),
 		grpc.WithDefaultCallOptions(grpc.MaxCallSendMsgSize(64<<20), grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
 		t.Fatal(err)

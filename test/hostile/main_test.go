@@ -31,6 +31,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshloc/meshloc/internal/chaos"
+	"github.com/meshloc/meshloc/pkg/mtls"
 )
 
 var binDir string
@@ -103,10 +104,26 @@ func cluster(t *testing.T, nodes int, cfg chaos.Config) *chaos.Cluster {
 
 var hc = &http.Client{Timeout: 10 * time.Second}
 
-// getJSON GETs locationd's API at path into out.
+// apiClient is the HTTP client of the API: on a secured cluster, with the
+// certificate of role (admin, operator, viewer).
+func apiClient(t *testing.T, c *chaos.Cluster, role string) *http.Client {
+	t.Helper()
+	if !c.Secured() {
+		return hc
+	}
+	r, err := mtls.Load(c.Files(role))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := &http.Transport{TLSClientConfig: r.ClientConfig(mtls.WantRole(mtls.RoleLocationd))}
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Timeout: 10 * time.Second, Transport: tr}
+}
+
+// getJSON GETs locationd's API at path into out (as admin).
 func getJSON(t *testing.T, c *chaos.Cluster, path string, out any) {
 	t.Helper()
-	resp, err := hc.Get("http://" + c.Members()[0].HTTP + path)
+	resp, err := apiClient(t, c, "admin").Get(c.API(0) + path)
 	if err != nil {
 		t.Fatal(err)
 	}

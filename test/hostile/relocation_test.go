@@ -21,7 +21,11 @@ import (
 
 func newClient(t *testing.T, c *chaos.Cluster) *client.Client {
 	t.Helper()
-	cl, err := client.New(context.Background(), client.Config{EtcdEndpoints: c.EtcdEndpoints(), Timeout: 10 * time.Second})
+	cfg := client.Config{EtcdEndpoints: c.EtcdEndpoints(), Timeout: 10 * time.Second}
+	if c.Secured() {
+		cfg.TLS, cfg.EtcdTLS = c.Files("admin"), c.EtcdAccess("etcd-root")
+	}
+	cl, err := client.New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +58,7 @@ func add(t *testing.T, cl *client.Client, obj string, n int) {
 func postJSON(t *testing.T, c *chaos.Cluster, path string, body any) {
 	t.Helper()
 	b, _ := json.Marshal(body)
-	resp, err := hc.Post("http://"+c.Members()[0].HTTP+path, "application/json", bytes.NewReader(b))
+	resp, err := apiClient(t, c, "admin").Post(c.API(0)+path, "application/json", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,40 +118,70 @@ func counterState(v int64) []byte { return []byte(fmt.Sprintf(`{"v":1,"value":%d
 // changed, the owner still serves every acknowledged write, the target holds
 // nothing, and the requester address the payload named was never dialled.
 func TestForgedCommitRefused(t *testing.T) {
-	c := cluster(t, 2, chaos.Config{})
+	forgedCommits(t, cluster(t, 2, chaos.Config{}), "")
+}
+
+// The same on a secured cluster (mutual TLS, etcd with authentication),
+// the attacker holding a valid node certificate (n3's): a PREPARE that
+// names another coordinator than the certificate's node is refused
+// (permission_denied); one whose made-up records name n3 as the source
+// passes that check and is refused by the commit's compare.
+func TestForgedCommitRefusedWithTLS(t *testing.T) {
+	forgedCommits(t, cluster(t, 3, chaos.Config{TLS: true}), "n3")
+}
+
+func forgedCommits(t *testing.T, c *chaos.Cluster, attacker string) {
 	cl := newClient(t, c)
-	add(t, cl, "actor/counter/c2", 5)
-	add(t, cl, "actor/dcounter/d1", 7)
-	postJSON(t, c, "/v1/groups", map[string]string{"group": "group/g1", "on": "n1"})
+	on := "n1"
+	if attacker == on {
+		on = "n2"
+	}
+	for _, o := range []string{"actor/counter/c2", "actor/dcounter/d1"} {
+		add(t, cl, o, 5)
+		if src, _ := ownerOf(t, c, o); src == attacker {
+			relocateTo(t, c, o, on) // the attacker is not the owner
+		}
+	}
+	postJSON(t, c, "/v1/groups", map[string]string{"group": "group/g1", "on": on})
 	for _, m := range []string{"actor/counter/m1", "actor/counter/m2"} {
 		postJSON(t, c, "/v1/groups/join", map[string]string{"group": "group/g1", "actor": m})
 		add(t, cl, m, 3)
 	}
 	trap, dialled := listener(t)
-
-	cases := []struct {
-		name    string
-		objects []string
-	}{
-		{"memory", []string{"actor/counter/c2"}},
-		{"durable", []string{"actor/dcounter/d1"}},
-		{"group", []string{"group/g1", "actor/counter/m1", "actor/counter/m2"}},
+	type forge struct {
+		name       string
+		selfIntent bool
+		claim      bool // the made-up records name the attacker's node as the source
+		want       pb.Code
 	}
-	for _, tc := range cases {
-		for _, self := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/selfIntent=%v", tc.name, self), func(t *testing.T) {
-				src, dst := ownerOf(t, c, tc.objects[0])
+	kinds := []forge{{"published records", false, false, pb.Code_CODE_PROTOCOL_ERROR}, {"made-up intent", true, false, pb.Code_CODE_STALE_FENCE}}
+	if attacker != "" {
+		kinds = []forge{{"published records", false, false, pb.Code_CODE_PERMISSION_DENIED},
+			{"made-up intent", true, false, pb.Code_CODE_PERMISSION_DENIED},
+			{"made-up intent naming the attacker", true, true, pb.Code_CODE_STALE_FENCE}}
+	}
+	for _, objects := range [][]string{{"actor/counter/c2"}, {"actor/dcounter/d1"}, {"group/g1", "actor/counter/m1", "actor/counter/m2"}} {
+		for _, k := range kinds {
+			t.Run(objects[0]+"/"+k.name, func(t *testing.T) {
+				src, dst := ownerOf(t, c, objects[0])
+				if dst == attacker {
+					dst = otherThan(c, src, attacker)
+				}
 				want := map[string]int64{}
-				for _, o := range tc.objects {
+				for _, o := range objects {
 					if strings.HasPrefix(o, "actor/") {
 						want[o], _ = value(t, cl, o)
 					}
 				}
 				hosted := metric(t, c.Node(dst).HTTP, "meshloc_hosted_objects")
 				before := etcdState(t, c, "")
-				f := newForgery(t, c, src, dst, tc.objects...)
-				f.selfIntent = self
-				for _, o := range tc.objects {
+				f := newForgery(t, c, src, dst, objects...)
+				f.selfIntent = k.selfIntent
+				if k.claim {
+					a := owners(t, c)[attacker]
+					f.claim = &a
+				}
+				for _, o := range objects {
 					if strings.HasPrefix(o, "actor/") {
 						f.states[o] = counterState(999999)
 					}
@@ -155,24 +189,20 @@ func TestForgedCommitRefused(t *testing.T) {
 				rid := wire.NewRoutingID()
 				evil := func() *pb.CallRequest {
 					op := wire.NewOperationID()
-					return &pb.CallRequest{Version: wire.Version, Object: tc.objects[len(tc.objects)-1], Method: "add", Args: [][]byte{[]byte("1")},
+					return &pb.CallRequest{Version: wire.Version, Object: objects[len(objects)-1], Method: "add", Args: [][]byte{[]byte("1")},
 						OperationId: op[:], Requester: &pb.Requester{OwnerId: "n9", OwnerGeneration: 1, RoutingId: rid[:], Address: trap, ReplyRoute: 7}}
 				}
 				f.queued = []*pb.CallRequest{evil()}
-				frames := f.run(t, dial(t, owners(t, c)[dst].Address), []*pb.CallRequest{evil()})
+				frames := f.run(t, dialAs(t, c, owners(t, c)[dst].Address, attacker), []*pb.CallRequest{evil()})
 				if len(frames) == 0 {
 					t.Fatal("the target answered nothing")
 				}
 				last := frames[len(frames)-1]
-				wantCode := pb.Code_CODE_PROTOCOL_ERROR
-				if self {
-					wantCode = pb.Code_CODE_STALE_FENCE // READY, then the commit's compare refused it
-					if frames[0].GetReady() == nil {
-						t.Fatalf("a self-consistent forgery should reach READY (then fail at the commit), got %v", frames[0])
-					}
+				if k.want == pb.Code_CODE_STALE_FENCE && frames[0].GetReady() == nil {
+					t.Fatalf("a self-consistent forgery should reach READY (then fail at the commit), got %v", frames[0])
 				}
-				if failedCode(last) != wantCode {
-					t.Fatalf("target's last word: %v, want FAILED %v", last, wantCode)
+				if failedCode(last) != k.want {
+					t.Fatalf("target's last word: %v, want FAILED %v", last, k.want)
 				}
 				for _, fr := range frames {
 					if o := fr.GetOutcome(); o != nil && o.GetCode() == pb.Code_CODE_OK {
@@ -201,6 +231,22 @@ func TestForgedCommitRefused(t *testing.T) {
 			})
 		}
 	}
+}
+
+// otherThan is a node that is neither a nor b.
+func otherThan(c *chaos.Cluster, a, b string) string {
+	for _, n := range c.Nodes() {
+		if n != a && n != b {
+			return n
+		}
+	}
+	return ""
+}
+
+// relocateTo moves obj to node through the API (as an operator would).
+func relocateTo(t *testing.T, c *chaos.Cluster, obj, node string) {
+	t.Helper()
+	postJSON(t, c, "/v1/relocations", map[string]string{"object": obj, "target": node})
 }
 
 func equalState(a, b map[string]int64) bool { return len(diffState(a, b)) == 0 }

@@ -1,0 +1,225 @@
+package hostile_test
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshloc/meshloc/internal/chaos"
+	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// strangerFiles are the certificates of another CA (a valid node n1 and an
+// admin, as far as that CA goes).
+func strangerFiles(t *testing.T) (node, admin mtls.Files) {
+	t.Helper()
+	dir := t.TempDir()
+	if _, err := mtls.Init(dir, mtls.InitOptions{Nodes: []string{"n1"}}); err != nil {
+		t.Fatal(err)
+	}
+	f := func(n string) mtls.Files {
+		return mtls.Files{CA: filepath.Join(dir, "ca.crt"), Cert: filepath.Join(dir, n+".crt"), Key: filepath.Join(dir, n+".key")}
+	}
+	return f("n1"), f("admin")
+}
+
+// A secured cluster refuses, on every port, a client without a certificate
+// and a client whose certificate another CA signed: the nodes' gRPC port,
+// locationd's API, and the embedded etcd's client port.
+func TestTLSRefusesStrangers(t *testing.T) {
+	c := cluster(t, 1, chaos.Config{TLS: true})
+	node := c.Node("n1").Address
+	strangerNode, strangerAdmin := strangerFiles(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	noCert := credentials.NewTLS(&tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS13}) //nolint:gosec // the stranger trusts anything
+	other, err := mtls.Load(strangerNode)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := wire.NewOperationID()
+	req := &pb.CallRequest{Version: wire.Version, Object: "actor/counter/x", Method: "get", OperationId: op[:]}
+	for name, creds := range map[string]credentials.TransportCredentials{"no certificate": noCert,
+		"another CA's node certificate": credentials.NewTLS(otherCAClient(other))} {
+		cc, err := grpc.NewClient(node, grpc.WithTransportCredentials(creds))
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+		_, err = rpcpb.NewCallServiceClient(cc).Call(rctx, req)
+		rcancel()
+		cc.Close()
+		if err == nil || status.Code(err) == codes.OK {
+			t.Errorf("node gRPC with %s: call answered", name)
+		} else {
+			t.Logf("node gRPC with %s: %v", name, status.Code(err))
+		}
+	}
+	plain := dial(t, node)
+	rctx, rcancel := context.WithTimeout(ctx, 5*time.Second)
+	if _, err := rpcpb.NewCallServiceClient(plain).Call(rctx, req); err == nil {
+		t.Error("node gRPC in plaintext: call answered")
+	}
+	rcancel()
+
+	otherAdmin, err := mtls.Load(strangerAdmin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, tc := range map[string]*tls.Config{"no certificate": {InsecureSkipVerify: true}, //nolint:gosec
+		"another CA's admin certificate": otherCAClient(otherAdmin)} {
+		tr := &http.Transport{TLSClientConfig: tc}
+		resp, err := (&http.Client{Transport: tr, Timeout: 5 * time.Second}).Get(c.API(0) + "/v1/owners")
+		tr.CloseIdleConnections()
+		if err == nil {
+			resp.Body.Close()
+			t.Errorf("locationd API with %s: %s", name, resp.Status)
+		}
+	}
+	if resp, err := hc.Get("http://" + c.Members()[0].HTTP + "/v1/owners"); err == nil && resp.StatusCode == http.StatusOK {
+		resp.Body.Close()
+		t.Error("locationd API in plaintext answered 200")
+	}
+
+	for name, e := range map[string]mtls.Etcd{
+		"no certificate": {Endpoints: c.EtcdEndpoints(), CACert: c.Files("admin").CA},
+		"another CA's certificate": {Endpoints: c.EtcdEndpoints(), CACert: c.Files("admin").CA,
+			Cert: strangerAdmin.Cert, Key: strangerAdmin.Key},
+	} {
+		ecfg, err := e.ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ecfg.DialTimeout = 3 * time.Second
+		cli, err := clientv3.New(ecfg)
+		if err == nil {
+			rctx, rcancel := context.WithTimeout(ctx, 3*time.Second)
+			_, err = cli.Put(rctx, c.Keys().Base()+"x", "1")
+			rcancel()
+			cli.Close()
+		}
+		if err == nil {
+			t.Errorf("etcd with %s: a write was accepted", name)
+		}
+	}
+}
+
+// otherCAClient presents the stranger's certificate and trusts anything
+// (it is the server that must refuse).
+func otherCAClient(r *mtls.Reloader) *tls.Config {
+	cfg := r.ClientConfig(nil)
+	cfg.VerifyConnection = nil
+	return cfg
+}
+
+// Roles: a viewer reads and calls, but relocating or draining — through
+// the API or straight at a node's AdminService — is permission_denied, and
+// so is an admin speaking the node-to-node protocol; an operator relocates.
+func TestTLSRoles(t *testing.T) {
+	c := cluster(t, 2, chaos.Config{TLS: true})
+	cl := newClient(t, c)
+	add(t, cl, "actor/counter/r1", 1)
+	src, dst := ownerOf(t, c, "actor/counter/r1")
+	before := etcdState(t, c, "")
+	viewer := apiClient(t, c, "viewer")
+	for _, p := range []struct{ path, body string }{
+		{"/v1/relocations", `{"object":"actor/counter/r1"}`},
+		{"/v1/owners/" + src + "/drain", `{"stopAfter":false}`},
+		{"/v1/rebalance", `{"budget":1}`},
+		{"/v1/groups", `{"group":"group/v"}`},
+	} {
+		resp, err := viewer.Post(c.API(0)+p.path, "application/json", strings.NewReader(p.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("viewer POST %s: %s, want 403 permission_denied", p.path, resp.Status)
+		}
+	}
+	if resp, err := viewer.Get(c.API(0) + "/v1/owners"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("viewer GET /v1/owners: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	nodeAddr := owners(t, c)[src].Address
+	va := rpcpb.NewAdminServiceClient(dialAs(t, c, nodeAddr, "viewer"))
+	if _, err := va.Relocate(ctx, &pb.RelocateCommand{Object: "actor/counter/r1"}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("viewer AdminService.Relocate: %v, want PermissionDenied", err)
+	}
+	ds, err := va.Drain(ctx, &pb.DrainRequest{})
+	if err == nil {
+		_, err = ds.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("viewer AdminService.Drain: %v, want PermissionDenied", err)
+	}
+	if _, err := rpcpb.NewAdminServiceClient(dialAs(t, c, nodeAddr, dst)).Relocate(ctx, &pb.RelocateCommand{Object: "actor/counter/r1"}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("a node's certificate on AdminService.Relocate: %v, want PermissionDenied", err)
+	}
+	ps, err := rpcpb.NewPeerServiceClient(dialAs(t, c, nodeAddr, "admin")).Relocate(ctx)
+	if err == nil {
+		_, err = ps.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("admin on PeerService.Relocate: %v, want PermissionDenied", err)
+	}
+	op := wire.NewOperationID()
+	rep, err := rpcpb.NewCallServiceClient(dialAs(t, c, nodeAddr, "viewer")).Call(ctx, &pb.CallRequest{Version: wire.Version, Object: "actor/counter/r1", Method: "get", OperationId: op[:]})
+	if err != nil || rep.GetCode() != pb.Code_CODE_OK {
+		t.Errorf("viewer call: %v %v", rep, err)
+	}
+	if after := etcdState(t, c, ""); !equalState(before, after) {
+		t.Fatalf("refused operations changed etcd: %v", diffState(before, after))
+	}
+	if _, err := rpcpb.NewAdminServiceClient(dialAs(t, c, nodeAddr, "operator")).Relocate(ctx, &pb.RelocateCommand{Object: "actor/counter/r1", Target: dst}); err != nil {
+		t.Fatalf("operator relocate: %v", err)
+	}
+}
+
+// etcd's roles: a node's etcd user reads and writes the cluster's prefix
+// and nothing else; so does locationd's; root writes anywhere.
+func TestTLSEtcdRolesLimited(t *testing.T) {
+	c := cluster(t, 1, chaos.Config{TLS: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, user := range []string{"etcd-node", "etcd-locationd"} {
+		ecfg, err := c.EtcdAccess(user).ClientConfig()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cli, err := clientv3.New(ecfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cli.Get(ctx, c.Keys().Base(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
+			t.Errorf("%s reading its prefix: %v", user, err)
+		}
+		for _, k := range []string{"/elsewhere", "/meshloc/other/authority/x"} {
+			if _, err := cli.Put(ctx, k, "1"); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+				t.Errorf("%s writing %s: %v, want permission denied", user, k, err)
+			}
+		}
+		cli.Close()
+	}
+	if _, err := c.Etcd().Put(ctx, "/elsewhere", "1"); err != nil {
+		t.Fatalf("root: %v", err)
+	}
+}
