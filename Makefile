@@ -13,7 +13,7 @@ IMAGE   ?= meshloc:dev
 DOCKER_CTX = build/docker
 STATIC     = CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w'
 
-.PHONY: all build test test-race vet fmt clean proto docker-bin images cluster-up cluster-down test-compose bench bench-micro fuzz
+.PHONY: all build test test-race vet fmt clean proto docker-bin images certs cluster-up cluster-down test-compose bench bench-micro fuzz
 
 all: build
 
@@ -135,23 +135,34 @@ docker-bin:
 images: docker-bin
 	$(DOCKER) build -t $(IMAGE) .
 
-## cluster-up: images, then the compose cluster (etcd1..3, locationd1..2,
-## meshnode1..3; docker-compose.yml), and wait until every service is healthy
-cluster-up: images
-	MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) up -d
+## certs: the compose cluster's certificates in $(CERTS), made once (meshctl
+## certs init refuses to overwrite). The containers run as 65532, so the keys
+## are made readable by every local user: a development cluster's keys.
+CERTS ?= build/certs
+certs: $(CERTS)/ca.crt
+$(CERTS)/ca.crt:
+	$(GO) run ./cmd/meshctl certs init --dir $(CERTS) --nodes meshnode1,meshnode2,meshnode3 \
+	  --locationd locationd1,locationd2 --etcd etcd1,etcd2,etcd3 --hosts localhost,127.0.0.1 >/dev/null
+	chmod a+r $(CERTS)/*.key
+
+## cluster-up: images and certs, then the compose cluster (etcd1..3,
+## locationd1..2, meshnode1..3, secured; docker-compose.yml), and wait until
+## every service is healthy
+cluster-up: images certs
+	MESHLOC_IMAGE=$(IMAGE) MESHLOC_CERTS=$(abspath $(CERTS)) $(COMPOSE) up -d
 	@echo "waiting for every service to be healthy (at most 3 minutes)"; \
 	for i in $$(seq 180); do \
 	  ids=$$($(COMPOSE) ps -q); \
 	  bad=$$(for id in $$ids; do $(DOCKER) inspect -f '{{.Name}} {{if .State.Health}}{{.State.Health.Status}}{{else}}{{.State.Status}}{{end}}' $$id; done | grep -v ' healthy$$'); \
-	  if [ -n "$$ids" ] && [ -z "$$bad" ]; then MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) ps; exit 0; fi; \
+	  if [ -n "$$ids" ] && [ -z "$$bad" ]; then MESHLOC_IMAGE=$(IMAGE) MESHLOC_CERTS=$(abspath $(CERTS)) $(COMPOSE) ps; exit 0; fi; \
 	  sleep 1; \
 	done; \
-	MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) ps; echo "cluster-up: not healthy after 3 minutes:$$bad (see: $(COMPOSE) logs)" >&2; exit 1
+	MESHLOC_IMAGE=$(IMAGE) MESHLOC_CERTS=$(abspath $(CERTS)) $(COMPOSE) ps; echo "cluster-up: not healthy after 3 minutes:$$bad (see: $(COMPOSE) logs)" >&2; exit 1
 
 ## cluster-down: stop the compose cluster and delete its containers, network
 ## and volumes (etcd's data); the image stays (docker rmi $(IMAGE))
 cluster-down:
-	MESHLOC_IMAGE=$(IMAGE) $(COMPOSE) down -v --remove-orphans
+	MESHLOC_IMAGE=$(IMAGE) MESHLOC_CERTS=$(abspath $(CERTS)) $(COMPOSE) down -v --remove-orphans
 
 ## test-compose: test/compose, the compose cluster under faults (docker kill,
 ## pause, network disconnect of meshnodes, docker stop of an etcd member). It

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/meshloc/meshloc/internal/freeport"
 	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -57,6 +59,7 @@ type cluster struct {
 	image   string
 	env     []string // the environment of every compose command
 	meshctl string   // the host-built static meshctl
+	certs   string   // the cluster's certificates (mounted on /certs)
 	ports   ports
 	ids     map[string]string // service → container id (stable across stop/start)
 	network string            // the compose network of the cluster
@@ -149,6 +152,7 @@ func start(t *testing.T) *cluster {
 	began := time.Now()
 	ctxDir := t.TempDir()
 	c.meshctl = c.buildBinaries(t, ctxDir)
+	c.certs = makeCerts(t)
 	if out, err := c.run(10*time.Minute, "docker", "build", "-q", "-f", filepath.Join(c.root, "Dockerfile"), "-t", c.image, ctxDir); err != nil {
 		t.Fatalf("docker build: %v\n%s", err, out)
 	}
@@ -157,7 +161,7 @@ func start(t *testing.T) *cluster {
 	began = time.Now()
 	for attempt := 1; ; attempt++ {
 		c.ports = freePorts(t)
-		c.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+c.project, "MESHLOC_IMAGE="+c.image,
+		c.env = append(os.Environ(), "COMPOSE_PROJECT_NAME="+c.project, "MESHLOC_IMAGE="+c.image, "MESHLOC_CERTS="+c.certs,
 			"MESHLOC_RECOVERY_RATE="+recoveryRate, "MESHLOC_RECOVER_ORPHANS=true", "MESHLOC_LEASE_TTL="+leaseTTL.String())
 		c.env = append(c.env, c.ports.env()...)
 		out, err := c.composeRun(3*time.Minute, "up", "-d")
@@ -187,8 +191,13 @@ func start(t *testing.T) *cluster {
 	} else {
 		c.network = nets[0]
 	}
+	admin, err := mtls.Load(c.files("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: admin.ClientConfig(mtls.WantRole(mtls.RoleLocationd))}}
 	for _, p := range c.ports.locationd {
-		a, err := api.NewClient(fmt.Sprintf("http://127.0.0.1:%d", p), nil)
+		a, err := api.NewClient(fmt.Sprintf("https://127.0.0.1:%d", p), hc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,6 +207,32 @@ func start(t *testing.T) *cluster {
 	t.Logf("cluster up and healthy in %v: etcd on %v, locationd on %v, meshnodes gRPC %v, HTTP %v", time.Since(began).Round(100*time.Millisecond),
 		c.ports.etcd, c.ports.locationd, c.ports.grpc, c.ports.http)
 	return c
+}
+
+// makeCerts makes the cluster's certificates as `make certs` does, in a
+// directory of the test (the containers run as 65532: the keys are made
+// readable by every user).
+func makeCerts(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	names, err := mtls.Init(dir, mtls.InitOptions{Nodes: meshnodes, Locationd: locationds, Etcd: etcds, Hosts: []string{"localhost", "127.0.0.1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range names {
+		if err := os.Chmod(filepath.Join(dir, n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// files are the certificate files of name with the cluster CA.
+func (c *cluster) files(name string) mtls.Files {
+	return mtls.Files{CA: filepath.Join(c.certs, "ca.crt"), Cert: filepath.Join(c.certs, name+".crt"), Key: filepath.Join(c.certs, name+".key")}
 }
 
 func moduleRoot(t *testing.T) string {
@@ -561,8 +596,9 @@ func (e *callError) final() bool {
 // call runs the host-built meshctl once: `meshctl --node 127.0.0.1:<port of
 // meshnode node> call --op-id op OBJECT METHOD ARGS`.
 func (c *cluster) call(node int, timeout time.Duration, op, object, method string, args ...string) (reply, error) {
+	f := c.files("operator")
 	argv := []string{"--timeout", timeout.String(), "--node", fmt.Sprintf("127.0.0.1:%d", c.ports.grpc[node]), "-o", "json",
-		"call", "--op-id", op, object, method, "--"}
+		"--cacert", f.CA, "--cert", f.Cert, "--key", f.Key, "call", "--op-id", op, object, method, "--"}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+10*time.Second)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, c.meshctl, append(argv, args...)...)

@@ -40,7 +40,7 @@ func TestCompose(t *testing.T) {
 
 func (c *cluster) testForms(t *testing.T) {
 	// etcd: three members, each healthy (a linearizable read through it).
-	out := c.etcdctl(t, "--endpoints=http://etcd1:2379,http://etcd2:2379,http://etcd3:2379", "endpoint", "health")
+	out := c.etcdctl(t, "endpoint", "health", "--cluster")
 	if n := strings.Count(out, "is healthy"); n != 3 {
 		t.Errorf("etcdctl endpoint health: %d of 3 members healthy:\n%s", n, out)
 	}
