@@ -109,9 +109,11 @@ type Config struct {
 	// CODE_RESOURCE_EXHAUSTED before anything is staged.
 
 	// MaxIncomingStages bounds the relocations this node receives at a time
-	// (default 64).
+	// (default 256).
 	MaxIncomingStages int
-	// MaxIncomingStagesPerPeer bounds them per source owner (default 16).
+	// MaxIncomingStagesPerPeer bounds them per source owner (default 128:
+	// a busy node moves many objects to one peer at once — a drain, a
+	// rebalance, a storm — and the bytes bound still holds).
 	MaxIncomingStagesPerPeer int
 	// MaxIncomingBytes bounds the payload bytes the incoming stages
 	// announce, together (default 2 GiB). A stage's buffer grows with the
@@ -189,8 +191,8 @@ func DefaultConfig() Config {
 		MaxRequestBytes:    authority.DefaultMaxRequestBytes,
 		DrainTimeout:       60 * time.Second,
 
-		MaxIncomingStages:        64,
-		MaxIncomingStagesPerPeer: 16,
+		MaxIncomingStages:        256,
+		MaxIncomingStagesPerPeer: 128,
 		MaxIncomingBytes:         2 << 30,
 		GRPCMaxStreams:           1024,
 	}
