@@ -20,7 +20,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
-	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
@@ -86,14 +85,7 @@ func run(args []string) int {
 	case <-n.StopRequested():
 		log.Info().Msg("drained through AdminService: stopping")
 		clean = true
-	case <-n.Keeper().Done():
-		if failpoint.Planted(failpoint.BugWokenOwnerServes) {
-			// Planted (failpoints builds only): a fenced node serves on
-			// until it is told to stop.
-			log.Error().Err(n.Keeper().Err()).Msg("lease ended: serving on (planted bug woken-owner-serves)")
-			<-ctx.Done()
-			break
-		}
+	case <-n.Fenced():
 		log.Error().Err(n.Keeper().Err()).Msg("lease ended: stopping")
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)

@@ -9,9 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
@@ -33,7 +30,7 @@ import (
 // the drain does not stop if the HTTP caller goes away.
 
 // errOwnerNotFound: no live key owners/<id>.
-var errOwnerNotFound = errors.New("locationd: owner not found")
+var errOwnerNotFound = wire.Sentinel(pb.Code_CODE_NOT_FOUND, "locationd: owner not found")
 
 // drainRoute is the pattern of the drain route.
 const drainRoute = "/v1/owners/{id}/drain"
@@ -153,7 +150,7 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 	})
 	if err != nil {
 		if !errors.Is(err, errNodeUnavailable) {
-			err = drainNodeError(err, pair, addr)
+			err = nodeError(err, pair+" ("+addr+")", map[pb.Code]string{pb.Code_CODE_DEADLINE_EXCEEDED: "the drain did not end in time; it may still run"})
 		}
 		if !started {
 			return err
@@ -167,23 +164,6 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 		Int64("durationMicros", report.DurationMicros).Bool("stopping", report.Stopping).Str("endedEarly", report.EndedEarly).
 		Msg("drain asked through the API ended")
 	return nil
-}
-
-// drainNodeError classifies the gRPC error of a node's AdminService.Drain.
-func drainNodeError(err error, pair, addr string) error {
-	st, _ := status.FromError(err)
-	where := fmt.Sprintf("node %s (%s)", pair, addr)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		return fmt.Errorf("%w: %s: %s", errInvalidArgument, where, st.Message())
-	case codes.Unimplemented:
-		return fmt.Errorf("%w: %s does not serve AdminService.Drain: %s", errNodeUnavailable, where, st.Message())
-	case codes.DeadlineExceeded, codes.Canceled:
-		return fmt.Errorf("%w: %s did not end the drain in time (%s); it may still run", errNodeUnavailable, where, st.Message())
-	case codes.Unavailable:
-		return fmt.Errorf("%w: %s: %s", errNodeUnavailable, where, st.Message())
-	}
-	return fmt.Errorf("%s: %s: %s", where, st.Code(), st.Message())
 }
 
 func relocationIDText(b []byte) string {

@@ -2,14 +2,10 @@ package locationd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"time"
-
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -64,27 +60,6 @@ func (h *handlers) liveOwner(ctx context.Context, o authority.OwnerRef, what str
 	return "", fmt.Errorf("%w: %s of %s has no live key of that generation", errOwnerNotAlive, o, what)
 }
 
-// groupNodeError classifies a node's answer to a group operation (the
-// node's groupRPCError says which code means what).
-func groupNodeError(err error, node, addr string) error {
-	if errors.Is(err, errNodeUnavailable) {
-		return err
-	}
-	st, _ := status.FromError(err)
-	where := fmt.Sprintf("node %s (%s)", node, addr)
-	switch st.Code() {
-	case codes.InvalidArgument:
-		return fmt.Errorf("%w: %s: %s", errInvalidArgument, where, st.Message())
-	case codes.NotFound:
-		return fmt.Errorf("%w: %s: %s", authority.ErrNotFound, where, st.Message())
-	case codes.FailedPrecondition, codes.Aborted, codes.AlreadyExists, codes.ResourceExhausted:
-		return fmt.Errorf("%w: %s: %s", errConflict, where, st.Message())
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Unimplemented:
-		return fmt.Errorf("%w: %s: %s", errNodeUnavailable, where, st.Message())
-	}
-	return fmt.Errorf("%s: %s: %s", where, st.Code(), st.Message())
-}
-
 func groupJSON(st *pb.GroupStatus, node string) api.Group {
 	g := api.Group{Group: st.GetGroup(), Owner: st.GetOwner(), Members: st.GetMembers(), StoreVersion: st.GetStoreVersion()}
 	if g.Members == nil {
@@ -137,7 +112,7 @@ func (h *handlers) createGroup(ctx context.Context, r *http.Request) (any, error
 		return err
 	})
 	if err != nil {
-		return nil, groupNodeError(err, o.Descriptor.OwnerID, o.Descriptor.Address)
+		return nil, nodeError(err, o.Descriptor.OwnerID+" ("+o.Descriptor.Address+")", nil)
 	}
 	return groupJSON(st, o.Descriptor.OwnerID), nil
 }
@@ -185,7 +160,7 @@ func (h *handlers) joinGroup(ctx context.Context, r *http.Request) (any, error) 
 		return err
 	})
 	if err != nil {
-		return nil, groupNodeError(err, on.String(), addr)
+		return nil, nodeError(err, on.String()+" ("+addr+")", nil)
 	}
 	out := groupJSON(st, on.ID)
 	h.s.log.Info().Str("group", g.String()).Str("actor", a.String()).Str("owner", out.Owner).Msg("join asked through the API answered")
@@ -215,7 +190,7 @@ func (h *handlers) leaveGroup(ctx context.Context, r *http.Request) (any, error)
 		return err
 	})
 	if err != nil {
-		return nil, groupNodeError(err, gs.Record.Owner.String(), addr)
+		return nil, nodeError(err, gs.Record.Owner.String()+" ("+addr+")", nil)
 	}
 	return groupJSON(st, gs.Record.Owner.ID), nil
 }

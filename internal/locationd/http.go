@@ -17,90 +17,40 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // Errors of the API layer itself (the store's come from pkg/authority).
 var (
 	// errInvalidArgument: a query parameter or path is malformed; nothing was read.
-	errInvalidArgument = errors.New("locationd: invalid argument")
+	errInvalidArgument = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "locationd: invalid argument")
 	// errRouteNotFound: no route has this path.
-	errRouteNotFound = errors.New("locationd: no such route")
+	errRouteNotFound = wire.Sentinel(pb.Code_CODE_NOT_FOUND, "locationd: no such route")
 	// errMethodNotAllowed: the route exists, for GET only.
-	errMethodNotAllowed = errors.New("locationd: method not allowed")
+	errMethodNotAllowed = &api.Error{Code: api.CodeMethodNotAllowed, Message: "locationd: method not allowed"}
 	// errUnsupportedMediaType: a POST body that is not application/json.
-	errUnsupportedMediaType = errors.New("locationd: unsupported media type")
+	errUnsupportedMediaType = &api.Error{Code: api.CodeUnsupportedMediaType, Message: "locationd: unsupported media type"}
 	// errUnavailable: etcd did not answer, or the answer kept changing under us.
-	errUnavailable = errors.New("locationd: store unavailable")
+	errUnavailable = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "locationd: store unavailable")
 )
 
-// errorTable maps errors to API codes: the first entry that errors.Is matches
-// wins. An error that matches none is classified by storeUnavailable, and is
-// internal otherwise. This is the only place that decides a status code.
-var errorTable = []struct {
-	err  error
-	code string
-}{
-	{errInvalidArgument, api.CodeInvalidArgument},
-	{mtls.ErrPermissionDenied, api.CodePermissionDenied},
-	{mtls.ErrNoIdentity, api.CodePermissionDenied},
-	{mtls.ErrBadIdentity, api.CodePermissionDenied},
-	{errConflict, api.CodeConflict},
-	{errOwnerNotAlive, api.CodeUnavailable},
-	{errOwnerNotFound, api.CodeNotFound},
-	{errNodeUnavailable, api.CodeUnavailable},
-	{keyspace.ErrInvalidName, api.CodeInvalidArgument},
-	{authority.ErrInvalidRequest, api.CodeInvalidArgument},
-	{authority.ErrNotFound, api.CodeNotFound},
-	{errRouteNotFound, api.CodeNotFound},
-	{errMethodNotAllowed, api.CodeMethodNotAllowed},
-	{errUnsupportedMediaType, api.CodeUnsupportedMediaType},
-	{authority.ErrInvalidRecord, api.CodeInternal}, // a corrupt record is our bug, not the caller's
-	{authority.ErrUncertain, api.CodeUnavailable},
-	{errUnavailable, api.CodeUnavailable},
-	{context.DeadlineExceeded, api.CodeUnavailable},
-	{context.Canceled, api.CodeUnavailable},
-	{rpctypes.ErrCompacted, api.CodeUnavailable},
-}
-
-// storeUnavailable reports whether err is etcd (or the way to it) failing to
-// answer: worth a retry, so 503 rather than 500.
-func storeUnavailable(err error) bool {
-	var ee rpctypes.EtcdError
-	code := codes.OK
-	if errors.As(err, &ee) {
-		code = ee.Code()
-	} else if st, ok := status.FromError(err); ok {
-		code = st.Code()
-	}
-	switch code {
-	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.ResourceExhausted, codes.Aborted:
-		return true
-	}
-	return false
-}
-
-// toAPIError classifies err (see errorTable).
+// toAPIError is err as the API answers it: its code (wire.CodeOf, the one
+// table of the system), the HTTP status and API code of that
+// (wire.HTTPStatus), its message. The HTTP layer's own refusals (405, 415)
+// are *api.Error already.
 func toAPIError(err error) *api.Error {
-	code := api.CodeInternal
-	found := false
-	for _, e := range errorTable {
-		if errors.Is(err, e.err) {
-			code, found = e.code, true
-			break
-		}
+	if e, ok := api.AsError(err); ok {
+		return &api.Error{Code: e.Code, Message: err.Error(), Status: api.StatusOf(e.Code)}
 	}
-	if !found && storeUnavailable(err) {
-		code = api.CodeUnavailable
-	}
-	return &api.Error{Code: code, Message: err.Error(), Status: api.StatusOf(code)}
+	status := wire.HTTPStatus(wire.CodeOf(err))
+	return &api.Error{Code: api.CodeOfStatus(status), Message: err.Error(), Status: status}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -111,7 +61,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // apiHandler is a route's logic: it returns the answer, or an error that
-// errorTable turns into a typed JSON error.
+// toAPIError turns into a typed JSON error.
 type apiHandler func(ctx context.Context, r *http.Request) (any, error)
 
 type handlers struct {

@@ -239,7 +239,7 @@ func (h *handlers) runMove(ctx context.Context, m api.RebalanceMove) api.Rebalan
 	})
 	if err != nil {
 		if !errors.Is(err, errNodeUnavailable) {
-			err = nodeError(err, rec.Owner.String(), addr, obj.String())
+			err = nodeError(err, rec.Owner.String()+" ("+addr+")", relocateHints(obj.String()))
 		}
 		return fail(api.OutcomeError, err)
 	}

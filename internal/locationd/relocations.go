@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/locationd/api"
@@ -27,12 +26,12 @@ var (
 	// errConflict: the cluster's state does not allow the request now (the
 	// owner does not host the object, it is already relocating, the target is
 	// not eligible).
-	errConflict = errors.New("locationd: conflict")
+	errConflict = wire.Sentinel(pb.Code_CODE_CONFLICT, "locationd: conflict")
 	// errOwnerNotAlive: the object's owner has no live key of its generation;
 	// nobody can move the object until it is recovered (its next call does it).
-	errOwnerNotAlive = errors.New("locationd: owner not alive")
+	errOwnerNotAlive = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "locationd: owner not alive")
 	// errNodeUnavailable: the node did not answer, or could not do it now.
-	errNodeUnavailable = errors.New("locationd: node unavailable")
+	errNodeUnavailable = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "locationd: node unavailable")
 )
 
 // maxRelocationTimeout bounds --relocation-timeout and timeoutMs.
@@ -78,27 +77,28 @@ func relocationJSON(st *pb.RelocationStatus, node string) api.Relocation {
 	return out
 }
 
-// nodeError classifies the gRPC error of a node's AdminService (see the
-// node's adminServer for the codes it answers).
-func nodeError(err error, owner, addr, object string) error {
-	st, _ := status.FromError(err)
-	where := fmt.Sprintf("node %s (%s)", owner, addr)
-	switch st.Code() {
-	case codes.FailedPrecondition:
-		return fmt.Errorf("%w: %s does not host %s (not active in its memory, or it just moved): %s", errConflict, where, object, st.Message())
-	case codes.Aborted:
-		return fmt.Errorf("%w: %s: %s", errConflict, where, st.Message())
-	case codes.InvalidArgument:
-		return fmt.Errorf("%w: %s: %s", errInvalidArgument, where, st.Message())
-	case codes.DeadlineExceeded, codes.Canceled:
-		return fmt.Errorf("%w: %s did not answer in time (%s); the relocation may still end: see GET /v1/relocations?object=%s",
-			errNodeUnavailable, where, st.Message(), object)
-	case codes.Unimplemented:
-		return fmt.Errorf("%w: %s does not serve AdminService: %s", errNodeUnavailable, where, st.Message())
-	case codes.Unavailable:
-		return fmt.Errorf("%w: %s: %s", errNodeUnavailable, where, st.Message())
+// nodeError is the error of a node's AdminService call: the code its gRPC
+// status stands for (wire.CodeOf), where it came from, and, for a code that
+// has one, a hint of what it means here.
+func nodeError(err error, where string, hints map[pb.Code]string) error {
+	if errors.Is(err, errNodeUnavailable) {
+		return err
 	}
-	return fmt.Errorf("%s: %s: %s", where, st.Code(), st.Message())
+	st, _ := status.FromError(err)
+	code := wire.CodeOf(err)
+	msg := "node " + where + ": " + st.Message()
+	if h := hints[code]; h != "" {
+		msg += " (" + h + ")"
+	}
+	return &wire.Error{Code: code, Message: msg}
+}
+
+// relocateHints: what a node's refusal of a relocation means.
+func relocateHints(object string) map[pb.Code]string {
+	return map[pb.Code]string{
+		pb.Code_CODE_NOT_OWNER:         "it does not host " + object + ": not active in its memory, or it just moved",
+		pb.Code_CODE_DEADLINE_EXCEEDED: "no answer in time; the relocation may still end: see GET /v1/relocations?object=" + object,
+	}
 }
 
 // relocationPlan is what a relocation needs from etcd: the record, its live
@@ -222,7 +222,7 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 		if errors.Is(err, errNodeUnavailable) {
 			return nil, err
 		}
-		return nil, nodeError(err, owner.String(), addr, obj.String())
+		return nil, nodeError(err, owner.String()+" ("+addr+")", relocateHints(obj.String()))
 	}
 	out := relocationJSON(st, owner.ID)
 	h.s.log.Info().Str("relocation", out.RelocationID).Str("object", out.Object).Str("source", out.Source).Str("target", out.Target).

@@ -356,9 +356,9 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	ctx, cancel := n.durableCtx()
 	defer cancel()
 	for range 4 {
-		start := time.Now()
+		start := n.now()
 		res, err := n.store.PersistState(ctx, req)
-		n.metrics.durable.seconds.Observe(time.Since(start).Seconds())
+		n.metrics.durable.seconds.Observe(n.now().Sub(start).Seconds())
 		if err != nil {
 			n.metrics.durable.writes.WithLabelValues("uncertain").Inc()
 			h.dropDurable("persist: " + err.Error())
@@ -460,7 +460,7 @@ func (h *hosted) durableTimerGate() bool {
 		return false
 	}
 	h.fireSet = true
-	h.timer = time.AfterFunc(time.Second, func() {
+	h.timer = h.n.clock.AfterFunc(time.Second, func() {
 		if !h.submit(&work{timer: true}) {
 			h.mu.Lock()
 			h.fireSet = false

@@ -5,19 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"slices"
 	"sync"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
-	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -42,12 +37,12 @@ import (
 var (
 	// ErrGroupBusy: another join, leave or relocation of the group runs on
 	// its owner now; retry later.
-	ErrGroupBusy = errors.New("node: group busy")
+	ErrGroupBusy = wire.Sentinel(pb.Code_CODE_CONFLICT, "node: group busy")
 	// ErrGroupExists: CreateGroup of a group that has a record already.
-	ErrGroupExists = errors.New("node: group exists")
+	ErrGroupExists = wire.Sentinel(pb.Code_CODE_ALREADY_EXISTS, "node: group exists")
 	// ErrGroupMember: a member of a group cannot be relocated alone (it
 	// moves with its group); see GroupMemberError.
-	ErrGroupMember = errors.New("node: object is a group member")
+	ErrGroupMember = wire.Sentinel(pb.Code_CODE_NOT_OWNER, "node: object is a group member")
 )
 
 // GroupMemberError refuses the relocation of a group's member: relocate
@@ -62,6 +57,9 @@ func (e *GroupMemberError) Error() string {
 
 // Is makes errors.Is(err, ErrGroupMember) true.
 func (e *GroupMemberError) Is(target error) bool { return target == ErrGroupMember }
+
+// WireCode: a member is moved only with its group (wire.CodeOf).
+func (e *GroupMemberError) WireCode() pb.Code { return pb.Code_CODE_NOT_OWNER }
 
 // groupLocks are the per-group locks of this node.
 type groupLocks struct {
@@ -295,6 +293,20 @@ func (n *Node) holdActor(ctx context.Context, a keyspace.Object) (*hosted, error
 	if h == nil {
 		return nil, fmt.Errorf("%w: %s: %s", ErrNotHosted, a, rep.GetMessage())
 	}
+	return n.hold(ctx, h)
+}
+
+// holdHosted is holdActor for an object in memory here: nothing is
+// activated.
+func (n *Node) holdHosted(ctx context.Context, a keyspace.Object) (*hosted, error) {
+	h := n.hostedObject(a.String())
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, a)
+	}
+	return n.hold(ctx, h)
+}
+
+func (n *Node) hold(ctx context.Context, h *hosted) (*hosted, error) {
 	if err := n.waitAdmitted(ctx, h); err != nil {
 		return nil, err
 	}
@@ -302,9 +314,9 @@ func (n *Node) holdActor(ctx context.Context, a keyspace.Object) (*hosted, error
 	defer h.mu.Unlock()
 	switch {
 	case h.failReply != nil || h.closed || h.mode != modeServing:
-		return nil, fmt.Errorf("%w: %s", ErrNotHosted, a)
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.name)
 	case h.relocating:
-		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, a)
+		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, h.name)
 	}
 	h.relocating = true
 	return h, nil
@@ -314,27 +326,37 @@ func (n *Node) releaseActor(h *hosted) {
 	h.mu.Lock()
 	h.relocating = false
 	h.mu.Unlock()
+	n.noteChange()
 }
 
-// waitAdmitted waits (bounded) until an object that just arrived here is
-// admitted by its target stage.
+// admitWait bounds how long a relocation waits for an object that just
+// arrived here to be admitted (moments after the commit that the previous
+// relocation waited for).
+const admitWait = 2 * time.Second
+
+// waitAdmitted waits, at most admitWait, until h is activated and, if it
+// just arrived here, admitted by its target stage.
 func (n *Node) waitAdmitted(ctx context.Context, h *hosted) error {
 	select {
 	case <-h.ready:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	for wait := time.Now().Add(2 * time.Second); ; {
-		h.mu.Lock()
-		hidden := h.mode == modeHidden && !h.closed
-		h.mu.Unlock()
-		if !hidden || time.Now().After(wait) {
-			return nil
-		}
-		if !sleepCtx(ctx, 5*time.Millisecond) {
-			return ctx.Err()
-		}
+	h.mu.Lock()
+	unhidden := h.unhidden
+	h.mu.Unlock()
+	if unhidden == nil {
+		return nil
 	}
+	t := n.clock.NewTimer(admitWait)
+	defer t.Stop()
+	select {
+	case <-unhidden:
+	case <-t.C():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
 }
 
 // LeaveGroup removes actor from group; this node must own the group.
@@ -474,300 +496,34 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 		}
 		hs = append(hs, h)
 	}
-	target, err := n.chooseGroupTarget(types, opts.Target)
-	if errors.Is(err, ErrNoTarget) {
-		t := time.NewTimer(time.Second)
-		select {
-		case <-n.dir.Changed():
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		target, err = n.chooseGroupTarget(types, opts.Target)
+	ts := make([]string, 0, len(types))
+	for t := range types {
+		ts = append(ts, t)
 	}
+	target, err := n.pickTarget(ctx, opts.Target, ts...)
 	if err != nil {
 		return nil, err
 	}
-	r := n.newSourceRun(g, relocation.SourceConfig{Object: gs, Members: members}, target, opts.Timeout)
-	defer n.untrack(r.rec)
-	r.members = hs
-	r.run(ctx)
-	return r.rec.snapshot(), nil
-}
-
-// chooseGroupTarget is chooseTarget for a group: the target must host every
-// member's type.
-func (n *Node) chooseGroupTarget(types map[string]bool, want string) (lease.Owner, error) {
-	var cands []lease.Owner
-	total := 0
-	for _, o := range n.dir.List() {
-		d := o.Descriptor
-		if d.OwnerID == n.self.ID || d.State != lease.StateServing || d.Weight <= 0 || d.ApplicationVersion != n.cfg.ApplicationVersion {
-			continue
-		}
-		if want != "" && d.OwnerID != want {
-			continue
-		}
-		all := true
-		for t := range types {
-			all = all && hostsType(d.Types, t)
-		}
-		if !all {
-			continue
-		}
-		cands = append(cands, o)
-		total += d.Weight
-	}
-	if len(cands) == 0 {
-		ts := make([]string, 0, len(types))
-		for t := range types {
-			ts = append(ts, t)
-		}
-		slices.Sort(ts)
-		if want != "" {
-			return lease.Owner{}, fmt.Errorf("%w: %s is not a live serving node that hosts the group's types %v (and is not this node)", ErrNoTarget, want, ts)
-		}
-		return lease.Owner{}, fmt.Errorf("%w for a group of types %v", ErrNoTarget, ts)
-	}
-	x := rand.IntN(total)
-	for _, c := range cands {
-		if x -= c.Descriptor.Weight; x < 0 {
-			return c, nil
-		}
-	}
-	return cands[len(cands)-1], nil
-}
-
-// units are the hosted objects a source run moves: its object, or a
-// group's members (in participant order).
-func (r *sourceRun) units() []*hosted {
-	if r.h != nil {
-		return []*hosted{r.h}
-	}
-	return r.members
-}
-
-// objects are the participants the settle read covers.
-func (r *sourceRun) objects() []keyspace.Object {
-	out := []keyspace.Object{r.primary}
-	if r.h == nil {
-		for _, h := range r.members {
-			out = append(out, h.obj)
-		}
-	}
-	return out
-}
-
-// sealAll seals and captures what the run moves. For a group (seed bug 22)
-// every member stops dispatch first, then the handlers in progress are
-// awaited, then every member is captured; a failure anywhere is rolled
-// back for all of them by the machine's Preserve → Reopen, which puts each
-// member's captured and boundary requests back in the order accepted.
-func (r *sourceRun) sealAll(ctx context.Context) ([][]byte, error) {
-	n := r.n
-	if r.h != nil {
-		return n.seal(ctx, r.h, r.id, r.target.Descriptor.OwnerID)
-	}
-	waits := make([]chan struct{}, len(r.members))
-	for i, h := range r.members {
-		waits[i] = sealStart(h)
-	}
-	for _, w := range waits {
-		if err := waitSealed(ctx, w); err != nil {
-			return nil, err
-		}
-	}
-	g := r.m.Participants()[0]
-	pss := []*pb.ParticipantState{{Participant: &pb.Participant{Object: g.Object.String(), ObjectGeneration: g.Record.ObjectGeneration,
-		AuthorityGeneration: g.Record.OwnerGeneration, StoreVersion: g.StoreVersion}}}
-	states := [][]byte{nil}
-	for _, h := range r.members {
-		ps, st, err := n.capture(h, r.target.Descriptor.OwnerID)
-		if err != nil {
-			return nil, err
-		}
-		pss = append(pss, ps)
-		states = append(states, st)
-	}
-	return relocation.EncodeEnvelope(r.id, pss, states)
-}
-
-// lastKnown is the run's latest record of a member (a write or settle read).
-func (r *sourceRun) lastKnown(name string) (record.Snapshot, bool) {
-	for _, p := range r.m.Participants() {
-		if p.Object.String() == name {
-			return p, true
-		}
-	}
-	return record.Snapshot{}, false
-}
-
-// reopenAll puts every moved object back in service after a winning preserve.
-func (r *sourceRun) reopenAll(a relocation.Reopen) {
-	if r.h != nil {
-		r.n.reopen(r.h, a.Record)
-		return
-	}
-	r.n.cache.Observe(a.Record)
-	for _, h := range r.members {
-		rec, ok := a.Members[h.name]
-		if !ok {
-			rec, _ = r.lastKnown(h.name)
-		}
-		r.n.reopen(h, rec)
-	}
-}
-
-// dropAll discards the moved objects after the target committed. For a
-// group the DATA requests were sent member by member (sendBoundary), so
-// the first DataApplied of them are each member's first ones.
-func (r *sourceRun) dropAll(a relocation.Drop) {
-	n := r.n
-	if r.h != nil {
-		n.drop(r.h, a.Committed, a.DataApplied)
-		return
-	}
-	n.cache.Observe(a.Committed)
-	left := a.DataApplied
-	for i, h := range r.members {
-		applied := 0
-		if i < len(r.counts) {
-			applied = min(left, r.counts[i])
-			left -= applied
-		}
-		rec, ok := a.Members[h.name]
-		if !ok || rec.Record.Owner == n.self {
-			// Not in the read (or not moved?): the commit moved every
-			// participant at once, so its record is the planned one.
-			last, _ := r.lastKnown(h.name)
-			rec = authority.Snapshot{Object: h.obj, StoreVersion: a.Committed.StoreVersion, Revision: a.Committed.Revision,
-				Record: authority.Planned(authority.Participant{Expected: last}, a.Committed.Record.Owner, a.Committed.Record.Node, r.id.String())}
-		}
-		n.drop(h, rec, applied)
-	}
-}
-
-// ---------------------------------------------------------------- group and join stages (target)
-
-// checkEnvelope checks, before anything is staged, that the envelope
-// carries exactly PREPARE's participants in order, and admits an Actor
-// Join: the group must be this node's, active and not full, and is locked
-// for this stage until it ends.
-func (r *targetRun) checkEnvelope(env *pb.Envelope) error {
-	p := r.m.Prepare()
-	if len(env.GetParticipants()) != len(p.GetParticipants()) {
-		return fmt.Errorf("%w: the payload carries %d participants, PREPARE %d", relocation.ErrProtocol, len(env.GetParticipants()), len(p.GetParticipants()))
-	}
-	for i, ps := range env.GetParticipants() {
-		if got, want := ps.GetParticipant().GetObject(), p.GetParticipants()[i].GetObject(); got != want {
-			return fmt.Errorf("%w: payload participant %d is %q, PREPARE's %q", relocation.ErrProtocol, i, got, want)
-		}
-		if k := splitKind(ps.GetParticipant().GetObject()); k == keyspace.KindGroup && (ps.GetStateLength() != 0 || len(ps.GetQueued()) != 0) {
-			return fmt.Errorf("%w: group participant %s carries state", relocation.ErrProtocol, ps.GetParticipant().GetObject())
-		}
-	}
-	j := p.GetJoinGroup()
-	if j == "" {
-		return nil
-	}
-	return r.admitJoin(j, p.GetParticipants()[0].GetObject())
-}
-
-func (r *targetRun) admitJoin(group, actor string) error {
-	n := r.n
-	g, err := keyspace.ParseObject(group)
-	if err != nil {
-		return fmt.Errorf("%w: %v", relocation.ErrProtocol, err)
-	}
-	release, err := n.lockGroup(group, "Actor Join of "+actor)
-	if err != nil {
-		return &relocation.RefusedError{Code: pb.Code_CODE_RELOCATING, Message: err.Error()}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	gs, err := n.store.Read(ctx, g)
-	switch {
-	case errors.Is(err, authority.ErrNotFound):
-		release()
-		return &relocation.RefusedError{Code: pb.Code_CODE_NOT_FOUND, Message: group + " does not exist"}
-	case err != nil:
-		release()
-		return &relocation.RefusedError{Code: pb.Code_CODE_UNAVAILABLE, Message: "read " + group + ": " + err.Error()}
-	case gs.Record.Owner != n.self || gs.Record.State != record.StateActive:
-		release()
-		return &relocation.RefusedError{Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("%s is owned by %s (%s), not by %s", group, gs.Record.Owner, gs.Record.State, n.self)}
-	}
-	if err := n.limits().CheckGroup(n.keys, group, len(gs.Record.Members)+1, nil); err != nil {
-		release()
-		return &relocation.RefusedError{Code: pb.Code_CODE_INVALID_ARGUMENT, Message: err.Error()}
-	}
-	r.release = append(r.release, release)
-	return nil
-}
-
-// joinGroup is the group record an Actor Join's commit compares: read now
-// (this stage holds the group's lock), or, to resolve an uncertain commit,
-// the one that commit used.
-func (r *targetRun) joinGroup(ctx context.Context, g keyspace.Object, resolve bool) (authority.Snapshot, error) {
-	if resolve && r.joinSeen != nil {
-		return *r.joinSeen, nil
-	}
-	gs, err := r.n.store.Read(ctx, g)
-	if err != nil {
-		return authority.Snapshot{}, err
-	}
-	r.joinSeen = &gs
-	return gs, nil
+	return n.newSource(g, relocation.SourceConfig{Object: gs, Members: members}, hs, target, opts.Timeout).run(ctx), nil
 }
 
 // ---------------------------------------------------------------- AdminService
 
 func (s *adminServer) CreateGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
 	st, err := s.n.CreateGroup(ctx, c.GetGroup())
-	return st, groupRPCError(err)
+	return st, wire.StatusError(err)
 }
 
 func (s *adminServer) JoinGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
 	timeout, err := s.n.timeoutOfMs(c.GetTimeoutMs())
 	if err != nil {
-		return nil, groupRPCError(err)
+		return nil, wire.StatusError(err)
 	}
 	st, err := s.n.JoinGroup(ctx, c.GetGroup(), c.GetActor(), timeout)
-	return st, groupRPCError(err)
+	return st, wire.StatusError(err)
 }
 
 func (s *adminServer) LeaveGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
 	st, err := s.n.LeaveGroup(ctx, c.GetGroup(), c.GetActor())
-	return st, groupRPCError(err)
-}
-
-// groupRPCError is the one table from group errors to gRPC codes:
-// InvalidArgument (bad names), NotFound (no such group), FailedPrecondition
-// (not this node's: ask the owner), AlreadyExists (create twice),
-// ResourceExhausted (the group's size limit), Aborted (membership conflict,
-// busy, a join that ended before READY), Unavailable (no target, etcd).
-func groupRPCError(err error) error {
-	var je *JoinError
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, keyspace.ErrInvalidName), errors.Is(err, authority.ErrInvalidRequest), errors.Is(err, ErrInvalidRelocation):
-		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, authority.ErrNotFound):
-		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, authority.ErrGroupTooLarge):
-		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, ErrGroupExists):
-		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, ErrNotHosted):
-		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, authority.ErrAlreadyMember), errors.Is(err, authority.ErrNotMember), errors.Is(err, authority.ErrNotGroupOwner),
-		errors.Is(err, ErrGroupBusy), errors.Is(err, ErrAlreadyRelocating), errors.As(err, &je):
-		return status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, ErrNoTarget):
-		return status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled):
-		return status.Error(codes.DeadlineExceeded, err.Error())
-	}
-	return status.Error(codes.Unavailable, err.Error())
+	return st, wire.StatusError(err)
 }

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"errors"
 	"strings"
 
 	"google.golang.org/grpc"
@@ -10,10 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/meshloc/meshloc/internal/failpoint"
-	"github.com/meshloc/meshloc/pkg/authority"
-	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/wire"
 
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -26,7 +23,7 @@ type callServer struct {
 
 func (s *callServer) Call(ctx context.Context, req *pb.CallRequest) (*pb.CallReply, error) {
 	rep := s.n.Call(ctx, req)
-	if failpoint.Enabled && rep == replyLost {
+	if replyWasLost(rep) {
 		return nil, status.Error(codes.Unavailable, rep.GetMessage())
 	}
 	return rep, nil
@@ -54,25 +51,7 @@ func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.
 	if err == nil {
 		st, err = s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: timeout})
 	}
-	switch {
-	case err == nil:
-		return st, nil
-	case errors.Is(err, ErrInvalidRelocation):
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, ErrNotHosted), errors.Is(err, ErrGroupMember):
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, authority.ErrGroupTooLarge):
-		return nil, status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, authority.ErrNotFound):
-		return nil, status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, ErrAlreadyRelocating):
-		return nil, status.Error(codes.Aborted, err.Error())
-	case errors.Is(err, ErrNoTarget):
-		return nil, status.Error(codes.Unavailable, err.Error())
-	case errors.Is(err, keyspace.ErrInvalidName):
-		return nil, status.Error(codes.InvalidArgument, err.Error())
-	}
-	return nil, status.Error(codes.Unavailable, err.Error())
+	return st, wire.StatusError(err)
 }
 
 func (s *adminServer) ListRelocations(context.Context, *pb.ListRelocationsRequest) (*pb.ListRelocationsResponse, error) {

@@ -7,11 +7,12 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -36,7 +37,7 @@ type hosted struct {
 	version int64 // store version of the record the fence was taken from
 	replies *actor.ReplyTable
 	timers  *actor.Timers
-	timer   *time.Timer
+	timer   clock.Timer
 	fireSet bool // a timer fire is queued or armed
 	queue   []*work
 	running bool
@@ -54,6 +55,9 @@ type hosted struct {
 	boundary   []*work       // source: arrived after the seal, before CUTOVER
 	held       []*work       // source: arrived after CUTOVER
 	waiting    []*work       // target: arrived before admission
+	// unhidden, for an instance a target restored: closed when it is
+	// admitted or closed (nil otherwise).
+	unhidden chan struct{}
 }
 
 // hostMode is what happens to a request submitted now.
@@ -130,10 +134,16 @@ func (h *hosted) submit(w *work) bool {
 	h.running = true
 	h.mu.Unlock()
 	if start {
-		h.n.work.Add(1)
-		go h.drain()
+		h.startDrain()
 	}
 	return true
+}
+
+// startDrain runs the mailbox's drain on a goroutine of its own, counted in
+// the node's work (drain ends the count).
+func (h *hosted) startDrain() {
+	h.n.work.Add(1)
+	go h.drain()
 }
 
 // runInline executes w on the caller's goroutine when the object is idle
@@ -203,7 +213,7 @@ func (h *hosted) drain() {
 func (h *hosted) answer(w *work, r *pb.CallReply) {
 	switch {
 	case w.relay != nil:
-		h.n.relayReply(w, r)
+		h.n.seams.relayReply(w, r)
 	case w.done != nil:
 		select {
 		case w.done <- r:
@@ -213,9 +223,18 @@ func (h *hosted) answer(w *work, r *pb.CallReply) {
 }
 
 // close stops the object: queued requests are answered with a redirect.
+// unhideLocked wakes whoever waits for h to leave hidden (h.mu held).
+func (h *hosted) unhideLocked() {
+	if h.unhidden != nil {
+		close(h.unhidden)
+		h.unhidden = nil
+	}
+}
+
 func (h *hosted) close() {
 	h.mu.Lock()
 	h.closed = true
+	h.unhideLocked()
 	if h.timer != nil {
 		h.timer.Stop()
 	}
@@ -252,11 +271,11 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		return n.notHere(h.obj)
 	}
 	now := n.now()
-	if st := n.keeper.Status(now); st != lease.Valid && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
+	if st := n.keeper.Status(now); st != lease.Valid && !bugWokenOwnerServes() {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
-	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration && !h.typ.Durable && !failpoint.Planted(failpoint.BugNoGenerationCheck) {
+	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration && !h.typ.Durable && !bugNoGenerationCheck() {
 		return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 			"%s was re-created (object generation %d → %d): its state died with its owner; the request was not executed",
 			h.name, k, h.fence.ObjectGeneration))
@@ -281,7 +300,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	out, herr := h.inst.Handle(&handlerCtx{h: h, now: now}, w.req.GetMethod(), w.req.GetArgs())
 	rec := actor.Reply{Code: int32(pb.Code_CODE_OK), Payload: out}
 	if herr != nil {
-		rec = actor.Reply{Code: int32(codeOfHandlerError(herr)), Message: herr.Error()}
+		rec = actor.Reply{Code: int32(actor.CodeOf(herr)), Message: herr.Error()}
 	}
 	if h.typ.Durable {
 		// Persisted before it is recorded or acknowledged (durable.go).
@@ -295,7 +314,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		n.xlog.request(h, w.op, now) // before the reply leaves
 	}
 	// Check again just before the reply leaves (DESIGN.md §5).
-	if st := n.keeper.Status(n.now()); (st == lease.Expired || st == lease.Lost || st == lease.Closed) && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
+	if st := n.keeper.Status(n.now()); (st == lease.Expired || st == lease.Lost || st == lease.Closed) && !bugWokenOwnerServes() {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")
 	}
@@ -309,18 +328,6 @@ func (h *hosted) isLost() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.lost
-}
-
-func codeOfHandlerError(err error) pb.Code {
-	switch {
-	case errors.Is(err, actor.ErrUnknownMethod):
-		return pb.Code_CODE_UNKNOWN_METHOD
-	case errors.Is(err, actor.ErrInvalidArgument):
-		return pb.Code_CODE_INVALID_ARGUMENT
-	case errors.Is(err, actor.ErrRejected):
-		return pb.Code_CODE_APPLICATION_ERROR
-	}
-	return pb.Code_CODE_INTERNAL
 }
 
 // ---------------------------------------------------------------- timers
@@ -374,7 +381,7 @@ func (h *hosted) arm() {
 	}
 	h.fireSet = true
 	d := max(next.Sub(h.n.now()), 0)
-	h.timer = time.AfterFunc(d, func() {
+	h.timer = h.n.clock.AfterFunc(d, func() {
 		if !h.submit(&work{timer: true}) {
 			h.mu.Lock()
 			h.fireSet = false
@@ -395,7 +402,7 @@ func (h *hosted) fireTimers() {
 		ticks = h.timers.FireDue(now)
 	}
 	h.mu.Unlock()
-	if st := h.n.keeper.Status(now); st != lease.Valid && st != lease.Unusable && !failpoint.Planted(failpoint.BugWokenOwnerServes) {
+	if st := h.n.keeper.Status(now); st != lease.Valid && st != lease.Unusable && !bugWokenOwnerServes() {
 		return
 	}
 	if to, ok := h.inst.(actor.TimerObject); ok {
@@ -430,6 +437,7 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 	if !ok {
 		h = newHosted(n, obj, typ)
 		n.objects[name] = h
+		n.noteChangeLocked()
 	}
 	n.mu.Unlock()
 	if ok {
@@ -446,11 +454,7 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 	rep := n.activate(ctx, h)
 	if rep != nil && rep.Code != pb.Code_CODE_STATE_LOST {
 		h.failReply = rep
-		n.mu.Lock()
-		if n.objects[name] == h {
-			delete(n.objects, name)
-		}
-		n.mu.Unlock()
+		n.forget(h)
 		close(h.ready)
 		return nil, rep
 	}
@@ -526,7 +530,7 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			h.lostGen = w.Snapshot.Record.ObjectGeneration
 			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
 				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
-			if failpoint.Planted(failpoint.BugNoGenerationCheck) {
+			if bugNoGenerationCheck() {
 				return nil // planted (test builds only): the loss goes unsaid, the request runs on the fresh state
 			}
 			return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
@@ -551,6 +555,57 @@ func (n *Node) notOwner(snap authority.Snapshot) *pb.CallReply {
 		Code:    pb.Code_CODE_NOT_OWNER,
 		Message: fmt.Sprintf("%s is owned by %s", snap.Object, snap.Record.Owner),
 		Hint:    &pb.Location{Fence: n.wireFence(snap.Fence(), snap.StoreVersion, snap.Record.Node.RoutingID), Address: snap.Record.Node.Address},
+	}
+}
+
+// notOwnerAt redirects a request for obj to loc.
+func (n *Node) notOwnerAt(obj keyspace.Object, loc record.Location) *pb.CallReply {
+	return &pb.CallReply{
+		Code:    pb.Code_CODE_NOT_OWNER,
+		Message: fmt.Sprintf("%s is owned by %s", obj, loc.Owner),
+		Hint:    &pb.Location{Fence: n.wireFence(loc.Fence(), loc.StoreVersion, loc.Node.RoutingID), Address: loc.Node.Address},
+	}
+}
+
+// forget removes h from the hosted objects if it is still the one
+// registered (and wakes whoever waits for a removal: placeRestored); it
+// reports whether it was.
+func (n *Node) forget(h *hosted) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.objects[h.name] != h {
+		return false
+	}
+	delete(n.objects, h.name)
+	n.noteChangeLocked()
+	return true
+}
+
+// hostedChanged is closed at the next change of the hosted objects: one
+// added or removed, admitted, released by its relocation, a relocation
+// ended (placeRestored and drain wait on it).
+func (n *Node) hostedChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.changed
+}
+
+// noteChange signals a change (noteChangeLocked with n.mu held).
+func (n *Node) noteChange() {
+	n.mu.Lock()
+	n.noteChangeLocked()
+	n.mu.Unlock()
+}
+
+func (n *Node) noteChangeLocked() {
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// unhost removes a serving h from the hosted objects (forget, counted).
+func (n *Node) unhost(h *hosted) {
+	if n.forget(h) {
+		n.metrics.hosted.Dec()
 	}
 }
 

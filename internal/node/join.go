@@ -10,8 +10,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshloc/meshloc/pkg/authority"
-	"github.com/meshloc/meshloc/pkg/keyspace"
-	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -51,6 +49,9 @@ func (e *JoinError) Error() string {
 	return fmt.Sprintf("node: join of %s to %s ended before READY (%s, %s: %s); %s stays where it was, not a member",
 		e.Actor, e.Group, st.GetOutcome(), wire.CodeName(st.GetCode()), st.GetMessage(), e.Actor)
 }
+
+// WireCode: the join ended before READY; the actor stays (wire.CodeOf).
+func (e *JoinError) WireCode() pb.Code { return pb.Code_CODE_CONFLICT }
 
 // joinSet holds the Actor Join profiles of this node (as the source).
 type joinSet struct {
@@ -168,27 +169,6 @@ func (n *Node) drainJoins(ctx context.Context) {
 	}
 }
 
-// joinTarget is the live owner of the group, if it can take the actor.
-func (n *Node) joinTarget(gs authority.Snapshot, actor keyspace.Object) (lease.Owner, error) {
-	o := gs.Record.Owner
-	for _, c := range n.dir.List() {
-		d := c.Descriptor
-		if d.OwnerID != o.ID || c.Generation != o.Generation {
-			continue
-		}
-		switch {
-		case d.State != lease.StateServing:
-			return lease.Owner{}, fmt.Errorf("%w: %s, the owner of %s, is %s", ErrNoTarget, o, gs.Object, d.State)
-		case d.ApplicationVersion != n.cfg.ApplicationVersion:
-			return lease.Owner{}, fmt.Errorf("%w: %s runs application version %q, this node %q", ErrNoTarget, o, d.ApplicationVersion, n.cfg.ApplicationVersion)
-		case !hostsType(d.Types, actor.Type):
-			return lease.Owner{}, fmt.Errorf("%w: %s, the owner of %s, does not host type %s", ErrNoTarget, o, gs.Object, actor.Type)
-		}
-		return c, nil
-	}
-	return lease.Owner{}, fmt.Errorf("%w: %s, the owner of %s, is not alive", ErrNoTarget, o, gs.Object)
-}
-
 // actorJoin relocates actor (this node's) to the node that owns the group
 // and makes it a member there; it answers at READY (see the file comment).
 func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authority.Snapshot, timeout time.Duration) (*pb.GroupStatus, error) {
@@ -199,17 +179,11 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		return nil, err
 	}
 	target, err := n.joinTarget(gs, as.Object)
-	for wait := time.Now().Add(2 * time.Second); err != nil && time.Now().Before(wait); {
+	for deadline := n.now().Add(2 * time.Second); err != nil && n.now().Before(deadline); {
 		// The owner directory may be catching up (the group's node just
 		// started, or its descriptor is being rewritten): look again after
 		// its next change.
-		t := time.NewTimer(250 * time.Millisecond)
-		select {
-		case <-n.dir.Changed():
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
+		n.awaitDirectory(ctx, 250*time.Millisecond)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -231,8 +205,8 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		n.releaseActor(h)
 		return nil, err
 	}
-	r := n.newSourceRun(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, target, timeout)
-	id, rec, src := r.id, r.rec, r.m
+	r := n.newSource(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, []*hosted{h}, target, timeout)
+	id, rec, src := r.id, r.rec, r.machine
 	p := &joinProfile{id: id, actor: as.Object.String(), group: gs.Object.String(), ready: make(chan struct{}), done: make(chan struct{})}
 	n.joins.mu.Lock()
 	if n.isClosing() {
@@ -247,7 +221,6 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 	n.joins.pending[id] = p
 	n.joins.wg.Add(1)
 	n.joins.mu.Unlock()
-	r.h = h
 	r.onReady = func() {
 		rec.set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
 		p.resolveReady(rec.snapshot(), nil)
@@ -256,10 +229,8 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		defer n.joins.wg.Done()
 		// Not the caller's ctx: the caller is answered at READY and leaves;
 		// the run ends by its deadline, or as shutdown when the node stops.
-		r.run(context.Background())
+		final := r.run(context.Background())
 		n.releaseActor(h)
-		final := rec.snapshot()
-		n.untrack(rec)
 		p.resolveReady(nil, final) // ended before READY: the caller gets the failure (bug 25)
 		n.retireJoin(p, final)
 		n.log.Debug().Str("relocation", id.String()).Str("object", p.actor).Str("group", p.group).Str("outcome", final.GetOutcome()).Msg("Actor Join retired")

@@ -18,9 +18,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
 
-	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
@@ -43,19 +43,20 @@ type Options struct {
 	Listener net.Listener
 	// Metrics registry (default: a new one, served on cfg.HTTP).
 	Metrics *prometheus.Registry
-	// Now is the clock (default time.Now).
-	Now func() time.Time
+	// Clock is the node's one clock: its own, its relocations' and its
+	// lease keeper's (default: clock.Real()).
+	Clock clock.Clock
 }
 
 // Node is one meshnode: an owner that hosts objects and a gateway that routes
 // calls to their owners.
 type Node struct {
-	cfg  Config
-	opts Options
-	log  zerolog.Logger
-	reg  *actor.Registry
-	now  func() time.Time
-	keys keyspace.Keys
+	cfg   Config
+	opts  Options
+	log   zerolog.Logger
+	reg   *actor.Registry
+	clock clock.Clock
+	keys  keyspace.Keys
 
 	etcd     *clientv3.Client
 	ownEtcd  bool
@@ -70,6 +71,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	objects map[string]*hosted
+	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
 	closing bool
 
 	fmu    sync.Mutex
@@ -86,10 +88,13 @@ type Node struct {
 	tombstones  *tombstones
 	incoming    incoming // incoming.go
 	draining    atomic.Bool
-	stopping    chan struct{} // closed when Stop begins
-	drain       drainState    // drain.go
-	groups      groupLocks    // groups.go
-	joins       joinSet       // join.go
+	stopping    chan struct{}   // closed when Stop begins
+	stopCtx     context.Context // ends when Stop begins
+	stopCancel  context.CancelFunc
+	seams       seams      // the relocator's seams (faults in test builds: faults_on.go)
+	drain       drainState // drain.go
+	groups      groupLocks // groups.go
+	joins       joinSet    // join.go
 
 	moved   movedAway
 	peers   *connPool
@@ -100,8 +105,11 @@ type Node struct {
 	metrics *metrics
 	xlog    *execLog // execution log (--exec-log); nil: off
 
-	bg      sync.WaitGroup // background loops (cache, directory, servers)
-	work    sync.WaitGroup // mailbox drains and timers
+	bg   sync.WaitGroup // background loops (cache, directory, servers)
+	work sync.WaitGroup // mailbox drains, timers, relays
+	// life is the node's context from Start until its teardown ends the
+	// background loops: relays and target stages run within it.
+	life    context.Context
 	cancel  context.CancelFunc
 	stopped chan struct{}
 }
@@ -114,8 +122,8 @@ func New(cfg Config, opts Options) (*Node, error) {
 	if opts.Registry == nil {
 		return nil, fmt.Errorf("%w: no type registry", ErrInvalidConfig)
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
 	}
 	keys, err := keyspace.New(cfg.Prefix, cfg.Cluster)
 	if err != nil {
@@ -134,8 +142,8 @@ func New(cfg Config, opts Options) (*Node, error) {
 	}
 	n := &Node{
 		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
-		reg: opts.Registry, now: opts.Now, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
-		objects: map[string]*hosted{}, fences: map[string]authority.Fence{},
+		reg: opts.Registry, clock: opts.Clock, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
+		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: map[string]authority.Fence{},
 		stopped: make(chan struct{}), stopping: make(chan struct{}),
 		routes: newPendingRoutes(), budget: newBudget(cfg.NodeBudgetBytes), peerBudgets: map[string]*budget{},
 		active: map[string]*relocationRecord{}, tombstones: newTombstones(1024),
@@ -147,8 +155,13 @@ func New(cfg Config, opts Options) (*Node, error) {
 	}
 	n.metrics = newMetrics(reg, cfg.Name)
 	n.peers = newConnPool()
+	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
+	n.life = context.Background()
 	return n, nil
 }
+
+// now is the node's clock's time.
+func (n *Node) now() time.Time { return n.clock.Now() }
 
 // ReloadTLS reads the node's certificate and key again (SIGHUP): new
 // connections use the renewed certificate; connections open now, and the
@@ -184,7 +197,7 @@ func (n *Node) Hosted() int {
 // is left running.
 func (n *Node) Start(ctx context.Context) (err error) {
 	bgctx, cancel := context.WithCancel(context.Background())
-	n.cancel = cancel
+	n.life, n.cancel = bgctx, cancel
 	defer func() {
 		if err != nil {
 			n.teardown(context.Background())
@@ -214,6 +227,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.ownEtcd = true
 	}
 	n.store = authority.New(n.etcd, n.keys)
+	n.seams = withFaults(n.plainSeams())
 	n.cache = authority.NewCache(n.etcd, n.keys)
 	n.dir = lease.NewDirectory(n.etcd, n.keys)
 	sub := n.cache.Subscribe() // before the cache runs: no change goes unseen
@@ -245,6 +259,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	lcfg.Margin = n.cfg.LeaseMargin
 	lcfg.AcquireWait = n.cfg.AcquireWait
 	lcfg.Logger = n.log
+	lcfg.Clock = n.clock
 	lcfg.Descriptor = lease.Descriptor{
 		OwnerID: n.cfg.Name, RoutingID: n.rid.Hex(), Address: addr, State: lease.StateJoining,
 		Weight: n.cfg.Weight, ApplicationVersion: n.cfg.ApplicationVersion, Types: types,
@@ -325,13 +340,9 @@ func (n *Node) spawnBG(f func()) {
 func (n *Node) watchFence(ctx context.Context) {
 	select {
 	case <-ctx.Done():
-	case <-n.keeper.Done():
+	case <-n.Fenced():
 		if errors.Is(n.keeper.Err(), lease.ErrClosed) {
 			return // a clean stop
-		}
-		if failpoint.Planted(failpoint.BugWokenOwnerServes) {
-			n.log.Error().Err(n.keeper.Err()).Msg("lease ended, hosted objects kept (planted bug woken-owner-serves)")
-			return
 		}
 		n.log.Error().Err(n.keeper.Err()).Msg("lease ended: fenced, hosted objects dropped")
 		n.dropAll()
@@ -345,6 +356,7 @@ func (n *Node) dropAll() {
 		hs = append(hs, h)
 	}
 	n.objects = map[string]*hosted{}
+	n.noteChangeLocked()
 	n.mu.Unlock()
 	for _, h := range hs {
 		h.close()
@@ -361,10 +373,7 @@ func (n *Node) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 	case <-n.StopRequested():
-	case <-n.keeper.Done():
-		if !errors.Is(n.keeper.Err(), lease.ErrClosed) && failpoint.Planted(failpoint.BugWokenOwnerServes) {
-			<-ctx.Done() // planted (test builds only): a fenced node serves on
-		}
+	case <-n.Fenced():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -384,8 +393,9 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	n.closing = true
 	n.mu.Unlock()
-	n.drainJoins(ctx) // seed bug 27: pending Actor Join clean-ups finish first (join.go)
+	n.drainJoins(ctx) // pending Actor Join clean-ups finish first (join.go)
 	close(n.stopping)
+	n.stopCancel()
 	defer close(n.stopped)
 	if n.keeper != nil && n.keeper.Err() == nil {
 		uctx, cancel := context.WithTimeout(ctx, 2*time.Second)

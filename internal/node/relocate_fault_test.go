@@ -357,7 +357,7 @@ func TestFaultSourceStreamBrokenMidAssembly(t *testing.T) {
 		if err := s.Send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: p.GetRelocationId(), Index: 0, Data: make([]byte, 1024)}}}); err != nil {
 			t.Fatal(err)
 		}
-		waitPhase(t, n, object, "target", "new", 2*time.Second) // the attempt exists
+		waitPhase(t, n, object, "target", "assembling", 2*time.Second) // the attempt exists
 		cancel()
 		broken := time.Now()
 		ta := targetAttempt(t, n, object, 12*time.Second)

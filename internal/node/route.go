@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
@@ -68,7 +68,7 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	backoff := 10 * time.Millisecond
 	for attempt := range maxRouteAttempts {
 		if attempt > 0 {
-			if !sleepCtx(ctx, backoff) {
+			if !clock.Sleep(n.clock, backoff, ctx.Done()) {
 				break
 			}
 			backoff = min(backoff*2, 500*time.Millisecond)
@@ -113,17 +113,6 @@ func splitKind(s string) string {
 		}
 	}
 	return s
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }
 
 // attempt serves or routes the call once. retry says whether the gateway
@@ -216,23 +205,6 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	}
 }
 
-// replyLost is the answer of serveHere when the failpoint node.before-reply
-// fires with "error": the request executed, its reply is dropped. The gRPC
-// handler (grpc.go) turns it into an UNAVAILABLE status error, so the caller
-// sees the reply lost in transit and retries with the same operation id.
-var replyLost = &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "reply lost (failpoint " + failpoint.NodeBeforeReply + ")"}
-
-// beforeReply is the failpoint node.before-reply: an owner's reply (it
-// carries the owner's fence: the request ran here, or its reply was relayed
-// here) after the last lease check, about to leave. It runs on the RPC
-// goroutine once the object's mailbox is free: a sleep holds only this reply.
-func beforeReply(r *pb.CallReply) *pb.CallReply {
-	if r.GetFence() != nil && failpoint.Hit(failpoint.NodeBeforeReply) != nil {
-		return replyLost
-	}
-	return r
-}
-
 // refresh re-reads the object's record so the next attempt routes on fresh data.
 func (n *Node) refresh(ctx context.Context, obj keyspace.Object) {
 	rctx, cancel := context.WithTimeout(ctx, time.Second)
@@ -264,10 +236,9 @@ func (n *Node) place(obj keyspace.Object, typ actor.Type) (lease.Owner, bool) {
 	owners := n.dir.List()
 	cands := make([]placement.Candidate, len(owners))
 	for i, o := range owners {
-		d := o.Descriptor
-		cands[i] = placement.Candidate{ID: d.OwnerID, Serving: d.State == lease.StateServing, Weight: d.Weight, Types: d.Types}
+		cands[i] = o.Candidate()
 	}
-	i, ok := placement.Choose(obj.String(), []string{typ.Name}, cands, func(c placement.Candidate) int { return n.cache.Count(c.ID) })
+	i, ok := placement.Choose(obj.String(), placement.Need{Types: []string{typ.Name}}, cands, func(c placement.Candidate) int { return n.cache.Count(c.ID) })
 	if !ok {
 		return lease.Owner{}, false
 	}
@@ -328,9 +299,9 @@ func (n *Node) acceptFence(name string, wf *pb.Fence) bool {
 	defer n.fmu.Unlock()
 	cur, ok := n.fences[name]
 	if ok && cur.Newer(f) {
-		// The planted bug no-generation-check (test builds only) accepts
-		// it, keeping the newest.
-		return failpoint.Planted(failpoint.BugNoGenerationCheck)
+		// (A test build's planted bug no-generation-check accepts it,
+		// keeping the newest.)
+		return bugNoGenerationCheck()
 	}
 	n.fences[name] = f
 	return true

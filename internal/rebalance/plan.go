@@ -263,8 +263,8 @@ func (st *state) target(u *unit, s, t int) bool {
 		return false
 	}
 	so, to := st.owners[s], st.owners[t]
-	return to.ApplicationVersion == so.ApplicationVersion &&
-		placement.Eligible(placement.Candidate{ID: to.ID, Serving: to.State == StateServing, Weight: to.Weight, Types: to.Types}, u.types)
+	return placement.Eligible(placement.Candidate{ID: to.ID, Serving: to.State == StateServing, Weight: to.Weight, Types: to.Types, Version: to.ApplicationVersion},
+		placement.Need{Types: u.types, Version: so.ApplicationVersion, From: so.ID})
 }
 
 // emptiest is the eligible target with the least (load+size)/weight after

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // Object is one instance of a hosted type. The runtime calls it from one
@@ -113,18 +115,18 @@ func (t Type) HasMethod(method string) bool {
 // Errors a handler returns; the runtime maps them to codes.
 var (
 	// ErrUnknownMethod: the type has no such method.
-	ErrUnknownMethod = errors.New("actor: unknown method")
+	ErrUnknownMethod = wire.Sentinel(pb.Code_CODE_UNKNOWN_METHOD, "actor: unknown method")
 	// ErrInvalidArgument: the arguments are malformed.
-	ErrInvalidArgument = errors.New("actor: invalid argument")
+	ErrInvalidArgument = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "actor: invalid argument")
 	// ErrRejected: the handler refused the request (e.g. insufficient funds).
-	ErrRejected = errors.New("actor: rejected")
+	ErrRejected = wire.Sentinel(pb.Code_CODE_APPLICATION_ERROR, "actor: rejected")
 	// ErrUnknownType: no registered type has the name.
-	ErrUnknownType = errors.New("actor: unknown type")
+	ErrUnknownType = wire.Sentinel(pb.Code_CODE_UNKNOWN_TYPE, "actor: unknown type")
 	// ErrDuplicateType: a type of that name is already registered.
 	ErrDuplicateType = errors.New("actor: type already registered")
 	// ErrStateTooLarge: a snapshot is over the type's limit, or a durable
 	// object's persisted state would be over the node's bound.
-	ErrStateTooLarge = errors.New("actor: state too large")
+	ErrStateTooLarge = wire.Sentinel(pb.Code_CODE_STATE_TOO_LARGE, "actor: state too large")
 )
 
 // InvalidArgument wraps ErrInvalidArgument with a message.

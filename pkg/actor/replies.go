@@ -17,10 +17,10 @@ var (
 	// ErrOperationExpired: the operation id is older than the de-duplication
 	// window, or no newer than an entry the table has already evicted. The
 	// request must not run: it may have run already and its reply be gone.
-	ErrOperationExpired = errors.New("actor: operation expired")
+	ErrOperationExpired = wire.Sentinel(pb.Code_CODE_OPERATION_EXPIRED, "actor: operation expired")
 	// ErrInvalidOperation: the operation id is zero, not a UUIDv7, or made
 	// further in the future than the window (a clock far ahead).
-	ErrInvalidOperation = errors.New("actor: invalid operation id")
+	ErrInvalidOperation = wire.Sentinel(pb.Code_CODE_INVALID_OPERATION_ID, "actor: invalid operation id")
 )
 
 // Defaults and limits of the reply table.

@@ -3,8 +3,9 @@ package actor
 import (
 	"bytes"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 	"slices"
 	"strings"
 	"time"
@@ -78,12 +79,12 @@ const (
 // Errors of timers.
 var (
 	// ErrInvalidTimer: a TimerSpec breaks a rule of TimerSpec.Validate.
-	ErrInvalidTimer = errors.New("actor: invalid timer")
+	ErrInvalidTimer = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "actor: invalid timer")
 	// ErrTooManyTimers: an object would have more than MaxTimers timers.
-	ErrTooManyTimers = errors.New("actor: too many timers")
+	ErrTooManyTimers = wire.Sentinel(pb.Code_CODE_RESOURCE_EXHAUSTED, "actor: too many timers")
 	// ErrCorruptState: bytes handed to a decoder or to Restore are not a
 	// state it wrote (truncated, out of bounds, non-canonical, another format).
-	ErrCorruptState = errors.New("actor: corrupt state")
+	ErrCorruptState = wire.Sentinel(pb.Code_CODE_DATA_LOST, "actor: corrupt state")
 )
 
 // TimerSpec describes a periodic timer.

@@ -12,33 +12,14 @@ import (
 
 	"github.com/meshloc/meshloc/internal/relist"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/record"
 )
 
-// Location is what the cache keeps per object: enough to route a call and to
-// judge a reply's fence. It is compact (owner ids, addresses and routing ids
-// are interned) so a node can cache millions of objects.
-type Location struct {
-	Owner            OwnerRef
-	Node             NodeRef
-	ObjectGeneration int64
-	OwnerGeneration  int64
-	StoreVersion     int64
-	Relocating       bool
-}
-
-// Fence of the location.
-func (l Location) Fence() Fence {
-	return Fence{Owner: l.Owner, ObjectGeneration: l.ObjectGeneration, OwnerGeneration: l.OwnerGeneration}
-}
+// Location is what the cache keeps per object (pkg/record).
+type Location = record.Location
 
 // LocationOf a snapshot.
-func LocationOf(s Snapshot) Location {
-	return Location{
-		Owner: s.Record.Owner, Node: s.Record.Node,
-		ObjectGeneration: s.Record.ObjectGeneration, OwnerGeneration: s.Record.OwnerGeneration,
-		StoreVersion: s.StoreVersion, Relocating: s.Record.State == StateRelocating,
-	}
-}
+func LocationOf(s Snapshot) Location { return record.LocationOf(s) }
 
 type cacheEntry struct {
 	loc     Location
@@ -240,10 +221,13 @@ func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int
 
 // Observe feeds a snapshot learnt elsewhere (a transaction's result). It is
 // applied only if newer than what the cache holds; it reports whether it was.
-func (c *Cache) Observe(s Snapshot) bool {
+func (c *Cache) Observe(s Snapshot) bool { return c.ObserveLocation(s.Object, LocationOf(s)) }
+
+// ObserveLocation is Observe for a location (at its store version).
+func (c *Cache) ObserveLocation(obj keyspace.Object, loc Location) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.applyLocked(s.Object.String(), LocationOf(s), false, s.StoreVersion)
+	return c.applyLocked(obj.String(), loc, false, loc.StoreVersion)
 }
 
 func (c *Cache) advanceLocked(rev int64, fresh bool) {

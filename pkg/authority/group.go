@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // Groups (DESIGN.md §2, §6). A group record (group/<id>) lists its member
@@ -37,12 +38,12 @@ import (
 var (
 	// ErrAlreadyMember: the actor is a member of a group already (this one or
 	// another): it must leave first.
-	ErrAlreadyMember = errors.New("authority: actor is already a group member")
+	ErrAlreadyMember = wire.Sentinel(pb.Code_CODE_CONFLICT, "authority: actor is already a group member")
 	// ErrNotMember: the actor is not a member of the group.
-	ErrNotMember = errors.New("authority: actor is not a member of the group")
+	ErrNotMember = wire.Sentinel(pb.Code_CODE_CONFLICT, "authority: actor is not a member of the group")
 	// ErrNotGroupOwner: the group or the actor is not owned by the writer, or
 	// is relocating: the membership cannot change here now.
-	ErrNotGroupOwner = errors.New("authority: group or actor not owned here")
+	ErrNotGroupOwner = wire.Sentinel(pb.Code_CODE_CONFLICT, "authority: group or actor not owned here")
 )
 
 // ---------------------------------------------------------------- multi-record intent and preserve

@@ -1,10 +1,11 @@
 package authority
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // etcd's defaults for the bounds of one request (etcd flags --max-txn-ops
@@ -86,7 +87,7 @@ func TxnBytes(keys keyspace.Keys, records []Snapshot) int {
 
 // ErrGroupTooLarge: a group would exceed what one etcd transaction carries
 // (see GroupTooLargeError); nothing was written.
-var ErrGroupTooLarge = errors.New("authority: group too large for one etcd transaction")
+var ErrGroupTooLarge = wire.Sentinel(pb.Code_CODE_RESOURCE_EXHAUSTED, "authority: group too large for one etcd transaction")
 
 // GroupTooLargeError says which bound a group would exceed and how to raise it.
 type GroupTooLargeError struct {
@@ -113,6 +114,9 @@ func (e *GroupTooLargeError) Error() string {
 
 // Is makes errors.Is(err, ErrGroupTooLarge) true.
 func (e *GroupTooLargeError) Is(target error) bool { return target == ErrGroupTooLarge }
+
+// WireCode is ErrGroupTooLarge's (wire.CodeOf).
+func (e *GroupTooLargeError) WireCode() pb.Code { return pb.Code_CODE_RESOURCE_EXHAUSTED }
 
 // CheckGroup checks that a group of members members (and, when records is
 // not nil, of those records: the group's and each member's) fits one

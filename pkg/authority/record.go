@@ -1,9 +1,9 @@
 package authority
 
 import (
-	"errors"
-
 	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // The record types live in pkg/record (pure, no etcd); these aliases keep
@@ -37,13 +37,13 @@ var (
 	// of its relocation naming its target; nothing was written.
 	ErrNotIntended = record.ErrNotIntended
 	// ErrInvalidRequest: a request to this package is malformed; nothing was written.
-	ErrInvalidRequest = errors.New("authority: invalid request")
+	ErrInvalidRequest = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "authority: invalid request")
 	// ErrNotFound: the object has no authority record.
-	ErrNotFound = errors.New("authority: object not found")
+	ErrNotFound = wire.Sentinel(pb.Code_CODE_NOT_FOUND, "authority: object not found")
 	// ErrOwnerNotAlive: the owner a write depends on has no live key with the
 	// expected generation; nothing was written.
-	ErrOwnerNotAlive = errors.New("authority: owner not alive")
+	ErrOwnerNotAlive = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "authority: owner not alive")
 	// ErrUncertain: etcd did not answer and the read-back could not decide yet;
 	// the write may or may not have happened. Retry the resolution.
-	ErrUncertain = errors.New("authority: outcome uncertain")
+	ErrUncertain = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "authority: outcome uncertain")
 )

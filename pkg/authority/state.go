@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // ---------------------------------------------------------------- durable state
@@ -40,7 +41,7 @@ const StateVersion1 = 1
 
 // ErrInvalidState: a stored state value is malformed or names another
 // object; nothing was restored from it.
-var ErrInvalidState = errors.New("authority: invalid durable state")
+var ErrInvalidState = wire.Sentinel(pb.Code_CODE_DATA_LOST, "authority: invalid durable state")
 
 // StateValue is the value of state/<object>: JSON, readable with etcdctl
 // (the byte fields are base64).

@@ -9,7 +9,6 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -230,12 +229,17 @@ func (req CommitRequest) validate() error {
 // a relocation nobody started.
 //
 // A failed compare is not an error: Committed=false with the current records.
-// (The planted bug commit-without-compare of internal/failpoint, test builds
-// only, drops the record compares and keeps the owner key's.)
 // An RPC error is resolved by reading back exactly the planned records; if that
 // read fails too, the error wraps ErrUncertain and the caller must resolve
 // again (ResolveCommit).
 func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, error) {
+	return s.commit(ctx, req, true)
+}
+
+// commit is Commit; compareRecords false drops the record compares (only
+// the planted bug commit-without-compare of test builds asks for that:
+// txn_failpoints.go).
+func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bool) (CommitResult, error) {
 	if err := req.validate(); err != nil {
 		return CommitResult{}, err
 	}
@@ -246,7 +250,7 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 	for _, p := range req.Participants {
 		k := s.keys.Authority(p.Expected.Object)
 		rec := req.planned(p)
-		if !failpoint.Planted(failpoint.BugCommitWithoutCompare) {
+		if compareRecords {
 			// The record's exact bytes carry this relocation's intent, which
 			// exists only from its Intend to the next write of the record:
 			// no later write recreates them, so this compare also pins the

@@ -14,14 +14,15 @@
 package keyspace
 
 import (
-	"errors"
 	"fmt"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 	"strings"
 )
 
 // ErrInvalidName is returned for an object name, owner id or key that does not
 // follow the layout.
-var ErrInvalidName = errors.New("keyspace: invalid name")
+var ErrInvalidName = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "keyspace: invalid name")
 
 // Kinds of object.
 const (

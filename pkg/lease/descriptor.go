@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/placement"
 )
 
 // NodeState is the lifecycle state an owner advertises.
@@ -64,4 +65,11 @@ type Owner struct {
 	ModRevision int64
 	// LeaseID the key is bound to.
 	LeaseID int64
+}
+
+// Candidate is the owner as placement's rule sees it (placement.Eligible).
+// An owner that advertises no address cannot be reached: not serving.
+func (o Owner) Candidate() placement.Candidate {
+	d := o.Descriptor
+	return placement.Candidate{ID: d.OwnerID, Serving: d.State == StateServing && d.Address != "", Weight: d.Weight, Types: d.Types, Version: d.ApplicationVersion}
 }

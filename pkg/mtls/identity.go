@@ -22,10 +22,11 @@ package mtls
 
 import (
 	"crypto/x509"
-	"errors"
 	"fmt"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // Role is what an identity is.
@@ -57,12 +58,12 @@ const Organization = "meshloc"
 // Errors of identities.
 var (
 	// ErrNoIdentity: the peer presented no verified certificate.
-	ErrNoIdentity = errors.New("mtls: no verified client certificate")
+	ErrNoIdentity = wire.Sentinel(pb.Code_CODE_PERMISSION_DENIED, "mtls: no verified client certificate")
 	// ErrBadIdentity: the certificate names no role this package knows,
 	// or no valid name.
-	ErrBadIdentity = errors.New("mtls: certificate names no meshloc identity")
+	ErrBadIdentity = wire.Sentinel(pb.Code_CODE_PERMISSION_DENIED, "mtls: certificate names no meshloc identity")
 	// ErrPermissionDenied: the identity's role may not do what it asked.
-	ErrPermissionDenied = errors.New("mtls: permission denied")
+	ErrPermissionDenied = wire.Sentinel(pb.Code_CODE_PERMISSION_DENIED, "mtls: permission denied")
 )
 
 // Identity is who a verified certificate says its holder is.

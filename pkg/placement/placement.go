@@ -1,19 +1,25 @@
-// Package placement chooses the owner of a new or orphaned object: the rule a
-// meshnode uses when it routes a call for an object without a live owner, and
-// locationd's recovery controller uses when it re-activates an orphan, so
-// both put an object on the same node.
+// Package placement owns where objects may and should go. Eligible is the
+// one rule for every move and placement (a relocation's target, a drain's,
+// a rebalance's, an Actor Join's, a new object's, a recovered orphan's).
+// Choose is the owner of a new or orphaned object: the rule a meshnode uses
+// when it routes a call for an object without a live owner, and locationd's
+// recovery controller uses when it re-activates an orphan, so both put an
+// object on the same node.
 //
 // It is pure: candidates and their loads are inputs; no etcd, clock or
 // randomness. The same inputs give the same answer.
 //
-// The rule: among the eligible candidates (serving, weight > 0, hosting every
-// required type), the two ranked highest by a hash of (object, owner id)
+// The choice: among the eligible candidates, the two ranked highest by a
+// hash of (object, owner id)
 // (rendezvous hashing) are compared, and the one with fewer objects per unit
 // of weight wins; a tie goes to the higher-ranked one. Two choices spread
 // objects without herding every new object onto the node whose count lags.
 package placement
 
-import "hash/fnv"
+import (
+	"fmt"
+	"hash/fnv"
+)
 
 // Candidate is one live owner as placement sees it.
 type Candidate struct {
@@ -25,6 +31,21 @@ type Candidate struct {
 	Weight int
 	// Types the owner hosts; empty means every type.
 	Types []string
+	// Version is the application version the owner runs.
+	Version string
+}
+
+// Need is what an object asks of the owner that receives it.
+type Need struct {
+	// Types the owner must host, every one (an actor's; a group's members').
+	Types []string
+	// Version, when set, is the application version the owner must run:
+	// an object that carries state from one (a relocation) moves only to
+	// the same version. A new or orphaned object sets none.
+	Version string
+	// From, when set, is the owner id the object moves away from: never
+	// its own target.
+	From string
 }
 
 // HostsType reports whether an owner advertising types hosts type t (an
@@ -41,18 +62,31 @@ func HostsType(types []string, t string) bool {
 	return false
 }
 
-// Eligible reports whether c may receive an object that needs every type of
-// types: serving, weight > 0, and hosting each of them.
-func Eligible(c Candidate, types []string) bool {
-	if !c.Serving || c.Weight <= 0 {
-		return false
+// Eligible is the one rule for where an object may go (a placement, a
+// recovery, a relocation's target, a drain's, a rebalance's, an Actor
+// Join's): c is serving with weight > 0, hosts every type of need, runs
+// its version if it names one, and is not the owner it comes from.
+func Eligible(c Candidate, need Need) bool { return Ineligible(c, need) == "" }
+
+// Ineligible says why c may not receive an object with need ("" when it
+// may): the first rule of Eligible it breaks.
+func Ineligible(c Candidate, need Need) string {
+	switch {
+	case need.From != "" && c.ID == need.From:
+		return c.ID + " is the owner it comes from"
+	case !c.Serving:
+		return c.ID + " is not serving"
+	case c.Weight <= 0:
+		return c.ID + " has weight 0 (a gateway)"
+	case need.Version != "" && c.Version != need.Version:
+		return fmt.Sprintf("%s runs application version %q, not %q", c.ID, c.Version, need.Version)
 	}
-	for _, t := range types {
+	for _, t := range need.Types {
 		if !HostsType(c.Types, t) {
-			return false
+			return c.ID + " does not host type " + t
 		}
 	}
-	return true
+	return ""
 }
 
 // Rendezvous is the rank of owner for object: FNV-64a of object, a zero
@@ -66,17 +100,16 @@ func Rendezvous(object, owner string) uint64 {
 }
 
 // Choose returns the index in cands of the owner for object (see the package
-// doc), or false when no candidate is eligible. types are the object types
-// the owner must host (one for an actor; a group's member types). load is
+// doc), or false when no candidate is eligible (need: Eligible). load is
 // the number of objects an owner holds now; it is asked only for the two
 // finalists. Among equal ranks, the earlier candidate wins: pass cands in a
 // stable order (by owner id).
-func Choose(object string, types []string, cands []Candidate, load func(c Candidate) int) (int, bool) {
+func Choose(object string, need Need, cands []Candidate, load func(c Candidate) int) (int, bool) {
 	first, second := -1, -1
 	var h1, h2 uint64
 	found := 0
 	for i, c := range cands {
-		if !Eligible(c, types) {
+		if !Eligible(c, need) {
 			continue
 		}
 		h := Rendezvous(object, c.ID)

@@ -57,12 +57,12 @@ func TestChooseMatchesTheNodesRule(t *testing.T) {
 		load := func(c Candidate) int { return loads[c.ID] }
 		obj := fmt.Sprintf("actor/counter/o%d", iter)
 		typ := types[r.IntN(2)]
-		gi, gok := Choose(obj, []string{typ}, cands, load)
+		gi, gok := Choose(obj, Need{Types: []string{typ}}, cands, load)
 		wi, wok := reference(obj, typ, cands, load)
 		if gi != wi || gok != wok {
 			t.Fatalf("iter %d: Choose %d %v, the node's rule %d %v (%+v)", iter, gi, gok, wi, wok, cands)
 		}
-		if gok && !Eligible(cands[gi], []string{typ}) {
+		if gok && !Eligible(cands[gi], Need{Types: []string{typ}}) {
 			t.Fatalf("iter %d: chose ineligible %+v", iter, cands[gi])
 		}
 	}
@@ -82,7 +82,7 @@ func TestEligible(t *testing.T) {
 		{Candidate{ID: "a", Serving: true, Weight: 1, Types: []string{"counter"}}, []string{"counter", "bank"}, false},
 		{Candidate{ID: "a", Serving: true, Weight: 1}, nil, true},
 	} {
-		if got := Eligible(tc.c, tc.types); got != tc.want {
+		if got := Eligible(tc.c, Need{Types: tc.types}); got != tc.want {
 			t.Errorf("Eligible(%+v, %v) = %v", tc.c, tc.types, got)
 		}
 	}
@@ -97,15 +97,34 @@ func TestChooseLoad(t *testing.T) {
 	if Rendezvous(obj, "b") > Rendezvous(obj, "a") {
 		top = 1
 	}
-	if i, _ := Choose(obj, []string{"counter"}, cands, func(Candidate) int { return 3 }); i != top {
+	if i, _ := Choose(obj, Need{Types: []string{"counter"}}, cands, func(Candidate) int { return 3 }); i != top {
 		t.Fatalf("equal loads: %d, want the top-ranked %d", i, top)
 	}
-	if i, _ := Choose(obj, []string{"counter"}, cands, func(c Candidate) int {
+	if i, _ := Choose(obj, Need{Types: []string{"counter"}}, cands, func(c Candidate) int {
 		if c.ID == cands[top].ID {
 			return 5
 		}
 		return 1
 	}); i != 1-top {
 		t.Fatalf("the top-ranked is busier: %d, want %d", i, 1-top)
+	}
+}
+
+// The rule's version and source clauses, and its reasons.
+func TestIneligibleReasons(t *testing.T) {
+	c := Candidate{ID: "a", Serving: true, Weight: 1, Version: "v2", Types: []string{"counter"}}
+	for _, tc := range []struct {
+		need Need
+		want string
+	}{
+		{Need{Types: []string{"counter"}}, ""},
+		{Need{Types: []string{"counter"}, Version: "v2"}, ""},
+		{Need{Types: []string{"counter"}, Version: "v1"}, `a runs application version "v2", not "v1"`},
+		{Need{Types: []string{"counter"}, From: "a"}, "a is the owner it comes from"},
+		{Need{Types: []string{"bank"}}, "a does not host type bank"},
+	} {
+		if got := Ineligible(c, tc.need); got != tc.want {
+			t.Errorf("Ineligible(%+v) = %q, want %q", tc.need, got, tc.want)
+		}
 	}
 }

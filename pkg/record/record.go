@@ -8,12 +8,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	gojson "github.com/goccy/go-json"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // State of an authority record.
@@ -64,7 +65,7 @@ func HashNonce(nonce []byte) string {
 
 // ErrNotIntended: a record does not carry the relocation intent a commit or
 // a PREPARE claims (DESIGN.md §3: a commit is valid only for its own intent).
-var ErrNotIntended = errors.New("authority: record does not carry this relocation's intent")
+var ErrNotIntended = wire.Sentinel(pb.Code_CODE_PROTOCOL_ERROR, "authority: record does not carry this relocation's intent")
 
 // IntendedFor checks that r is relocating under the intent of relocation id
 // naming target: the one rule a target's PREPARE and every commit are held
@@ -179,7 +180,7 @@ func (f Fence) Newer(g Fence) bool {
 }
 
 // ErrInvalidRecord: a stored or planned record is malformed.
-var ErrInvalidRecord = errors.New("authority: invalid record")
+var ErrInvalidRecord = wire.Sentinel(pb.Code_CODE_INTERNAL, "authority: invalid record")
 
 // OwnerKey is an owner key as seen in a multi-key read.
 type OwnerKey struct {
@@ -202,4 +203,30 @@ type View struct {
 func (v View) Alive(o OwnerRef) bool {
 	k, ok := v.Owners[o.ID]
 	return ok && k.Generation != 0 && k.Generation == o.Generation
+}
+
+// Location is where an object is served, as a location cache keeps it:
+// enough to route a call, judge a reply's fence, and see a commit. It is
+// compact (a cache holds millions of them).
+type Location struct {
+	Owner            OwnerRef
+	Node             NodeRef
+	ObjectGeneration int64
+	OwnerGeneration  int64
+	StoreVersion     int64
+	Relocating       bool
+}
+
+// Fence of the location.
+func (l Location) Fence() Fence {
+	return Fence{Owner: l.Owner, ObjectGeneration: l.ObjectGeneration, OwnerGeneration: l.OwnerGeneration}
+}
+
+// LocationOf a snapshot.
+func LocationOf(s Snapshot) Location {
+	return Location{
+		Owner: s.Record.Owner, Node: s.Record.Node,
+		ObjectGeneration: s.Record.ObjectGeneration, OwnerGeneration: s.Record.OwnerGeneration,
+		StoreVersion: s.StoreVersion, Relocating: s.Record.State == StateRelocating,
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -210,7 +209,7 @@ func (a *Assembly) add(i uint32, data []byte, summed bool, sum uint32) error {
 		return fmt.Errorf("%w: chunk %d has %d bytes, want %d", ErrDataLost, i, len(data), end-start)
 	}
 	crc := wire.CRC32C(data)
-	if summed && crc != sum && !failpoint.Planted(failpoint.BugCRCIgnored) {
+	if summed && crc != sum {
 		return fmt.Errorf("%w: chunk %d has CRC32C %08x, its frame says %08x", ErrDataLost, i, crc, sum)
 	}
 	a.sums[i] = crc
@@ -251,8 +250,7 @@ func (a *Assembly) Received() uint32 { return a.have }
 
 // Payload returns the assembled bytes once complete and only if their
 // CRC32C, combined from the chunks' sums computed by Add, matches the
-// manifest (unless the bug crc-ignored is planted: internal/failpoint, test
-// builds only).
+// manifest.
 func (a *Assembly) Payload() ([]byte, error) {
 	if !a.Complete() {
 		return nil, fmt.Errorf("%w: %d of %d chunks", ErrDataLost, a.have, a.m.Chunks)
@@ -265,7 +263,7 @@ func (a *Assembly) Payload() ([]byte, error) {
 		start, end := a.m.ChunkSpan(uint32(i))
 		got = wire.CombineCRC32C(got, sum, int64(end-start))
 	}
-	if got != a.m.CRC32C && !failpoint.Planted(failpoint.BugCRCIgnored) {
+	if got != a.m.CRC32C {
 		return nil, fmt.Errorf("%w: CRC32C %08x, manifest says %08x", ErrDataLost, got, a.m.CRC32C)
 	}
 	return a.buf, nil

@@ -32,8 +32,10 @@ import (
 //	result source intent|preserve [ok|fails|uncertain [applied]]
 //	result source capture [ok|fails] [size=BYTES]
 //	result source boundary [count=N]
-//	result source settle [err]
+//	result source settle [err]     completes the source's ReadSettle
+//	observe                   the source's cache shows the record now (Observed)
 //	result target restore [ok|err]
+//	result target readgroup [ok|err]
 //	result target commit [ok|fails|uncertain [applied]]
 //	result target resolve [ok|err]
 //	    completes the side's pending I/O. Writes run the fake store's
@@ -102,7 +104,7 @@ func TestTranscripts(t *testing.T) {
 				case "crash":
 					s.crash(sideArg(t, d))
 				case "stop":
-					s.step(sideArg(t, d), Stop{})
+					s.step(sideArg(t, d), Stop{Hard: d.HasArg("hard")})
 				case "drain":
 					s.draining = true
 					s.step(onTarget, Tick{NowMs: s.now, Draining: true})
@@ -138,6 +140,11 @@ func TestTranscripts(t *testing.T) {
 					s.store.put(rec)
 					s.store.foreign = true
 					s.storeChanged()
+				case "observe":
+					// The source's location cache shows the record as it is
+					// now (a watch event): delivered as Observed.
+					s.printf("source ← observed: %s\n", s.store)
+					s.observe()
 				case "inject":
 					runInject(t, d, s)
 				case "forge":
@@ -230,15 +237,15 @@ func runResult(t *testing.T, d *datadriven.TestData, s *sim) {
 	kind := d.CmdArgs[1].Key
 	want := map[string]string{
 		"intent": "WriteIntent", "capture": "Seal", "boundary": "SendBoundary", "preserve": "Preserve",
-		"restore": "Restore", "commit": "Commit", "resolve": "ResolveCommit", "settle": "",
+		"restore": "Restore", "readgroup": "ReadGroup", "commit": "Commit", "resolve": "ResolveCommit", "settle": "",
 	}
 	name, ok := want[kind]
 	if !ok {
 		d.Fatalf(t, "unknown result %q", kind)
 	}
 	if kind == "settle" {
-		if on != onSource || !s.settle || s.src.Phase() != SourceSettling || s.dead[onSource] {
-			s.printf("  (the source is not settling)\n")
+		if on != onSource || !s.readable() {
+			s.printf("  (the source awaits no settle read)\n")
 			return
 		}
 		s.printf("source ← settle read: %s\n", s.store)

@@ -2,7 +2,7 @@
 // two pure state machines: Source (the owner that moves an object) and Target
 // (the node that receives it). Each takes events — peer frames, ticks, the
 // results of I/O — through Step(Event) ([]Action, error) and returns actions
-// for its driver (internal/node) to carry out. No I/O, no clock (time arrives
+// for its driver (internal/relocator) to carry out. No I/O, no clock (time arrives
 // in Tick as Unix ms), no goroutines, no context, no etcd: a test enforces the
 // imports. The same inputs always give the same outputs, so transcripts in
 // testdata/ are the specification.
@@ -20,7 +20,7 @@
 //	   │ ◄──────────────────────────────── READY ───────────┤ Restored, before the deadline
 //	cutover ──DATA…, CUTOVER(count, crc)────────────────► ready
 //	   │ BoundarySent                                       │ CUTOVER, or the fallback wait
-//	settling ──Settle: one read, then a watch             committing ──Commit──► etcd
+//	settling ──ReadSettle, Observed (the watch)           committing ──Commit──► etcd
 //	   │                                                    │ CommitResult committed
 //	   │ ◄──────────────────────────────── OUTCOME ─────── Admit: captured + DATA first,
 //	   │ committed → Drop (redirect the rest)                replies relayed, timers, open
@@ -74,34 +74,39 @@
 // Source driver:
 //  1. Open the stream to the target before Start, so the seal is not spent dialing.
 //  2. Carry out actions in the order returned; an action that has a result
-//     (WriteIntent, Seal, StreamChunks, SendBoundary, Settle, Preserve) delivers
-//     it as the named event; nothing else depends on it before that.
-//  3. Route every request for the object by Admission(): serve, keep as
-//     boundary (in arrival order), hold, redirect or fail.
-//  4. Deliver Tick at least every few tens of milliseconds and every received
-//     frame; a stream error is StreamBroken.
-//  5. Settle: read all participants and the source's owner key at one
-//     revision, deliver SettleResult, and again after each watch event or
-//     OUTCOME frame, until the phase is no longer settling. No poll is
-//     needed for the deadline: a Tick past it makes the machine preserve.
-//     When a committed record of the primary that the read would return is
-//     already known from the store (a watch event), the driver may deliver
-//     it as the SettleResult without reading: the machine calls it
-//     completed on that record alone (invariant 4), members absent.
+//     (WriteIntent, Seal, StreamChunks, SendBoundary, ReadSettle, Preserve)
+//     delivers it as the named event; nothing else depends on it before
+//     that. Everything else is an instruction without a result: Send,
+//     ReadyPassed (READY arrived: an Actor Join answers its caller),
+//     Admitted (the interruption, as the source sees it, ends now), Reopen,
+//     Drop, FailPending, Finish.
+//  3. Where a new request for the object goes follows from the actions
+//     alone: served until Seal, kept (in arrival order) from Seal, held
+//     from SendBoundary, served again from Reopen, redirected from Drop,
+//     failed from FailPending.
+//  4. Deliver Tick at least every few tens of milliseconds (settling's reads
+//     and waits count in ticks: source_settle.go), every received frame (a
+//     stream error is StreamBroken), and every change of the primary's record
+//     the node's location cache shows (Observed; only committed etcd data).
+//  5. ReadSettle: read all participants and the source's owner key at one
+//     revision and deliver SettleResult; the machine asks for one read at a
+//     time, and decides when.
 //  6. On Reopen, put captured, boundary and held requests back in that order;
 //     on Drop, wait for relayed replies of captured and the first DataApplied
 //     boundary requests and redirect the rest; on FailPending, answer all.
 //
 // Target driver:
 //  1. Before PREPARE reaches the machine, know whether the node is draining
-//     (PrepareEvent.Draining), the time, and whether a bound on incoming
-//     stages is reached or the relocation is staged already on another
-//     stream (PrepareEvent.Busy, Duplicate).
+//     (PrepareEvent.Draining), the time, whether a bound on incoming stages
+//     is reached or the relocation is staged already on another stream
+//     (PrepareEvent.Busy, Duplicate), and, with mutual TLS, which node the
+//     stream's certificate names (PrepareEvent.Peer).
 //  2. Restore creates hidden instances that admit nothing; requests arriving
 //     for them wait.
-//  3. Commit is the commit transaction of pkg/authority; an RPC error is
-//     delivered as CommitResult{Err}, and ResolveCommit (a read-back) follows
-//     after a short pause.
+//  3. ReadGroup reads an Actor Join's group; Commit is the commit transaction
+//     of pkg/authority; an RPC error is delivered as CommitResult{Err} (or
+//     GroupRead{Err}), and the machine asks again RetryPauseMs later
+//     (ResolveCommit, a read-back; or ReadGroup): deliver Ticks meanwhile.
 //  4. Admit: captured requests then Data at the head of the mailbox, each
 //     reply relayed to its requester (acknowledged; a duplicate relay is
 //     answered already-terminal), then waiting requests; timers resume;

@@ -127,7 +127,7 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 	}
 
 	// Faults stop: everything is delivered, every result is a plain success,
-	// the settle watch reads after every change, and time advances by 10 ms
+	// every change is observed, and time advances by 10 ms
 	// only when nothing else can happen. Everything must then end by the
 	// deadline plus the fallback wait, plus a few ticks.
 	s.printf("# faults stop at now=%d\n", s.now)
@@ -153,9 +153,12 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 		case s.pending[onTarget] != nil:
 			s.printf("target ← %s result\n", actionName(s.pending[onTarget]))
 			s.complete(onTarget, resOK, 1)
-		case s.settleActive() && s.dirty:
+		case s.readable():
 			s.printf("source ← settle read: %s\n", s.store)
 			s.settleRead(nil)
+		case s.changed && !s.dead[onSource]:
+			s.printf("source ← observed: %s\n", s.store)
+			s.observe()
 		default:
 			s.printf("tick now=%d\n", s.now+10)
 			s.tick(s.now + 10)
@@ -178,10 +181,6 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 		stats.add(s)
 	}
 	return ""
-}
-
-func (s *sim) settleActive() bool {
-	return s.settle && !s.dead[onSource] && s.src.Phase() == SourceSettling
 }
 
 // faults are the classes of fault a run may inject.
@@ -249,10 +248,9 @@ func propertyStep(s *sim, r *rand.Rand, f faults) {
 		s.printf("target ← %s result (%s)\n", actionName(s.pending[onTarget]), kindName(k))
 		s.complete(onTarget, k, 0)
 	})
-	// The settle watch reads after a change of the record or the source's
-	// owner key, or an OUTCOME frame (doc.go, driver duty 5) — never on its
-	// own: the machine must not depend on polling.
-	add(15, s.settleActive() && s.dirty, func() {
+	// The source's settle reads complete when they complete; the location
+	// cache shows a change of the record some time after it happened.
+	add(15, s.readable(), func() {
 		if f.failIO && pct(20) {
 			s.printf("source ← settle read: error\n")
 			s.settleRead(errUncertain)
@@ -260,6 +258,10 @@ func propertyStep(s *sim, r *rand.Rand, f faults) {
 		}
 		s.printf("source ← settle read: %s\n", s.store)
 		s.settleRead(nil)
+	})
+	add(10, s.changed && !s.dead[onSource], func() {
+		s.printf("source ← observed: %s\n", s.store)
+		s.observe()
 	})
 	add(15, true, func() {
 		now := s.now + int64(r.IntN(150))

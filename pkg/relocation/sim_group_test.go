@@ -101,8 +101,8 @@ func (f *fakeStore) commitAll(a Commit, target record.OwnerRef) CommitResult {
 		c, found := cur[p.Object.String()]
 		ok = ok && found && sameBytes(c.Record, p.Record)
 	}
-	if !a.JoinGroup.IsZero() {
-		ok = ok && f.joined != nil && f.joined.Record.Owner == target
+	if a.Join != nil {
+		ok = ok && f.joined != nil && f.joined.Record.Owner == target && f.joined.StoreVersion == a.Join.StoreVersion
 	}
 	if !ok {
 		return CommitResult{Records: cur}
@@ -110,8 +110,8 @@ func (f *fakeStore) commitAll(a Commit, target record.OwnerRef) CommitResult {
 	rev := f.bump()
 	for _, p := range a.Participants {
 		rec := planned(p, target, a.RelocationID)
-		if !a.JoinGroup.IsZero() {
-			rec.Group = a.JoinGroup.String()
+		if a.Join != nil {
+			rec.Group = a.Join.Object.String()
 		}
 		sn := record.Snapshot{Object: p.Object, Record: rec, StoreVersion: rev, Revision: rev}
 		if p.Object == f.rec.Object {
@@ -124,7 +124,7 @@ func (f *fakeStore) commitAll(a Commit, target record.OwnerRef) CommitResult {
 			}
 		}
 	}
-	if !a.JoinGroup.IsZero() {
+	if a.Join != nil {
 		f.joined = &record.Snapshot{Object: f.joined.Object, Record: plannedJoin(*f.joined, a.Participants[0].Object, a.RelocationID.String()), StoreVersion: rev, Revision: rev}
 	}
 	t := target
@@ -138,8 +138,8 @@ func (f *fakeStore) resolveAll(a ResolveCommit, target record.OwnerRef) CommitRe
 	res := CommitResult{Records: cur}
 	for _, p := range a.Participants {
 		want := planned(p, target, a.RelocationID)
-		if !a.JoinGroup.IsZero() {
-			want.Group = a.JoinGroup.String()
+		if a.Join != nil {
+			want.Group = a.Join.Object.String()
 		}
 		c := cur[p.Object.String()]
 		if c.StoreVersion <= p.StoreVersion || string(c.Record.Encode()) != string(want.Encode()) {

@@ -267,8 +267,9 @@ type sim struct {
 
 	dead     [2]bool
 	pending  [2]Action // the action whose result a side waits for
-	settle   bool      // the source's settle watch runs
-	dirty    bool      // the store changed since the last settle read
+	reading  bool      // the source's ReadSettle is in flight
+	changed  bool      // the record changed since the source last observed it
+	srcMode  string    // where the source's mailbox puts a new request (from its actions)
 	draining bool      // the target's node drains
 	started  bool      // the source's Start ran
 	prepared bool      // a PREPARE reached the target machine
@@ -328,7 +329,7 @@ func (s *sim) violate(format string, args ...any) {
 }
 
 func (s *sim) start() {
-	s.started = true
+	s.started, s.srcMode = true, "serve"
 	s.handle(onSource, s.src.Start(), nil)
 	s.afterStep()
 }
@@ -371,6 +372,22 @@ func (s *sim) handle(on side, acts []Action, err error) {
 
 // apply carries out an action the way a driver would.
 func (s *sim) apply(on side, a Action) {
+	if on == onSource {
+		// The source's mailbox: where a new request goes follows from the
+		// actions alone (the node's driver does the same).
+		switch a.(type) {
+		case Seal:
+			s.srcMode = "keep"
+		case SendBoundary:
+			s.srcMode = "hold"
+		case Reopen:
+			s.srcMode = "serve"
+		case Drop:
+			s.srcMode = "redirect"
+		case FailPending:
+			s.srcMode = "fail"
+		}
+	}
 	switch a := a.(type) {
 	case Send:
 		s.send(on.other(), a.Frame)
@@ -380,9 +397,12 @@ func (s *sim) apply(on side, a Action) {
 			s.send(onTarget, &pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{
 				RelocationId: simRelocID[:], Index: i, Data: Gather(a.Segments, start, end, nil)}}})
 		}
-	case Settle:
-		s.settle, s.dirty = true, true
-	case WriteIntent, Seal, SendBoundary, Preserve, Restore, Commit, ResolveCommit:
+	case ReadSettle:
+		if s.reading {
+			s.violate("source: a second ReadSettle while one is in flight")
+		}
+		s.reading = true
+	case WriteIntent, Seal, SendBoundary, Preserve, Restore, ReadGroup, Commit, ResolveCommit:
 		if s.pending[on] != nil {
 			s.violate("%s: %s while %s is pending (an action with a result must end the batch)", on, actionName(a), actionName(s.pending[on]))
 		}
@@ -407,9 +427,6 @@ func (s *sim) deliver(to side, f *pb.RelocationFrame) {
 			return
 		}
 	}
-	if to == onSource && f.GetOutcome() != nil && s.settle {
-		s.dirty = true // the driver reads again after an OUTCOME frame
-	}
 	s.step(to, Received{Frame: f})
 }
 
@@ -430,7 +447,7 @@ func (s *sim) crash(on side) {
 	s.broken = true
 	s.pending[on] = nil
 	if on == onSource {
-		s.settle = false
+		s.reading = false
 	}
 	s.inflight = [2][]*pb.RelocationFrame{}
 	s.step(on.other(), StreamBroken{Err: errors.New("stream reset")})
@@ -442,31 +459,38 @@ func (s *sim) expire(id string) {
 	}
 }
 
-// storeChanged: the authority record changed; the settle watch fires.
+// storeChanged: the authority record changed; the source's location cache
+// will show it (observe delivers it).
 func (s *sim) storeChanged() {
-	if s.settle {
-		s.dirty = true
-	}
+	s.changed = true
 	s.observeStore()
 }
 
-// ownerChanged: an owner key changed. The settle watch covers the record
-// and the source's own key only (doc.go, driver duty 5).
-func (s *sim) ownerChanged(id string) {
-	if id == s.self.ID {
-		s.storeChanged()
+// ownerChanged: an owner key changed (no location cache shows owner keys:
+// the source's periodic reads see its own).
+func (s *sim) ownerChanged(string) { s.observeStore() }
+
+// observe delivers the record as the source's location cache shows it now.
+func (s *sim) observe() {
+	s.changed = false
+	if s.dead[onSource] || !s.started {
+		return
 	}
+	s.step(onSource, Observed{Location: record.LocationOf(s.store.rec)})
 }
 
-// settleRead delivers one settle read (err: the read failed).
+// settleRead completes the source's ReadSettle (err: the read failed).
 func (s *sim) settleRead(err error) {
-	s.dirty = false
+	s.reading = false
 	if err != nil {
 		s.step(onSource, SettleResult{Err: err})
 		return
 	}
 	s.step(onSource, SettleResult{View: s.store.view(s.self.ID)})
 }
+
+// readable reports whether the source awaits a settle read.
+func (s *sim) readable() bool { return s.reading && !s.dead[onSource] }
 
 // result kinds for complete.
 type outcomeKind int
@@ -537,6 +561,12 @@ func (s *sim) complete(on side, k outcomeKind, n int) (wrote bool) {
 			ev = Restored{Err: errors.New("corrupt envelope")}
 		} else {
 			ev = Restored{}
+		}
+	case ReadGroup:
+		if k == resFail || s.store.joined == nil {
+			ev = GroupRead{Err: errUncertain}
+		} else {
+			ev = GroupRead{Snapshot: *s.store.joined}
 		}
 	case Commit:
 		var r CommitResult
@@ -674,7 +704,7 @@ func (s *sim) afterStep() {
 	s.observeStore()
 	// (b) never two owners serving: the source serves (before its seal, or
 	// reopened) while the target serves a committed record.
-	srcServes := !s.dead[onSource] && s.started && s.src.Admission() == AdmitServe
+	srcServes := !s.dead[onSource] && s.started && s.srcMode == "serve"
 	tgtServes := !s.dead[onTarget] && s.tgt.Outcome() == Completed
 	if srcServes && tgtServes {
 		s.violate("two owners serve: the source reopened and the target committed")
@@ -730,6 +760,13 @@ func (s *sim) checkEnd() {
 
 // ---------------------------------------------------------------- printing
 
+func joinOf(s *record.Snapshot) keyspace.Object {
+	if s == nil {
+		return keyspace.Object{}
+	}
+	return s.Object
+}
+
 func actionName(a Action) string { return strings.TrimPrefix(fmt.Sprintf("%T", a), "relocation.") }
 
 func (s *sim) describe(a Action) string {
@@ -745,7 +782,7 @@ func (s *sim) describe(a Action) string {
 	case Reopen:
 		return fmt.Sprintf("Reopen sv=%d owner=%s gen=%d/%d", a.Record.StoreVersion, a.Record.Record.Owner, a.Record.Record.ObjectGeneration, a.Record.Record.OwnerGeneration) + groupNote(len(a.Members), keyspace.Object{})
 	case Drop:
-		return fmt.Sprintf("Drop owner=%s gen=%d/%d applied=%d", a.Committed.Record.Owner, a.Committed.Record.ObjectGeneration, a.Committed.Record.OwnerGeneration, a.DataApplied) + groupNote(len(a.Members), keyspace.Object{})
+		return fmt.Sprintf("Drop owner=%s gen=%d/%d applied=%d", a.Committed.Owner, a.Committed.ObjectGeneration, a.Committed.OwnerGeneration, a.DataApplied) + groupNote(len(a.Members), keyspace.Object{})
 	case FailPending:
 		return fmt.Sprintf("FailPending code=%s %q", a.Code, a.Message)
 	case Finish:
@@ -756,7 +793,7 @@ func (s *sim) describe(a Action) string {
 	case Restore:
 		return fmt.Sprintf("Restore len=%d", len(a.Payload))
 	case Commit:
-		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.OwnerGeneration) + groupNote(len(a.Participants)-1, a.JoinGroup)
+		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.OwnerGeneration) + groupNote(len(a.Participants)-1, joinOf(a.Join))
 	case ResolveCommit:
 		return "ResolveCommit"
 	case Admit:
@@ -811,8 +848,8 @@ func (s *sim) sideState(on side) string {
 		ph += "(crashed)"
 	} else if p := s.pending[on]; p != nil {
 		ph += "(awaits " + actionName(p) + ")"
-	} else if on == onSource && s.settle && s.src.Phase() == SourceSettling {
-		ph += "(watching)"
+	} else if on == onSource && s.reading {
+		ph += "(awaits ReadSettle)"
 	}
 	return ph
 }

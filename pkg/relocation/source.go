@@ -26,25 +26,6 @@ func (p SourcePhase) String() string {
 	return [...]string{"invalid", "intent", "capturing", "preparing", "cutover", "settling", "preserving", "done"}[min(max(int(p), 0), 7)]
 }
 
-// Admission tells the source's driver what to do with a request for the
-// object arriving now.
-type Admission int
-
-// Admissions.
-const (
-	// AdmitServe: run it (the object is not sealed, or was reopened).
-	AdmitServe Admission = 1 + iota
-	// AdmitBoundary: keep it in order; it goes to the target as DATA after
-	// READY, or back to the local queue if the relocation aborts.
-	AdmitBoundary
-	// AdmitHold: keep it until the outcome is known (after CUTOVER).
-	AdmitHold
-	// AdmitRedirect: the target committed; answer NotOwner with the committed fence.
-	AdmitRedirect
-	// AdmitUnavailable: the object was lost; answer Unavailable.
-	AdmitUnavailable
-)
-
 // Source events (results of the source driver's I/O).
 type (
 	// IntentResult is the result of WriteIntent.
@@ -67,12 +48,17 @@ type (
 	}
 	// BoundarySent: DATA frames and CUTOVER were sent; Count requests.
 	BoundarySent struct{ Count int }
-	// SettleResult is one settle read (all participants and the source's
-	// owner key at one revision).
+	// SettleResult is the result of ReadSettle (all participants and the
+	// source's owner key at one revision).
 	SettleResult struct {
 		View record.View
 		Err  error
 	}
+	// Observed is the primary's record as the node's location cache now
+	// holds it: only what etcd committed (its watch, and the results of the
+	// node's own transactions and reads). The driver delivers every change
+	// while the relocation runs; the machine decides what it means.
+	Observed struct{ Location record.Location }
 	// PreserveResult is the result of Preserve.
 	PreserveResult struct {
 		Result WriteResult
@@ -84,6 +70,7 @@ func (IntentResult) event()   {}
 func (Captured) event()       {}
 func (BoundarySent) event()   {}
 func (SettleResult) event()   {}
+func (Observed) event()       {}
 func (PreserveResult) event() {}
 
 // Source actions.
@@ -100,8 +87,11 @@ type (
 	}
 	// Seal stops dispatch to the object (the handler in progress finishes),
 	// captures its state, timers, queue and de-duplication table, and encodes
-	// the envelope; result: Captured. From now on requests are AdmitBoundary.
-	Seal struct{}
+	// the envelope; result: Captured. From now on new requests are kept,
+	// in order. Participants are the records after the intent, the primary
+	// first (a group's record has no state: its entry in the envelope
+	// carries these generations).
+	Seal struct{ Participants []record.Snapshot }
 	// StreamChunks sends the payload as STATE chunks under the byte budgets.
 	// The payload is the concatenation of Segments.
 	StreamChunks struct {
@@ -110,12 +100,20 @@ type (
 	}
 	// SendBoundary sends every boundary request as DATA (in order), then
 	// CUTOVER with their count and CRC32C; result: BoundarySent. From now on
-	// requests are AdmitHold.
+	// new requests are held until the outcome.
 	SendBoundary struct{}
-	// Settle reads every participant and the source's owner key at one
-	// revision, then again after every change (a watch) until the machine
-	// leaves SourceSettling; result: SettleResult, repeatedly.
-	Settle struct{}
+	// ReadSettle reads every participant and the source's owner key at one
+	// revision; result: SettleResult. The machine asks for one read at a
+	// time: on entering SourceSettling, after a change it observed that is
+	// not the commit, after a frame from the target, and every SettleEveryMs.
+	ReadSettle struct{}
+	// ReadyPassed: READY arrived, the point of no return (an Actor Join
+	// answers its caller now).
+	ReadyPassed struct{}
+	// Admitted: the target admitted the object, as far as the source can
+	// tell (its OK OUTCOME, or the commit seen first): where the
+	// interruption ends as the source measures it. Once per relocation.
+	Admitted struct{}
 	// Preserve runs the preserve transaction on Seen (the primary), guarded
 	// by its store version and the source's owner key; result: PreserveResult.
 	Preserve struct {
@@ -128,18 +126,19 @@ type (
 	// resume; the fence is that of Record.
 	Reopen struct {
 		Record record.Snapshot
-		// Members: the other participants' records after the preserve.
+		// Members: every other participant's record after the preserve.
 		Members map[string]record.Snapshot
 	}
 	// Drop discards the source's copy after the target committed. The first
 	// DataApplied boundary requests get their replies by relay; the rest, and
 	// every held request, are answered NotOwner with Committed's fence.
 	Drop struct {
-		Committed   record.Snapshot
+		Committed   record.Location
 		DataApplied int
-		// Members: the other participants' records as the settle read saw
-		// them (a member missing here is redirected from the cache).
-		Members map[string]record.Snapshot
+		// Members: every other participant's location after the commit, as
+		// a settle read saw it, or as the commit wrote it (the commit moves
+		// every participant at once, in one transaction).
+		Members map[string]record.Location
 	}
 	// FailPending answers every pending request of the object (captured,
 	// boundary, held) with Code and removes the object: it was lost.
@@ -153,7 +152,9 @@ func (WriteIntent) action()  {}
 func (Seal) action()         {}
 func (StreamChunks) action() {}
 func (SendBoundary) action() {}
-func (Settle) action()       {}
+func (ReadSettle) action()   {}
+func (ReadyPassed) action()  {}
+func (Admitted) action()     {}
 func (Preserve) action()     {}
 func (Reopen) action()       {}
 func (Drop) action()         {}
@@ -190,20 +191,20 @@ type SourceConfig struct {
 
 // Source is the source side of one relocation: a pure state machine.
 type Source struct {
-	cfg       SourceConfig
-	phase     SourcePhase
-	seen      record.Snapshot // the record after the intent
-	manifest  Manifest
-	prepare   *pb.Prepare
-	ready     bool // READY received: the point of no return
-	boundary  int  // DATA requests sent
-	committed *record.Snapshot
-	members   []record.Snapshot // the other participants as last written or read
-	applied   int
-	code      pb.Code
-	msg       string
-	outcome   Outcome
-	nowMs     int64
+	cfg      SourceConfig
+	phase    SourcePhase
+	seen     record.Snapshot // the record after the intent
+	manifest Manifest
+	prepare  *pb.Prepare
+	ready    bool              // READY received: the point of no return
+	boundary int               // DATA requests sent
+	members  []record.Snapshot // the other participants as last written or read
+	applied  int
+	st       settleState // source_settle.go
+	code     pb.Code
+	msg      string
+	outcome  Outcome
+	nowMs    int64
 	// aborting: abort was called, the object is on its way back to the
 	// source; a read that shows the record still ours is preserved again at
 	// once instead of waiting for the deadline.
@@ -224,27 +225,13 @@ func (s *Source) Outcome() Outcome { return s.outcome }
 // ReadyReceived reports whether the point of no return was passed.
 func (s *Source) ReadyReceived() bool { return s.ready }
 
-// Admission says what the driver does with a new request for the object.
-func (s *Source) Admission() Admission {
-	switch s.phase {
-	case SourceIntent:
-		return AdmitServe
-	case SourceCapturing, SourcePreparing:
-		return AdmitBoundary
-	case SourceCutover, SourceSettling, SourcePreserving:
-		return AdmitHold
-	}
-	switch s.outcome {
-	case Completed:
-		return AdmitRedirect
-	case Aborted:
-		return AdmitServe
-	}
-	if s.committed != nil {
-		return AdmitRedirect
-	}
-	return AdmitUnavailable
-}
+// ID of the relocation.
+func (s *Source) ID() wire.RelocationID { return s.cfg.ID }
+
+// Watching reports whether the machine wants the primary's record's changes
+// (Observed): only while settling does a change decide anything, so a
+// driver may skip the cache's changes at other times.
+func (s *Source) Watching() bool { return s.phase == SourceSettling }
 
 // Prepare is the PREPARE the machine sent (nil before capture).
 func (s *Source) Prepare() *pb.Prepare { return s.prepare }
@@ -302,8 +289,8 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			s.seen = e.Result.Snapshot
 			s.members = s.updated(e.Result.Members)
 			s.phase = SourceCapturing
-			return []Action{Seal{}}, nil
-		case Tick:
+			return []Action{Seal{Participants: s.Participants()}}, nil
+		case Tick, Observed:
 			return nil, nil
 		case StreamBroken:
 			// The stream is opened before Start (doc.go, driver duty 1) and
@@ -331,7 +318,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 				Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},
 				StreamChunks{Segments: segs, Manifest: s.manifest},
 			}, nil
-		case Tick, StreamBroken:
+		case Tick, StreamBroken, Observed:
 			return nil, nil // the capture result comes next
 		case Stop:
 			return nil, nil
@@ -346,7 +333,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 				}
 				s.ready = true
 				s.phase = SourceCutover
-				return []Action{SendBoundary{}}, nil
+				return []Action{ReadyPassed{}, SendBoundary{}}, nil
 			case *pb.RelocationFrame_Failed:
 				if !s.sameID(f.Failed.GetRelocationId()) {
 					return nil, fmt.Errorf("%w: FAILED for another relocation", ErrProtocol)
@@ -358,9 +345,8 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 				if !s.sameID(f.Outcome.GetRelocationId()) {
 					return nil, fmt.Errorf("%w: OUTCOME for another relocation", ErrProtocol)
 				}
-				s.applied = int(f.Outcome.GetDataApplied())
-				s.phase = SourceSettling
-				return []Action{Settle{}}, nil
+				s.noteOutcome(f.Outcome)
+				return s.startSettling(true), nil
 			}
 			return nil, fmt.Errorf("%w: %s before READY", ErrProtocol, frameName(e.Frame))
 		case StreamBroken:
@@ -372,54 +358,42 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			return nil, nil
 		case Stop:
 			return s.abort(pb.Code_CODE_SHUTTING_DOWN, "source stopping before READY"), nil
+		case Observed:
+			return nil, nil // nothing is decided before READY but through the preserve
 		}
 	case SourceCutover:
 		switch e := ev.(type) {
 		case BoundarySent:
 			s.boundary = e.Count
-			s.phase = SourceSettling
-			return []Action{Settle{}}, nil
-		case Received, Tick, StreamBroken, Stop:
-			return nil, nil // BoundarySent comes next; settle decides
-		}
-	case SourceSettling:
-		switch e := ev.(type) {
-		case SettleResult:
-			return s.settle(e)
+			return s.startSettling(false), nil
 		case Received:
 			if o, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Outcome); ok && s.sameID(o.Outcome.GetRelocationId()) {
-				s.applied = int(o.Outcome.GetDataApplied())
+				s.noteOutcome(o.Outcome) // its count of DATA is kept for the drop
 			}
-			return nil, nil // the settle watch decides, not the target's word
-		case Tick:
-			// A watch reports changes only: a target that died or drains
-			// after READY changes nothing, so the deadline is acted on here.
-			// Preserving the last record read as ours is safe whatever
-			// happened since: it is a compare-and-swap.
-			if e.NowMs >= s.cfg.DeadlineMs {
-				return s.abort(pb.Code_CODE_DEADLINE_EXCEEDED, "the target did not commit before the deadline"), nil
-			}
+			return nil, nil // BoundarySent comes next; settle decides
+		case Tick, StreamBroken, Stop, Observed:
 			return nil, nil
-		case StreamBroken:
-			return nil, nil
-		case Stop:
-			return []Action{s.finish(Shutdown, pb.Code_CODE_SHUTTING_DOWN, "stopped while settling")}, nil
 		}
+	case SourceSettling:
+		return s.stepSettling(ev) // source_settle.go
 	case SourcePreserving:
 		switch e := ev.(type) {
 		case PreserveResult:
 			return s.preserved(e)
 		case Received:
 			if o, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Outcome); ok && s.sameID(o.Outcome.GetRelocationId()) {
-				s.applied = int(o.Outcome.GetDataApplied())
+				s.noteOutcome(o.Outcome)
 			}
 			return nil, nil
-		case Tick, StreamBroken, Stop, SettleResult:
+		case SettleResult:
+			s.st.reading = false // a read from before the preserve: the preserve decides
+			return nil, nil
+		case Tick, StreamBroken, Stop, Observed:
 			return nil, nil
 		}
 	case SourceDone:
 		switch ev.(type) {
-		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, BoundarySent, PreserveResult:
+		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, BoundarySent, PreserveResult, Observed:
 			return nil, nil // late: ignored
 		}
 	}
@@ -440,87 +414,6 @@ func (s *Source) buildPrepare() *pb.Prepare {
 		ApplicationVersion: s.cfg.AppVersion, DeadlineUnixMs: s.cfg.DeadlineMs, JoinGroup: s.cfg.JoinGroup,
 		Nonce: s.cfg.Nonce,
 	}
-}
-
-// settle classifies one read (seed-inventory §2.10, 0.30.2 rules):
-// committed = same object generation, larger owner generation, another owner
-// pair; still ours = the record we wrote; anything else, or our own lease gone
-// while the record is still ours, = lost.
-func (s *Source) settle(e SettleResult) ([]Action, error) {
-	if e.Err != nil {
-		return nil, nil // uncertain: the watch reads again; never a loss
-	}
-	cur, ok := e.View.Objects[s.seen.Object.String()]
-	if !ok {
-		return s.lost("the record disappeared")
-	}
-	r, want := cur.Record, s.seen.Record
-	switch {
-	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration > want.OwnerGeneration && r.Owner != s.cfg.Self:
-		c := cur
-		s.committed = &c
-		return []Action{Drop{Committed: cur, DataApplied: s.dataApplied(), Members: s.membersIn(e.View)}, s.finish(Completed, pb.Code_CODE_OK, "")}, nil
-	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration && r.Owner == s.cfg.Self:
-		if !e.View.Alive(s.cfg.Self) {
-			return s.lost("the source's lease ended before the target committed")
-		}
-		s.seen = cur
-		s.members = s.updated(e.View.Objects)
-		// Once aborting (a failure before READY, or a preserve that was
-		// uncertain or lost to a write that kept the record ours), preserve
-		// again now: nothing else would wake the machine before the deadline.
-		if s.aborting || s.nowMs >= s.cfg.DeadlineMs {
-			return s.abort(pb.Code_CODE_DEADLINE_EXCEEDED, "the target did not commit before the deadline"), nil
-		}
-		return nil, nil
-	}
-	return s.lost(fmt.Sprintf("the record moved to %s with object generation %d", r.Owner, r.ObjectGeneration))
-}
-
-// stillOurs reports whether a failed write's current record is still this
-// source's object at the generations it planned from, its owner alive.
-func (s *Source) stillOurs(w WriteResult) bool {
-	r, want := w.Snapshot.Record, s.cfg.Object.Record
-	return w.Found && w.OwnerAlive && r.Owner == s.cfg.Self &&
-		r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration
-}
-
-func (s *Source) dataApplied() int {
-	if s.applied > 0 {
-		return min(s.applied, s.boundary)
-	}
-	return 0
-}
-
-func (s *Source) lost(why string) ([]Action, error) {
-	return []Action{
-		FailPending{Code: pb.Code_CODE_UNAVAILABLE, Message: "relocation lost the object: " + why},
-		s.finish(Failed, pb.Code_CODE_UNAVAILABLE, why),
-	}, nil
-}
-
-func (s *Source) preserved(e PreserveResult) ([]Action, error) {
-	if e.Err != nil {
-		// Uncertain: settle decides (a read shows whether it was written).
-		s.phase = SourceSettling
-		return []Action{Settle{}}, nil
-	}
-	if e.Result.Written {
-		return []Action{Reopen{Record: e.Result.Snapshot, Members: s.membersIn(record.View{Objects: e.Result.Members})}, s.finish(Aborted, s.code, s.msg)}, nil
-	}
-	// The preserve lost: the target committed, or the object is gone.
-	s.phase = SourceSettling
-	if !e.Result.Found {
-		return s.lost("the record disappeared")
-	}
-	objs := map[string]record.Snapshot{s.seen.Object.String(): e.Result.Snapshot}
-	for k, v := range e.Result.Members {
-		objs[k] = v
-	}
-	return s.settle(SettleResult{View: record.View{
-		Objects: objs,
-		Owners:  map[string]record.OwnerKey{s.cfg.Self.ID: ownerKey(e.Result.OwnerAlive, s.cfg.Self)},
-	}})
 }
 
 func ownerKey(alive bool, o record.OwnerRef) record.OwnerKey {
@@ -568,14 +461,15 @@ func (s *Source) updated(objs map[string]record.Snapshot) []record.Snapshot {
 	return out
 }
 
-// membersIn returns the members' records found in v (nil when there are no
-// members).
+// membersIn returns every member's record: as found in v, or as last
+// known (nil when there are no members).
 func (s *Source) membersIn(v record.View) map[string]record.Snapshot {
 	if len(s.members) == 0 {
 		return nil
 	}
 	out := make(map[string]record.Snapshot, len(s.members))
 	for _, m := range s.members {
+		out[m.Object.String()] = m
 		if c, ok := v.Objects[m.Object.String()]; ok {
 			out[m.Object.String()] = c
 		}

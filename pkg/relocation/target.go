@@ -35,6 +35,11 @@ type (
 	// Restored: the hidden instance was restored from the payload (Err: it
 	// could not be: a corrupt envelope or state).
 	Restored struct{ Err error }
+	// GroupRead is the result of ReadGroup.
+	GroupRead struct {
+		Snapshot record.Snapshot
+		Err      error
+	}
 	// CommitResult is the result of Commit or ResolveCommit.
 	CommitResult struct {
 		Committed bool
@@ -46,6 +51,7 @@ type (
 )
 
 func (Restored) event()     {}
+func (GroupRead) event()    {}
 func (CommitResult) event() {}
 
 // Target actions.
@@ -53,20 +59,24 @@ type (
 	// Restore decodes the payload and creates hidden (not admitted) instances;
 	// requests that reach the target for them now wait. Result: Restored.
 	Restore struct{ Payload []byte }
+	// ReadGroup reads the record of the group an Actor Join joins (this
+	// node's, compared by the commit); result: GroupRead.
+	ReadGroup struct{ Group keyspace.Object }
 	// Commit runs the commit transaction for Participants (their expected
 	// records) to this node; result: CommitResult.
 	Commit struct {
 		RelocationID wire.RelocationID
 		Participants []record.Snapshot
-		// JoinGroup, for an Actor Join: the group (this node's) whose
-		// membership the same transaction writes.
-		JoinGroup keyspace.Object
+		// Join, for an Actor Join: the group's record as ReadGroup read it
+		// (this node's); the same transaction writes the membership and
+		// compares its store version.
+		Join *record.Snapshot
 	}
 	// ResolveCommit reads back an uncertain commit; result: CommitResult.
 	ResolveCommit struct {
 		RelocationID wire.RelocationID
 		Participants []record.Snapshot
-		JoinGroup    keyspace.Object
+		Join         *record.Snapshot
 	}
 	// Admit opens the object on the target, in this order: the captured
 	// requests, then Data (in sequence order) at the head of the mailbox, each
@@ -81,6 +91,7 @@ type (
 )
 
 func (Restore) action()       {}
+func (ReadGroup) action()     {}
 func (Commit) action()        {}
 func (ResolveCommit) action() {}
 func (Admit) action()         {}
@@ -129,7 +140,18 @@ type Target struct {
 	draining bool
 	// resolving: the last commit was uncertain and is being read back.
 	resolving bool
+	// joinSeen: the group's record ReadGroup read (Actor Join).
+	joinSeen *record.Snapshot
+	// retry is an action to take again at retryAt (a read-back after an
+	// uncertain commit, a group read that failed), after a pause: etcd
+	// just failed to answer.
+	retry   Action
+	retryAt int64
 }
+
+// RetryPauseMs is how long a target waits before it reads back an uncertain
+// commit, or reads a join's group again.
+const RetryPauseMs = 50
 
 // NewTarget returns a machine waiting for PREPARE.
 func NewTarget(cfg TargetConfig) *Target { return &Target{cfg: cfg, phase: TargetNew} }
@@ -324,12 +346,30 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 		switch e := ev.(type) {
 		case CommitResult:
 			return t.onCommit(e), nil
-		case Received, Tick, StreamBroken, Stop:
+		case GroupRead:
+			return t.onGroupRead(e), nil
+		case Tick:
+			if t.retry != nil && t.nowMs >= t.retryAt {
+				a := t.retry
+				t.retry = nil
+				return []Action{a}, nil
+			}
+			return nil, nil
+		case Stop:
+			if e.Hard {
+				// The node goes away with the commit in flight or
+				// uncertain: whatever etcd holds, this node serves
+				// nothing more (a commit that landed names an owner
+				// whose lease ends: the object is recovered).
+				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target stopped with its commit unresolved", true), nil
+			}
+			return nil, nil // a commit in flight is resolved first
+		case Received, StreamBroken:
 			return nil, nil
 		}
 	case TargetDone:
 		switch ev.(type) {
-		case Received, Tick, StreamBroken, Stop, Restored, CommitResult:
+		case Received, Tick, StreamBroken, Stop, Restored, CommitResult, GroupRead:
 			return nil, nil // late frames for a finished stage are ignored
 		}
 	}
@@ -566,13 +606,32 @@ func (t *Target) onCutover(c *pb.Cutover) ([]Action, error) {
 
 func (t *Target) commit() []Action {
 	t.phase = TargetCommitting
-	return []Action{Commit{RelocationID: t.id, Participants: t.participants, JoinGroup: t.join}}
+	if !t.join.IsZero() && t.joinSeen == nil {
+		return []Action{ReadGroup{Group: t.join}} // the commit compares it
+	}
+	return []Action{Commit{RelocationID: t.id, Participants: t.participants, Join: t.joinSeen}}
+}
+
+// onGroupRead: an Actor Join's group must still be this node's, active,
+// for the commit to write the membership.
+func (t *Target) onGroupRead(e GroupRead) []Action {
+	switch g := e.Snapshot.Record; {
+	case e.Err != nil:
+		t.retry, t.retryAt = ReadGroup{Group: t.join}, t.nowMs+RetryPauseMs
+		return nil
+	case g.Owner != t.cfg.Self || g.State != record.StateActive:
+		return t.fail(pb.Code_CODE_STALE_FENCE, fmt.Sprintf("join: %s is owned by %s (%s), not by this node", t.join, g.Owner, g.State), true)
+	}
+	s := e.Snapshot
+	t.joinSeen = &s
+	return t.commit()
 }
 
 func (t *Target) onCommit(e CommitResult) []Action {
 	if e.Err != nil {
 		t.resolving = true
-		return []Action{ResolveCommit{RelocationID: t.id, Participants: t.participants, JoinGroup: t.join}}
+		t.retry, t.retryAt = ResolveCommit{RelocationID: t.id, Participants: t.participants, Join: t.joinSeen}, t.nowMs+RetryPauseMs
+		return nil
 	}
 	if !e.Committed && t.resolving && t.untouched(e.Records) {
 		// DESIGN.md §3: an uncertain commit is decided again, never taken

@@ -71,7 +71,10 @@ type Received struct{ Frame *pb.RelocationFrame }
 type StreamBroken struct{ Err error }
 
 // Stop: the node is stopping; the machine ends as soon as it safely can.
-type Stop struct{}
+// Hard: the node is going away now (its etcd client closes): a machine
+// waiting for etcd gives up too. A driver repeats Stop at every tick until
+// the machine ended.
+type Stop struct{ Hard bool }
 
 func (Tick) event()         {}
 func (Received) event()     {}

@@ -89,7 +89,8 @@ var codeNames = map[pb.Code]string{
 	pb.Code_CODE_UNKNOWN_KIND: "unknown_kind", pb.Code_CODE_PROTOCOL_ERROR: "protocol_error",
 	pb.Code_CODE_ALREADY_TERMINAL: "already_terminal", pb.Code_CODE_NOT_FOUND: "not_found",
 	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large", pb.Code_CODE_RESOURCE_EXHAUSTED: "resource_exhausted",
-	pb.Code_CODE_PERMISSION_DENIED: "permission_denied",
+	pb.Code_CODE_PERMISSION_DENIED: "permission_denied", pb.Code_CODE_CONFLICT: "conflict",
+	pb.Code_CODE_ALREADY_EXISTS: "already_exists",
 }
 
 // GRPCCode maps a call code to the gRPC status code used when a call error
@@ -119,6 +120,10 @@ func GRPCCode(c pb.Code) codes.Code {
 		return codes.PermissionDenied
 	case pb.Code_CODE_PROTOCOL_ERROR:
 		return codes.InvalidArgument
+	case pb.Code_CODE_CONFLICT:
+		return codes.Aborted
+	case pb.Code_CODE_ALREADY_EXISTS:
+		return codes.AlreadyExists
 	}
 	return codes.Internal
 }

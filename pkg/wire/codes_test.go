@@ -72,6 +72,8 @@ func TestGRPCCode(t *testing.T) {
 		pb.Code_CODE_STATE_TOO_LARGE:      codes.ResourceExhausted,
 		pb.Code_CODE_RESOURCE_EXHAUSTED:   codes.ResourceExhausted,
 		pb.Code_CODE_PERMISSION_DENIED:    codes.PermissionDenied,
+		pb.Code_CODE_CONFLICT:             codes.Aborted,
+		pb.Code_CODE_ALREADY_EXISTS:       codes.AlreadyExists,
 	}
 	for _, c := range allCodes() {
 		w, ok := want[c]

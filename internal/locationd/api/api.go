@@ -191,6 +191,7 @@ const (
 	CodeNotFound             = "not_found"              // 404: no such object or route
 	CodeMethodNotAllowed     = "method_not_allowed"     // 405: the route exists for other methods
 	CodeConflict             = "conflict"               // 409: the cluster's state does not allow it now (e.g. already relocating)
+	CodeResourceExhausted    = "resource_exhausted"     // 429: over a limit (a group's size, etcd's request rate); nothing was changed
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a POST body that is not Content-Type application/json; nothing was changed
 	CodeUnavailable          = "unavailable"            // 503: etcd did not answer in time; retry
 	CodeInternal             = "internal"               // 500: a bug or a corrupt record
@@ -241,6 +242,7 @@ var statuses = []struct {
 	{CodeMethodNotAllowed, http.StatusMethodNotAllowed},
 	{CodeConflict, http.StatusConflict},
 	{CodeUnsupportedMediaType, http.StatusUnsupportedMediaType},
+	{CodeResourceExhausted, http.StatusTooManyRequests},
 	{CodeUnavailable, http.StatusServiceUnavailable},
 	{CodeInternal, http.StatusInternalServerError},
 }
@@ -255,9 +257,10 @@ func StatusOf(code string) int {
 	return http.StatusInternalServerError
 }
 
-// codeOf is the error code of an HTTP status, for answers without a JSON body
-// (a proxy's, say): the table's, and unavailable for a proxy's 502 and 504.
-func codeOf(status int) string {
+// CodeOfStatus is the error code of an HTTP status (of an answer without a
+// JSON body, a proxy's, say; of a wire code's status, wire.HTTPStatus): the
+// table's, and unavailable for a proxy's 502 and 504.
+func CodeOfStatus(status int) string {
 	for _, s := range statuses {
 		if s.status == status {
 			return s.code
@@ -286,7 +289,7 @@ func DecodeError(status int, body []byte) *Error {
 		}
 		msg = fmt.Sprintf("%s: %s", msg, s)
 	}
-	return &Error{Code: codeOf(status), Message: msg, Status: status}
+	return &Error{Code: CodeOfStatus(status), Message: msg, Status: status}
 }
 
 // AsError returns err as an *Error when it is one (wrapped or not).

@@ -40,14 +40,14 @@ func TestErrorIs(t *testing.T) {
 	}
 	for code, status := range map[string]int{CodeInvalidArgument: 400, CodeNotFound: 404, CodeMethodNotAllowed: 405, CodeConflict: 409,
 		CodeUnsupportedMediaType: 415, CodeUnavailable: 503, CodeInternal: 500} {
-		if StatusOf(code) != status || codeOf(status) != code {
+		if StatusOf(code) != status || CodeOfStatus(status) != code {
 			t.Errorf("%s ↔ %d", code, status)
 		}
 	}
 }
 
 func TestStatusOfUnknownCode(t *testing.T) {
-	if StatusOf("drain_incomplete") != 500 || codeOf(504) != CodeUnavailable || codeOf(502) != CodeUnavailable || codeOf(418) != CodeInternal {
+	if StatusOf("drain_incomplete") != 500 || CodeOfStatus(504) != CodeUnavailable || CodeOfStatus(502) != CodeUnavailable || CodeOfStatus(418) != CodeInternal {
 		t.Fatal("codes outside the table")
 	}
 	e := DecodeError(415, []byte(`{"error":{"code":"unsupported_media_type","message":"m"}}`))

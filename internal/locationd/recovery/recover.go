@@ -146,7 +146,7 @@ func (c *Controller) recoverOne(ctx context.Context, v *view, name string, guard
 			return deferred, nil // recovered with its group, which goes first
 		case exists:
 			for i, o := range owners {
-				if o.Descriptor.OwnerID == gOwner.ID && o.Generation == gOwner.Generation && placement.Eligible(cands[i], types) {
+				if o.Descriptor.OwnerID == gOwner.ID && o.Generation == gOwner.Generation && placement.Eligible(cands[i], placement.Need{Types: types}) {
 					pick = i
 				}
 			}
@@ -156,7 +156,7 @@ func (c *Controller) recoverOne(ctx context.Context, v *view, name string, guard
 		}
 	}
 	if pick < 0 {
-		i, ok := placement.Choose(name, types, cands, load)
+		i, ok := placement.Choose(name, placement.Need{Types: types}, cands, load)
 		if !ok {
 			return OutcomeNoTarget, fmt.Errorf("no serving node with weight > 0 hosts %v", types)
 		}

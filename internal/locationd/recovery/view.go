@@ -255,9 +255,8 @@ func (v *view) candidates() ([]lease.Owner, []placement.Candidate, func(placemen
 	cands := make([]placement.Candidate, len(owners))
 	counts := make(map[string]int, len(owners))
 	for i, o := range owners {
-		d := o.Descriptor
-		cands[i] = placement.Candidate{ID: d.OwnerID, Serving: d.State == lease.StateServing && d.Address != "", Weight: d.Weight, Types: d.Types}
-		counts[d.OwnerID] = v.counts[d.OwnerID]
+		cands[i] = o.Candidate()
+		counts[o.Descriptor.OwnerID] = v.counts[o.Descriptor.OwnerID]
 	}
 	return owners, cands, func(c placement.Candidate) int { return counts[c.ID] }
 }

@@ -72,6 +72,12 @@ const (
 	// The caller's verified identity may not do this (mutual TLS: its role,
 	// or a node other than the one the protocol names).
 	Code_CODE_PERMISSION_DENIED Code = 24
+	// The request conflicts with the object's current state (a relocation or
+	// a membership change of it in flight, a membership that does not hold):
+	// nothing was done; retry later, or change the request.
+	Code_CODE_CONFLICT Code = 25
+	// What the request creates exists already: nothing was done.
+	Code_CODE_ALREADY_EXISTS Code = 26
 )
 
 // Enum value maps for Code.
@@ -102,6 +108,8 @@ var (
 		22: "CODE_STATE_TOO_LARGE",
 		23: "CODE_RESOURCE_EXHAUSTED",
 		24: "CODE_PERMISSION_DENIED",
+		25: "CODE_CONFLICT",
+		26: "CODE_ALREADY_EXISTS",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":          0,
@@ -129,6 +137,8 @@ var (
 		"CODE_STATE_TOO_LARGE":      22,
 		"CODE_RESOURCE_EXHAUSTED":   23,
 		"CODE_PERMISSION_DENIED":    24,
+		"CODE_CONFLICT":             25,
+		"CODE_ALREADY_EXISTS":       26,
 	}
 )
 
@@ -2837,7 +2847,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\vrelocations\x18\x06 \x01(\rR\vrelocations\x12\x1a\n" +
 	"\bstopping\x18\a \x01(\bR\bstopping\x12\x1f\n" +
 	"\vended_early\x18\b \x01(\tR\n" +
-	"endedEarly*\xde\x04\n" +
+	"endedEarly*\x8a\x05\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -2864,7 +2874,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x0eCODE_NOT_FOUND\x10\x15\x12\x18\n" +
 	"\x14CODE_STATE_TOO_LARGE\x10\x16\x12\x1b\n" +
 	"\x17CODE_RESOURCE_EXHAUSTED\x10\x17\x12\x1a\n" +
-	"\x16CODE_PERMISSION_DENIED\x10\x18B:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x16CODE_PERMISSION_DENIED\x10\x18\x12\x11\n" +
+	"\rCODE_CONFLICT\x10\x19\x12\x17\n" +
+	"\x13CODE_ALREADY_EXISTS\x10\x1aB:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once

@@ -1,0 +1,439 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/pkg/client"
+)
+
+// The measured sections of a run: interruption, relocation rates, groups,
+// streaming, calls (the etcd baselines are in bench.go).
+
+func (x *run) interruption() error {
+	for _, s := range x.cfg.Plan.Sizes {
+		x.step("interruption of a %s state: %d relocations idle, each after a stop-persist-reload move of the same state (%d)%s; then %d under a call load",
+			s.Label, s.Moves, s.Peer, map[bool]string{true: " and an etcd CAS", false: ""}[s.Bytes == 1<<10], s.Moves)
+		spr, err := newStopPersistReload(x.ctx, x.m.ec, "/bench/spr", s.Bytes)
+		if err != nil {
+			return err
+		}
+		c, err := newCAS(x.ctx, x.m.ec, "/bench/cas")
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("actor/blob/intr-%d", s.Bytes)
+		o, err := x.m.create(x.ctx, name, "fill", fmt.Sprint(s.Bytes))
+		if err != nil {
+			return err
+		}
+		var peer, casLat []time.Duration
+		for _, loaded := range []bool{false, true} {
+			var stop func() (int64, int64)
+			if loaded {
+				if stop, err = x.load(name); err != nil {
+					return err
+				}
+			}
+			var intr, srcIntr []time.Duration
+			var failed int
+			for i := range max(s.Moves, s.Peer) {
+				if !loaded && i < s.Peer {
+					d, err := spr.move(x.ctx)
+					if err != nil {
+						return err
+					}
+					peer = append(peer, d)
+				}
+				if i >= s.Moves {
+					continue
+				}
+				if !loaded && s.Bytes == 1<<10 {
+					d, err := c.step(x.ctx)
+					if err != nil {
+						return err
+					}
+					casLat = append(casLat, d)
+				}
+				st, err := x.m.move(x.ctx, o)
+				if err != nil {
+					failed++
+					continue
+				}
+				d, sd, err := x.m.interruption(x.ctx, st, o.at)
+				if err != nil {
+					return err
+				}
+				intr = append(intr, d)
+				srcIntr = append(srcIntr, sd)
+			}
+			note := ""
+			if failed > 0 {
+				note = fmt.Sprintf("%d moves did not complete", failed)
+			}
+			if stop != nil {
+				calls, cfail := stop()
+				note = joinNote(note, fmt.Sprintf("load: %d calls", calls), failedNote(cfail))
+			}
+			if len(intr) == 0 {
+				return fmt.Errorf("bench: no relocation of %s completed", name)
+			}
+			peerName := "stop-persist-reload p50, " + s.Label
+			if !loaded {
+				x.base(Measure{Name: peerName, Value: ms(pct(peer, 50)), Unit: "ms", N: int64(len(peer))})
+				x.base(Measure{Name: "stop-persist-reload p99, " + s.Label, Value: ms(pct(peer, 99)), Unit: "ms", N: int64(len(peer))})
+				if len(casLat) > 0 {
+					x.base(Measure{Name: "etcd CAS p50", Value: ms(pct(casLat, 50)), Unit: "ms", N: int64(len(casLat))})
+					x.base(Measure{Name: "etcd CAS p99", Value: ms(pct(casLat, 99)), Unit: "ms", N: int64(len(casLat))})
+				}
+			}
+			how := "idle"
+			if loaded {
+				how = "under load"
+			}
+			p50 := Measure{Name: fmt.Sprintf("interruption p50, %s, %s", s.Label, how), Value: ms(pct(intr, 50)), Unit: "ms", N: int64(len(intr)), Note: note}
+			p99 := Measure{Name: fmt.Sprintf("interruption p99, %s, %s", s.Label, how), Value: ms(pct(intr, 99)), Unit: "ms", N: int64(len(intr)), Note: note}
+			src := Measure{Name: fmt.Sprintf("seal to OUTCOME at the source p50, %s, %s", s.Label, how), Value: ms(pct(srcIntr, 50)), Unit: "ms", N: int64(len(srcIntr))}
+			switch {
+			case loaded:
+				x.fig(p50, fmt.Sprintf("interruption p50, %s, idle", s.Label), nil)
+				x.fig(p99, fmt.Sprintf("interruption p99, %s, idle", s.Label), nil)
+			case s.Bytes == 1<<10:
+				x.fig(p50, "etcd CAS p50", le(2))
+				x.fig(p99, "etcd CAS p99", le(2.5))
+				x.fig(p50, peerName, le(0.1))
+			default:
+				x.fig(p50, peerName, le(0.1))
+				x.fig(p99, "stop-persist-reload p99, "+s.Label, nil)
+			}
+			x.fig(src, p50.Name, nil)
+		}
+		spr.close(x.ctx)
+		if err := x.compact(); err != nil {
+			return err
+		}
+		// Free the memory: the state is not needed any more.
+		if _, err := x.m.direct.Call(x.ctx, name, "fill", "0"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func joinNote(parts ...string) string {
+	var out []string
+	for _, p := range parts {
+		if p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "; ")
+}
+
+// compact compacts etcd at its current revision: the peer's state writes
+// are garbage after a size is done, and bbolt reuses the pages it frees.
+func (x *run) compact() error {
+	resp, err := x.m.ec.Get(x.ctx, "/bench/none")
+	if err != nil {
+		return err
+	}
+	_, err = x.m.ec.Compact(x.ctx, resp.Header.Revision, clientv3.WithCompactPhysical())
+	return err
+}
+
+// mover returns a rate window that moves each object back and forth
+// between n1 and n2, one goroutine per object.
+func (x *run) mover(objs []*owned) func(time.Duration) (int64, int64, time.Duration, error) {
+	return func(d time.Duration) (int64, int64, time.Duration, error) {
+		return concurrent(len(objs), d, func(w int) error {
+			_, err := x.m.move(x.ctx, objs[w])
+			return err
+		})
+	}
+}
+
+// casWindow is a rate window of the CAS baseline with 64 clients.
+func (x *run) casWindow(d time.Duration) (int64, int64, time.Duration, error) {
+	ok, el, err := casRate(x.ctx, x.m.ec, "/bench/rate", 64, d)
+	return ok, 0, el, err
+}
+
+func (x *run) relocationRates() error {
+	w := x.cfg.Plan.Window
+	best := Measure{Name: "objects/s, single moves (best of 1, 8, 64 in flight)", Unit: "/s"}
+	var figs []Measure
+	// 64 first: its windows alternate with the CAS baseline's.
+	for _, k := range []int{64, 1, 8} {
+		objs := make([]*owned, k)
+		for i := range objs {
+			o, err := x.m.create(x.ctx, fmt.Sprintf("actor/blob/rate-%d-%d", k, i), "fill", "1024")
+			if err != nil {
+				return err
+			}
+			objs[i] = o
+		}
+		var rate float64
+		var n, failed int64
+		if k == 64 {
+			x.step("relocations/s with 64 in flight (1 KiB states), alternating with etcd CAS/s with 64 clients: 2 windows of %s each", w/2)
+			rates, oks, fails, err := alternate(2, w, x.casWindow, x.mover(objs))
+			if err != nil {
+				return err
+			}
+			x.base(Measure{Name: "etcd CAS/s, 64 clients", Value: rates[0], Unit: "/s", N: oks[0]})
+			rate, n, failed = rates[1], oks[1], fails[1]
+		} else {
+			x.step("relocations/s with %d in flight (1 KiB states) for %s", k, w)
+			rates, oks, fails, err := alternate(1, w, x.mover(objs))
+			if err != nil {
+				return err
+			}
+			rate, n, failed = rates[0], oks[0], fails[0]
+		}
+		figs = append(figs, Measure{Name: fmt.Sprintf("relocations/s, %d in flight", k), Value: rate, Unit: "/s", N: n, Note: failedNote(failed)})
+		if rate > best.Value {
+			best.Value, best.N = rate, n
+		}
+	}
+	for _, f := range []Measure{figs[1], figs[2], figs[0]} {
+		var t *Target
+		if strings.HasSuffix(f.Name, " 64 in flight") {
+			t = ge(0.5)
+		}
+		x.fig(f, "etcd CAS/s, 64 clients", t)
+	}
+	x.base(best)
+	return nil
+}
+
+func (x *run) groups() error {
+	const members = 8
+	inFlight := x.cfg.Plan.Groups
+	if len(inFlight) == 0 {
+		inFlight = []int{8, 64}
+	}
+	n1 := x.m.nodes["n1"]
+	var objs []*owned
+	best := Measure{Name: fmt.Sprintf("objects/s moved in groups of %d (best of %s in flight)", members, joinInts(inFlight)), Unit: "/s"}
+	var at8 Measure
+	for _, k := range inFlight {
+		for g := len(objs); g < k; g++ {
+			name := fmt.Sprintf("group/bench-%d", g)
+			if _, err := n1.CreateGroup(x.ctx, name); err != nil {
+				return err
+			}
+			for i := range members {
+				a := fmt.Sprintf("actor/blob/g%d-m%d", g, i)
+				if _, err := n1.JoinGroup(x.ctx, name, a, time.Minute); err != nil {
+					return err
+				}
+				if _, err := x.m.direct.Call(x.ctx, a, "fill", "1024"); err != nil {
+					return err
+				}
+			}
+			objs = append(objs, &owned{name: name, at: "n1"})
+		}
+		x.step("%d groups of %d members (1 KiB states) moving, %d in flight, for %s", k, members, k, x.cfg.Plan.Window)
+		rates, oks, fails, err := alternate(1, x.cfg.Plan.Window, x.mover(objs[:k]))
+		if err != nil {
+			return err
+		}
+		m := Measure{Name: fmt.Sprintf("objects/s moved in groups of %d, %d in flight", members, k), Value: rates[0] * members, Unit: "/s", N: oks[0] * members, Note: failedNote(fails[0])}
+		if k == 8 {
+			at8 = m
+		}
+		if m.Value > best.Value {
+			best.Value, best.N, best.Note = m.Value, m.N, m.Note
+		}
+	}
+	// The target compares the best rate of group moves with the best rate
+	// of single moves; beside it, groups against single moves at the same
+	// number of relocations in flight (8).
+	x.fig(best, "objects/s, single moves (best of 1, 8, 64 in flight)", ge(3))
+	if at8.Value > 0 {
+		x.fig(at8, "relocations/s, 8 in flight", nil)
+	}
+	return nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, x := range v {
+		s[i] = fmt.Sprint(x)
+	}
+	return strings.Join(s, ", ")
+}
+
+func (x *run) streaming() error {
+	p := x.cfg.Plan
+	x.step("streaming a %d MiB state, after the same bytes over one loopback TCP connection: best of 2", p.Stream>>20)
+	o, err := x.m.create(x.ctx, "actor/blob/stream", "fill", fmt.Sprint(p.Stream))
+	if err != nil {
+		return err
+	}
+	var best, tcp float64
+	for range 2 {
+		t, err := tcpThroughput(p.Stream)
+		if err != nil {
+			return err
+		}
+		tcp = max(tcp, t)
+		st, err := x.m.move(x.ctx, o)
+		if err != nil {
+			return err
+		}
+		d, _, err := x.m.interruption(x.ctx, st, o.at)
+		if err != nil {
+			return err
+		}
+		best = max(best, float64(st.GetPayloadBytes())/d.Seconds()/(1<<30))
+	}
+	x.base(Measure{Name: "loopback TCP, 1 connection (best of 2)", Value: tcp, Unit: "GiB/s", N: int64(p.Stream)})
+	x.fig(Measure{Name: fmt.Sprintf("streaming a %d MiB state (best of 2)", p.Stream>>20), Value: best, Unit: "GiB/s", N: int64(p.Stream)}, "loopback TCP, 1 connection (best of 2)", ge(0.7))
+	_, err = x.m.direct.Call(x.ctx, o.name, "fill", "0")
+	return err
+}
+
+func (x *run) calls() error {
+	p := x.cfg.Plan
+	raw, err := startRawGRPC()
+	if err != nil {
+		return err
+	}
+	defer raw.close()
+	var objs []*owned
+	for i := range 16 {
+		o, err := x.m.create(x.ctx, fmt.Sprintf("actor/counter/calls-%d", i), "add", "1")
+		if err != nil {
+			return err
+		}
+		objs = append(objs, o)
+	}
+	type path struct {
+		name string
+		call func(ctx context.Context, i int) error
+	}
+	via := func(c *client.Client) func(context.Context, int) error {
+		return func(ctx context.Context, i int) error {
+			_, err := c.Call(ctx, objs[i%len(objs)].name, "add", "1")
+			return err
+		}
+	}
+	rawPath := path{"raw gRPC", func(ctx context.Context, _ int) error { return raw.call(ctx) }}
+	paths := []path{{"Go client direct", via(x.m.direct)}, {"through gateway", via(x.m.gateway)}}
+	for _, storm := range []bool{false, true} {
+		how := ""
+		run := paths
+		if storm {
+			how = ", relocation storm"
+		} else {
+			run = append([]path{rawPath}, paths...) // the baseline, interleaved
+		}
+		var stop func() int64
+		if storm {
+			stop = x.storm(objs)
+		}
+		x.step("calls%s: %d serial calls to one object on each of %d paths in turn, then 64 in flight over 16 objects on each for %s (2 alternating windows)", how, p.Ops, len(run), p.Window)
+		lat := make([][]time.Duration, len(run))
+		failed := make([]int64, len(run))
+		// Blocks of 50 calls to one object on each path in turn (raw,
+		// direct, raw, gateway, …; the raw samples all go to the
+		// baseline): each path runs warm, as in a loop of calls, and a
+		// burst of load from elsewhere falls on all of them. One object,
+		// like the raw baseline's one server: the latency of the call
+		// path, not of switching connections.
+		var order []int
+		for j := range run {
+			if !storm && j > 0 {
+				order = append(order, 0)
+			}
+			if storm || j > 0 {
+				order = append(order, j)
+			}
+		}
+		const block = 50
+		for range max(1, p.Ops/block) {
+			for _, j := range order {
+				for range block {
+					t0 := time.Now()
+					if err := run[j].call(x.ctx, 0); err != nil {
+						failed[j]++
+						continue
+					}
+					lat[j] = append(lat[j], time.Since(t0))
+				}
+			}
+		}
+		windows := make([]func(time.Duration) (int64, int64, time.Duration, error), len(run))
+		for j, pt := range run {
+			windows[j] = func(d time.Duration) (int64, int64, time.Duration, error) {
+				return concurrent(64, d, func(w int) error { return pt.call(x.ctx, w) })
+			}
+		}
+		rates, oks, fails, err := alternate(2, p.Window, windows...)
+		if err != nil {
+			return err
+		}
+		moved := int64(-1)
+		if stop != nil {
+			moved = stop()
+		}
+		for j, pt := range run {
+			if len(lat[j]) == 0 {
+				return fmt.Errorf("bench: every call %s%s failed", pt.name, how)
+			}
+			n := int64(len(lat[j]))
+			p50 := Measure{Name: "call p50, " + pt.name + how, Value: ms(pct(lat[j], 50)), Unit: "ms", N: n, Note: failedNote(failed[j])}
+			p99 := Measure{Name: "call p99, " + pt.name + how, Value: ms(pct(lat[j], 99)), Unit: "ms", N: n, Note: failedNote(failed[j])}
+			cps := Measure{Name: "calls/s, " + pt.name + how + ", 64 in flight", Value: rates[j], Unit: "/s", N: oks[j], Note: failedNote(fails[j])}
+			if moved >= 0 {
+				cps.Note = joinNote(cps.Note, fmt.Sprintf("storm: %d relocations", moved))
+			}
+			switch {
+			case pt.name == rawPath.name:
+				x.base(Measure{Name: "raw gRPC unary p50", Value: p50.Value, Unit: "ms", N: n})
+				x.base(Measure{Name: "raw gRPC unary p99", Value: p99.Value, Unit: "ms", N: n})
+				x.base(Measure{Name: "raw gRPC calls/s, 64 in flight", Value: cps.Value, Unit: "/s", N: cps.N, Note: cps.Note})
+			case storm:
+				x.fig(p50, "call p50, "+pt.name, nil)
+				x.fig(p99, "call p99, "+pt.name, nil)
+				x.fig(cps, "calls/s, "+pt.name+", 64 in flight", nil)
+			default:
+				var t *Target
+				if pt.name == "Go client direct" {
+					t = le(1.3)
+				}
+				x.fig(p50, "raw gRPC unary p50", t)
+				x.fig(p99, "raw gRPC unary p99", nil)
+				x.fig(cps, "raw gRPC calls/s, 64 in flight", nil)
+			}
+		}
+	}
+	return nil
+}
+
+// storm keeps relocating objs, 4 at a time, until stop is called; stop
+// returns how many relocations completed.
+func (x *run) storm(objs []*owned) (stop func() int64) {
+	ctx, cancel := context.WithCancel(x.ctx)
+	var moved atomic.Int64
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := w; ctx.Err() == nil; i += 4 {
+				// Each worker moves its own quarter of the objects, so that
+				// two workers never move the same object at once.
+				if _, err := x.m.move(ctx, objs[i%len(objs)]); err == nil {
+					moved.Add(1)
+				}
+			}
+		})
+	}
+	return func() int64 { cancel(); wg.Wait(); return moved.Load() }
+}

@@ -1,0 +1,72 @@
+package node
+
+import (
+	"context"
+	"sync"
+)
+
+// budget bounds the bytes of STATE chunks in flight, for the node and per
+// peer: a source waits for room before it sends a chunk.
+type budget struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	max  int64
+	used int64
+}
+
+func newBudget(max int64) *budget {
+	b := &budget{max: max}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+func (b *budget) acquire(ctx context.Context, n int64) error {
+	n = min(n, b.max)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for b.used+n > b.max {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		stop := context.AfterFunc(ctx, func() { b.mu.Lock(); b.cond.Broadcast(); b.mu.Unlock() })
+		b.cond.Wait()
+		stop()
+	}
+	b.used += n
+	return nil
+}
+
+func (b *budget) release(n int64) {
+	n = min(n, b.max)
+	b.mu.Lock()
+	b.used -= n
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+func (n *Node) peerBudget(addr string) *budget {
+	n.bmu.Lock()
+	defer n.bmu.Unlock()
+	b, ok := n.peerBudgets[addr]
+	if !ok {
+		b = newBudget(n.cfg.PeerBudgetBytes)
+		n.peerBudgets[addr] = b
+	}
+	return b
+}
+
+// chunkBudget is the relocator's Budget for chunks sent to addr: the
+// node's bytes, then the peer's.
+func (n *Node) chunkBudget(addr string) func(ctx context.Context, size int64) (func(), error) {
+	peer := n.peerBudget(addr)
+	return func(ctx context.Context, size int64) (func(), error) {
+		if err := n.budget.acquire(ctx, size); err != nil {
+			return nil, err
+		}
+		if err := peer.acquire(ctx, size); err != nil {
+			n.budget.release(size)
+			return nil, err
+		}
+		return func() { peer.release(size); n.budget.release(size) }, nil
+	}
+}

@@ -1,0 +1,24 @@
+// Package node is a meshnode: an owner that hosts objects and a gateway
+// that routes calls to their owners. It composes the pieces that decide
+// (pkg/relocation's machines, pkg/lease, pkg/placement) with the I/O that
+// carries their decisions out, and owns what is a node's own:
+//
+//   - lifecycle (node.go, config.go): start, serve, stop, fenced;
+//   - call routing and fences (route.go, routes.go): where a call goes, the
+//     gateway's newest fence per object, relayed replies;
+//   - hosted objects (host.go, mailbox*.go): one mailbox per object, its
+//     activation, timers and de-duplication table, and the relocation
+//     actions on its queues (seal, capture, hold, reopen, drop, fail;
+//     restore, admit, discard) — the relocator's Mailbox seam;
+//   - relocations (source.go, target.go, targets.go): the one way a source
+//     relocation starts, the target stage's admission, the target rule
+//     (placement.Eligible), each run by internal/relocator;
+//   - groups and Actor Join (groups.go, join.go), drain (drain*.go),
+//     durable state (durable.go), ownership noticed from etcd
+//     (ownership.go, recovered.go).
+//
+// What it must not do: decide a relocation's outcome (the machines do),
+// keep a fault or planted bug in a production build (they wrap its seams
+// in faults_on.go, compiled only with -tags failpoints), read the time but
+// through its clock (Options.Clock), or start a goroutine nobody waits for.
+package node

@@ -1,0 +1,320 @@
+//go:build failpoints
+
+package node
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/meshloc/meshloc/internal/failpoint"
+	"github.com/meshloc/meshloc/internal/relocator"
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// A test build (tag failpoints): the named faults and the planted bugs of
+// internal/failpoint, each wrapped around the seam where it acts. Nothing
+// here exists in a production build (faults_off.go).
+
+func withFaults(s seams) seams {
+	source, targetPeer, target, relay := s.source, s.targetPeer, s.target, s.relayReply
+	s.source = func(mb *sourceMailbox, p relocator.Peer) (relocator.Store, relocator.Peer, relocator.SourceMailbox) {
+		st, p, m := source(mb, p)
+		return st, &sourcePeerFaults{Peer: p}, &sourceMailboxFaults{SourceMailbox: m, id: mb.id}
+	}
+	s.targetPeer = func(p relocator.Peer) relocator.Peer { return &crcIgnored{Peer: targetPeer(p)} }
+	s.target = func(m *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox) {
+		st, box := target(m, mb)
+		fs := &targetStoreFaults{Store: st, m: m, mb: mb}
+		return fs, &targetMailboxFaults{TargetMailbox: box, store: fs}
+	}
+	s.relayReply = func(w *work, r *pb.CallReply) {
+		if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {
+			return // the relay is lost: the caller's retry gets the reply from the de-duplication table
+		}
+		relay(w, r)
+	}
+	return s
+}
+
+func bugWokenOwnerServes() bool  { return failpoint.Planted(failpoint.BugWokenOwnerServes) }
+func bugNoGenerationCheck() bool { return failpoint.Planted(failpoint.BugNoGenerationCheck) }
+
+// Fenced is closed when the node's lease ended; with the planted bug
+// woken-owner-serves, never: a fenced node serves on.
+func (n *Node) Fenced() <-chan struct{} {
+	if bugWokenOwnerServes() {
+		return nil
+	}
+	return n.keeper.Done()
+}
+
+// replyLost is the answer of serveHere when node.before-reply fires with
+// "error": the request executed, its reply is dropped. The gRPC handler
+// (grpc.go) turns it into an UNAVAILABLE status error, so the caller sees
+// the reply lost in transit and retries with the same operation id.
+var replyLost = &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "reply lost (failpoint " + failpoint.NodeBeforeReply + ")"}
+
+// beforeReply is node.before-reply: an owner's reply (it carries the
+// owner's fence: the request ran here, or its reply was relayed here)
+// after the last lease check, about to leave. It runs on the RPC goroutine
+// once the object's mailbox is free: a sleep holds only this reply.
+func beforeReply(r *pb.CallReply) *pb.CallReply {
+	if r.GetFence() != nil && failpoint.Hit(failpoint.NodeBeforeReply) != nil {
+		return replyLost
+	}
+	return r
+}
+
+func replyWasLost(r *pb.CallReply) bool { return r == replyLost }
+
+// drainStep is the failpoint drain, between a drain's objects.
+func drainStep() error {
+	if err := failpoint.Hit(failpoint.DrainStep); err != nil {
+		return fmt.Errorf("failpoint %s: %w", failpoint.DrainStep, err)
+	}
+	return nil
+}
+
+// sourceMailboxFaults: source.after-seal, and the planted bug
+// dedup-not-transferred (an empty de-duplication table travels).
+type sourceMailboxFaults struct {
+	relocator.SourceMailbox
+	id wire.RelocationID
+}
+
+func (m *sourceMailboxFaults) Seal(ctx context.Context, a relocation.Seal) ([][]byte, error) {
+	segs, err := m.SourceMailbox.Seal(ctx, a)
+	if err == nil {
+		err = failpoint.Hit(failpoint.SourceAfterSeal)
+	}
+	if err != nil {
+		return segs, err
+	}
+	return dedupNotTransferred(m.id, segs)
+}
+
+func dedupNotTransferred(id wire.RelocationID, segs [][]byte) ([][]byte, error) {
+	var payload []byte
+	for _, s := range segs {
+		payload = append(payload, s...)
+	}
+	env, states, err := relocation.DecodePayload(payload)
+	if err != nil {
+		return segs, nil
+	}
+	changed := false
+	for _, ps := range env.GetParticipants() {
+		t, err := actor.DecodeReplyTable(ps.GetReplies())
+		if err != nil || t.Len() == 0 || !failpoint.Planted(failpoint.BugDedupNotTransferred) {
+			continue
+		}
+		ps.Replies = actor.NewReplyTable(t.Window(), t.MaxEntries()).Encode()
+		changed = true
+	}
+	if !changed {
+		return segs, nil
+	}
+	return relocation.EncodeEnvelope(id, env.GetParticipants(), states)
+}
+
+// sourcePeerFaults: source.chunk, source.chunk-data (corrupt),
+// source.after-last-chunk, source.before-cutover (DATA and CUTOVER never
+// leave).
+type sourcePeerFaults struct {
+	relocator.Peer
+	chunks   uint32
+	boundary int // 0: not reached; 1: sending; -1: swallowed
+}
+
+func (p *sourcePeerFaults) Send(f *pb.RelocationFrame) error {
+	switch {
+	case f.GetPrepare() != nil:
+		p.chunks = f.GetPrepare().GetChunkCount()
+	case f.GetChunk() != nil:
+		c := f.GetChunk()
+		if err := failpoint.Hit(failpoint.SourceChunk); err != nil {
+			return err
+		}
+		if data := failpoint.Corrupt(failpoint.SourceChunkData, c.GetData()); !sameBytes(data, c.GetData()) {
+			f = &pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{RelocationId: c.GetRelocationId(), Index: c.GetIndex(), Data: data, Crc32C: c.Crc32C}}}
+		}
+		if err := p.Peer.Send(f); err != nil {
+			return err
+		}
+		if c.GetIndex()+1 == p.chunks {
+			return failpoint.Hit(failpoint.SourceAfterLastChunk)
+		}
+		return nil
+	case f.GetData() != nil || f.GetCutover() != nil:
+		if p.boundary == 0 {
+			p.boundary = 1
+			if failpoint.Hit(failpoint.SourceBeforeCutover) != nil {
+				p.boundary = -1 // nothing sent: the target's fallback decides
+			}
+		}
+		if p.boundary < 0 {
+			return nil
+		}
+	}
+	return p.Peer.Send(f)
+}
+
+// crcIgnored: the planted bug crc-ignored. The target reads a stage's
+// chunks ahead of its PREPARE; when their CRC32C differ from what PREPARE
+// and the chunks announce, it rewrites the announcements to match, so the
+// corrupted payload is assembled and installed.
+type crcIgnored struct {
+	relocator.Peer
+	ahead []*pb.RelocationFrame
+	err   error
+}
+
+func (p *crcIgnored) Recv() (*pb.RelocationFrame, error) {
+	if len(p.ahead) > 0 {
+		f := p.ahead[0]
+		p.ahead = p.ahead[1:]
+		return f, nil
+	}
+	if p.err != nil {
+		return nil, p.err
+	}
+	f, err := p.Peer.Recv()
+	prep := f.GetPrepare()
+	if err != nil || prep == nil || prep.GetChunkCount() == 0 || !failpoint.Planted(failpoint.BugCRCIgnored) {
+		return f, err
+	}
+	var chunks []*pb.StateChunk
+	for len(chunks) < int(prep.GetChunkCount()) {
+		g, err := p.Peer.Recv()
+		if err != nil {
+			p.err = err
+			break
+		}
+		p.ahead = append(p.ahead, g)
+		c := g.GetChunk()
+		if c == nil || c.GetIndex() != uint32(len(chunks)) {
+			break
+		}
+		chunks = append(chunks, c)
+	}
+	if len(chunks) != int(prep.GetChunkCount()) {
+		return f, nil
+	}
+	var crc uint32
+	for _, c := range chunks {
+		sum := wire.CRC32C(c.GetData())
+		crc = wire.CombineCRC32C(crc, sum, int64(len(c.GetData())))
+		c.Crc32C = &sum
+	}
+	if crc != prep.GetCrc32C() {
+		prep.Crc32C = crc
+	}
+	return f, nil
+}
+
+// targetStoreFaults: target.before-commit, target.after-commit (the reply
+// is lost), and the planted bugs commit-without-compare and
+// ack-before-commit.
+type targetStoreFaults struct {
+	relocator.Store
+	m     *relocation.Target
+	mb    *targetMailbox
+	acked bool // ack-before-commit ran the captured and DATA requests already
+}
+
+func (s *targetStoreFaults) Commit(ctx context.Context, req authority.CommitRequest) (authority.CommitResult, error) {
+	if !s.acked {
+		s.acked = s.ackBeforeCommit(req)
+	}
+	if err := failpoint.Hit(failpoint.TargetBeforeCommit); err != nil {
+		return authority.CommitResult{}, err
+	}
+	commit := s.Store.Commit
+	if failpoint.Planted(failpoint.BugCommitWithoutCompare) {
+		commit = s.mb.n.store.CommitWithoutCompare
+	}
+	res, err := commit(ctx, req)
+	if ferr := failpoint.Hit(failpoint.TargetAfterCommit); ferr != nil {
+		return authority.CommitResult{}, ferr // the reply "was lost": resolved by read-back
+	}
+	return res, err
+}
+
+// ackBeforeCommit is the planted bug ack-before-commit: the captured and
+// DATA requests run on the hidden instances, under the fence the commit is
+// about to write, and their replies are relayed before the commit
+// transaction (correct code runs them only after it). It reports whether
+// it ran anything (Admit then skips them).
+func (s *targetStoreFaults) ackBeforeCommit(req authority.CommitRequest) bool {
+	n, data := s.mb.n, s.m.Data()
+	pending := len(data)
+	for _, h := range s.mb.hidden {
+		h.mu.Lock()
+		pending += len(h.captured)
+		h.mu.Unlock()
+	}
+	if pending == 0 || !failpoint.Planted(failpoint.BugAckBeforeCommit) {
+		return false
+	}
+	id := s.m.ID()
+	for _, h := range s.mb.hidden {
+		for _, p := range req.Participants {
+			if p.Expected.Object.String() == h.name {
+				planned := authority.Planned(p, n.self, n.selfNode, id.String())
+				h.mu.Lock()
+				h.fence, h.version = record.Snapshot{Object: p.Expected.Object, Record: planned}.Fence(), p.Expected.StoreVersion
+				h.mu.Unlock()
+			}
+		}
+		h.mu.Lock()
+		ws := h.captured
+		h.captured = nil
+		h.mu.Unlock()
+		for _, q := range data {
+			if q.GetObject() != h.name {
+				continue
+			}
+			if op, err := wire.ValidateCall(q); err == nil {
+				ws = append(ws, &work{req: q, op: op, relay: relayOf(q, id[:])})
+			}
+		}
+		for _, w := range ws {
+			h.answer(w, h.execute(w))
+		}
+	}
+	return true
+}
+
+// targetMailboxFaults: target.before-ready, target.before-replay.
+type targetMailboxFaults struct {
+	relocator.TargetMailbox
+	store *targetStoreFaults
+}
+
+func (m *targetMailboxFaults) Restore(payload []byte) error {
+	if err := m.TargetMailbox.Restore(payload); err != nil {
+		return err
+	}
+	if err := failpoint.Hit(failpoint.TargetBeforeReady); err != nil {
+		m.TargetMailbox.Discard()
+		return err
+	}
+	return nil
+}
+
+func (m *targetMailboxFaults) Admit(a relocation.Admit) {
+	_ = failpoint.Hit(failpoint.TargetBeforeReplay)
+	if m.store.acked {
+		a.Data = nil // run before the commit already (planted ack-before-commit)
+	}
+	m.TargetMailbox.Admit(a)
+}
+
+// sameBytes reports whether a and b are the same memory (Corrupt returns
+// its input when it did not fire, a copy when it did).
+func sameBytes(a, b []byte) bool { return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0]) }

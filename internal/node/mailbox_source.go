@@ -1,0 +1,107 @@
+package node
+
+import (
+	"context"
+
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// sourceMailbox is what one source relocation moves, as this node hosts
+// it (the relocator's SourceMailbox): one actor, or a group's members in
+// participant order (a group record has no instance of its own).
+type sourceMailbox struct {
+	n       *Node
+	id      wire.RelocationID
+	primary keyspace.Object
+	target  string // the owner id the requests are handed to
+	group   bool   // primary is a group: units are its members
+	units   []*hosted
+	counts  []int // DATA requests handed over per unit, in order
+}
+
+// Seal stops dispatch to every unit first, then waits for the handlers in
+// progress, then captures each: a group is sealed as one (its members'
+// handlers never run across the seal). A failure anywhere is rolled back
+// for all of them by the machine's Preserve → Reopen.
+func (m *sourceMailbox) Seal(ctx context.Context, a relocation.Seal) ([][]byte, error) {
+	waits := make([]chan struct{}, len(m.units))
+	for i, h := range m.units {
+		waits[i] = h.sealStart()
+	}
+	for _, w := range waits {
+		if err := waitSealed(ctx, w); err != nil {
+			return nil, err
+		}
+	}
+	var pss []*pb.ParticipantState
+	var states [][]byte
+	if m.group {
+		g := a.Participants[0]
+		pss = append(pss, &pb.ParticipantState{Participant: &pb.Participant{Object: g.Object.String(), ObjectGeneration: g.Record.ObjectGeneration,
+			AuthorityGeneration: g.Record.OwnerGeneration, StoreVersion: g.StoreVersion}})
+		states = append(states, nil)
+	}
+	for _, h := range m.units {
+		ps, st, err := h.capture(m.target)
+		if err != nil {
+			return nil, err
+		}
+		pss = append(pss, ps)
+		states = append(states, st)
+	}
+	return relocation.EncodeEnvelope(m.id, pss, states)
+}
+
+// Boundary holds every unit's new requests and hands over those kept since
+// the seal, unit by unit.
+func (m *sourceMailbox) Boundary() []*pb.CallRequest {
+	m.counts = m.counts[:0]
+	var out []*pb.CallRequest
+	for _, h := range m.units {
+		ws := h.hold()
+		m.counts = append(m.counts, len(ws))
+		for _, w := range ws {
+			out = append(out, m.n.handOver(w, m.target))
+		}
+	}
+	return out
+}
+
+func (m *sourceMailbox) Reopen(a relocation.Reopen) {
+	if !m.group {
+		m.units[0].reopen(a.Record)
+		return
+	}
+	m.n.cache.Observe(a.Record)
+	for _, h := range m.units {
+		h.reopen(a.Members[h.name])
+	}
+}
+
+// Drop: the DATA requests went unit by unit (Boundary), so the first
+// DataApplied of them are each unit's first ones.
+func (m *sourceMailbox) Drop(a relocation.Drop) {
+	if !m.group {
+		m.units[0].drop(a.Committed, a.DataApplied)
+		return
+	}
+	m.n.cache.ObserveLocation(m.primary, a.Committed)
+	left := a.DataApplied
+	for i, h := range m.units {
+		applied := 0
+		if i < len(m.counts) {
+			applied = min(left, m.counts[i])
+			left -= applied
+		}
+		h.drop(a.Members[h.name], applied)
+	}
+}
+
+func (m *sourceMailbox) Fail(code pb.Code, msg string) {
+	for _, h := range m.units {
+		h.failAll(code, msg)
+	}
+}

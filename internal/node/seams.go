@@ -1,0 +1,38 @@
+package node
+
+import (
+	"github.com/meshloc/meshloc/internal/relocator"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// seams are where a relocation's I/O leaves the node: the store, the
+// stream, the mailboxes, the relay of replies. Production builds use them
+// as they are (faults_off.go); builds with the tag failpoints wrap them
+// with the named faults and the planted bugs of internal/failpoint
+// (faults_on.go), so that no fault is a branch of the code that runs in
+// production.
+type seams struct {
+	// source gives a source relocation's store, stream and mailbox.
+	source func(mb *sourceMailbox, peer relocator.Peer) (relocator.Store, relocator.Peer, relocator.SourceMailbox)
+	// targetPeer wraps a target's stream before its first frame is read;
+	// target gives a target stage's store and mailbox.
+	targetPeer func(relocator.Peer) relocator.Peer
+	target     func(m *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox)
+	// relayReply sends the reply of a relocated request to its requester.
+	relayReply func(w *work, r *pb.CallReply)
+}
+
+// plainSeams are the node's seams without faults.
+func (n *Node) plainSeams() seams {
+	return seams{
+		source: func(mb *sourceMailbox, p relocator.Peer) (relocator.Store, relocator.Peer, relocator.SourceMailbox) {
+			return n.store, p, mb
+		},
+		targetPeer: func(p relocator.Peer) relocator.Peer { return p },
+		target: func(_ *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox) {
+			return n.store, mb
+		},
+		relayReply: n.relayReply,
+	}
+}
