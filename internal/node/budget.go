@@ -44,29 +44,41 @@ func (b *budget) release(n int64) {
 	b.mu.Unlock()
 }
 
-func (n *Node) peerBudget(addr string) *budget {
-	n.bmu.Lock()
-	defer n.bmu.Unlock()
-	b, ok := n.peerBudgets[addr]
-	if !ok {
-		b = newBudget(n.cfg.PeerBudgetBytes)
-		n.peerBudgets[addr] = b
-	}
-	return b
+// budgets are the node's chunk byte budgets: its own, and one per peer.
+type budgets struct {
+	node    *budget
+	peerMax int64
+	mu      sync.Mutex
+	peers   map[string]*budget
 }
 
-// chunkBudget is the relocator's Budget for chunks sent to addr: the
-// node's bytes, then the peer's.
-func (n *Node) chunkBudget(addr string) func(ctx context.Context, size int64) (func(), error) {
-	peer := n.peerBudget(addr)
+func newBudgets(node, peer int64) *budgets {
+	return &budgets{node: newBudget(node), peerMax: peer, peers: map[string]*budget{}}
+}
+
+func (b *budgets) peer(addr string) *budget {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	p, ok := b.peers[addr]
+	if !ok {
+		p = newBudget(b.peerMax)
+		b.peers[addr] = p
+	}
+	return p
+}
+
+// chunk is the relocator's Budget for chunks sent to addr: the node's
+// bytes, then the peer's.
+func (b *budgets) chunk(addr string) func(ctx context.Context, size int64) (func(), error) {
+	peer := b.peer(addr)
 	return func(ctx context.Context, size int64) (func(), error) {
-		if err := n.budget.acquire(ctx, size); err != nil {
+		if err := b.node.acquire(ctx, size); err != nil {
 			return nil, err
 		}
 		if err := peer.acquire(ctx, size); err != nil {
-			n.budget.release(size)
+			b.node.release(size)
 			return nil, err
 		}
-		return func() { peer.release(size); n.budget.release(size) }, nil
+		return func() { peer.release(size); b.node.release(size) }, nil
 	}
 }

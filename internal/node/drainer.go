@@ -183,17 +183,7 @@ func (n *Node) drainable(inflight, done map[*hosted]bool) (cands []*hosted, idle
 }
 
 // targetStages counts the relocations in flight with this node as target.
-func (n *Node) targetStages() int {
-	n.rmu.Lock()
-	defer n.rmu.Unlock()
-	k := 0
-	for key := range n.active {
-		if strings.HasSuffix(key, "target") {
-			k++
-		}
-	}
-	return k
-}
+func (n *Node) targetStages() int { return n.relocs.inFlight("target") }
 
 // move relocates one object away, retrying an attempt that did not move it
 // (another target first) up to d.attempts, within the drain's deadline.

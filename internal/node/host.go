@@ -47,7 +47,8 @@ type hosted struct {
 	lost     bool
 	executed uint64
 
-	// Relocation (relocate.go). mode says where a new request goes.
+	// Relocation (mailbox.go). mode says where a new request goes; only the
+	// relocation actions on the mailbox change it.
 	mode       hostMode
 	relocating bool          // a source relocation of this object is running
 	sealWait   chan struct{} // closed by drain when it stopped for a seal
@@ -587,6 +588,7 @@ func (n *Node) forget(h *hosted) bool {
 func (n *Node) hostedChanged() <-chan struct{} {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.changeWanted = true
 	return n.changed
 }
 
@@ -598,6 +600,10 @@ func (n *Node) noteChange() {
 }
 
 func (n *Node) noteChangeLocked() {
+	if !n.changeWanted {
+		return // nobody took the channel since it was last closed
+	}
+	n.changeWanted = false
 	close(n.changed)
 	n.changed = make(chan struct{})
 }

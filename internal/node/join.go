@@ -35,7 +35,7 @@ import (
 //     it stops relocations (bug 27); what is still pending then ends as
 //     shutdown and is still retired once.
 //   - After the commit the source's copy is detached: unhosted, its callers
-//     redirected to the group's node (bug 28: Drop, relocate.go).
+//     redirected to the group's node (bug 28: Drop, mailbox.go).
 
 // JoinError: an Actor Join ended before READY; the actor stayed where it
 // was and is not a member. Status says how it ended.
@@ -211,7 +211,7 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 	n.joins.mu.Lock()
 	if n.isClosing() {
 		n.joins.mu.Unlock()
-		n.untrack(rec)
+		n.relocs.untrack(rec)
 		n.releaseActor(h)
 		return nil, fmt.Errorf("%w: node %s is shutting down", ErrNoTarget, n.cfg.Name)
 	}

@@ -128,6 +128,7 @@ func (n *Node) placeRestored(h *hosted) error {
 			return nil
 		}
 		changed := n.changed
+		n.changeWanted = true
 		n.mu.Unlock()
 		cur.mu.Lock()
 		departing := cur.mode == modeBoundary || cur.mode == modeHold

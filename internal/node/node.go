@@ -72,29 +72,27 @@ type Node struct {
 	mu      sync.Mutex
 	objects map[string]*hosted
 	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
-	closing bool
+	// changeWanted: someone took changed since it was last closed.
+	changeWanted bool
+	closing      bool
 
 	fmu    sync.Mutex
 	fences map[string]authority.Fence // highest fence seen per object (gateway)
 
-	// relocation (relocate.go)
-	routes      *pendingRoutes
-	budget      *budget
-	bmu         sync.Mutex
-	peerBudgets map[string]*budget
-	rmu         sync.Mutex
-	active      map[string]*relocationRecord
-	recent      []*pb.RelocationStatus
-	tombstones  *tombstones
-	incoming    incoming // incoming.go
-	draining    atomic.Bool
-	stopping    chan struct{}   // closed when Stop begins
-	stopCtx     context.Context // ends when Stop begins
-	stopCancel  context.CancelFunc
-	seams       seams      // the relocator's seams (faults in test builds: faults_on.go)
-	drain       drainState // drain.go
-	groups      groupLocks // groups.go
-	joins       joinSet    // join.go
+	// relocations (source.go, target.go, routes.go, budget.go, status.go)
+	routes     *pendingRoutes
+	budgets    *budgets
+	relocs     *relocationLog
+	tombstones *tombstones
+	incoming   incoming // incoming.go
+	draining   atomic.Bool
+	stopping   chan struct{}   // closed when Stop begins
+	stopCtx    context.Context // ends when Stop begins
+	stopCancel context.CancelFunc
+	seams      seams      // the relocator's seams (faults in test builds: faults_on.go)
+	drain      drainState // drain.go
+	groups     groupLocks // groups.go
+	joins      joinSet    // join.go
 
 	moved   movedAway
 	peers   *connPool
@@ -145,14 +143,15 @@ func New(cfg Config, opts Options) (*Node, error) {
 		reg: opts.Registry, clock: opts.Clock, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
 		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: map[string]authority.Fence{},
 		stopped: make(chan struct{}), stopping: make(chan struct{}),
-		routes: newPendingRoutes(), budget: newBudget(cfg.NodeBudgetBytes), peerBudgets: map[string]*budget{},
-		active: map[string]*relocationRecord{}, tombstones: newTombstones(1024),
+		routes: newPendingRoutes(), budgets: newBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
+		tombstones: newTombstones(1024),
 	}
 	reg := opts.Metrics
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
+	n.relocs = newRelocationLog(n.noteChange)
 	n.metrics = newMetrics(reg, cfg.Name)
 	n.peers = newConnPool()
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())

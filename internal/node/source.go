@@ -90,7 +90,7 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
 	cfg.AppVersion, cfg.DeadlineMs, cfg.ChunkSize = n.cfg.ApplicationVersion, now.Add(timeout).UnixMilli(), n.cfg.ChunkBytes
 	m := relocation.NewSource(cfg)
-	rec := n.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
+	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})
 	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, group: primary.Kind == keyspace.KindGroup, units: units}
 	return &sourceRelocation{n: n, id: id, rec: rec, machine: m, mailbox: mb, target: target, deadline: now.Add(timeout)}
@@ -101,7 +101,7 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 // too.
 func (r *sourceRelocation) run(stop context.Context) *pb.RelocationStatus {
 	n := r.n
-	defer n.untrack(r.rec)
+	defer n.relocs.untrack(r.rec)
 	ctx, cancel := context.WithDeadline(n.life, r.deadline.Add(settleAfterDeadline))
 	defer cancel()
 	stopCtx, stopped := context.WithCancel(stop)
@@ -126,7 +126,7 @@ func (r *sourceRelocation) run(stop context.Context) *pb.RelocationStatus {
 		Machine: r.machine, Self: n.self, LeaseID: n.keeper.LeaseID(), Objects: objects,
 		Store: store, Peer: peer, Mailbox: mailbox,
 		Watch: n.cache, Report: &reporter{n: n, rec: r.rec, role: "source"}, Clock: n.clock,
-		Budget: n.chunkBudget(r.target.Descriptor.Address), OnReady: r.onReady, Stop: stopCtx.Done(),
+		Budget: n.budgets.chunk(r.target.Descriptor.Address), OnReady: r.onReady, Stop: stopCtx.Done(),
 	}
 	s.Run(ctx)
 	return r.rec.snapshot()

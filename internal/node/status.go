@@ -1,6 +1,7 @@
 package node
 
 import (
+	"strings"
 	"sync"
 	"time"
 
@@ -30,39 +31,70 @@ func (r *relocationRecord) snapshot() *pb.RelocationStatus {
 	return proto.Clone(r.st).(*pb.RelocationStatus)
 }
 
-func (n *Node) track(st *pb.RelocationStatus) *relocationRecord {
+// relocationLog is the node's relocations, in flight (by id and role)
+// and the last 256 that ended.
+type relocationLog struct {
+	mu     sync.Mutex
+	active map[string]*relocationRecord
+	recent []*pb.RelocationStatus
+	// ended is called after a relocation ended (a drain waits for target
+	// stages to end).
+	ended func()
+}
+
+func newRelocationLog(ended func()) *relocationLog {
+	return &relocationLog{active: map[string]*relocationRecord{}, ended: ended}
+}
+
+func (l *relocationLog) track(st *pb.RelocationStatus) *relocationRecord {
 	rec := &relocationRecord{st: st}
-	n.rmu.Lock()
-	n.active[string(st.RelocationId)+st.Role] = rec
-	n.rmu.Unlock()
+	l.mu.Lock()
+	l.active[string(st.RelocationId)+st.Role] = rec
+	l.mu.Unlock()
 	return rec
 }
 
-func (n *Node) untrack(rec *relocationRecord) {
+func (l *relocationLog) untrack(rec *relocationRecord) {
 	st := rec.snapshot()
-	n.rmu.Lock()
-	delete(n.active, string(st.RelocationId)+st.Role)
-	n.recent = append(n.recent, st)
-	if len(n.recent) > 256 {
-		n.recent = n.recent[len(n.recent)-256:]
+	l.mu.Lock()
+	delete(l.active, string(st.RelocationId)+st.Role)
+	l.recent = append(l.recent, st)
+	if len(l.recent) > 256 {
+		l.recent = l.recent[len(l.recent)-256:]
 	}
-	n.rmu.Unlock()
-	n.noteChange() // a drain waits for target stages to end
+	l.mu.Unlock()
+	l.ended()
 }
 
-// Relocations lists relocations in flight and the most recent ended ones.
-func (n *Node) Relocations() []*pb.RelocationStatus {
-	n.rmu.Lock()
-	defer n.rmu.Unlock()
-	out := make([]*pb.RelocationStatus, 0, len(n.active)+len(n.recent))
-	for _, r := range n.active {
+// list is every relocation in flight, then the recent ended ones.
+func (l *relocationLog) list() []*pb.RelocationStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]*pb.RelocationStatus, 0, len(l.active)+len(l.recent))
+	for _, r := range l.active {
 		out = append(out, r.snapshot())
 	}
-	for _, st := range n.recent {
+	for _, st := range l.recent {
 		out = append(out, proto.Clone(st).(*pb.RelocationStatus))
 	}
 	return out
 }
+
+// inFlight counts the relocations in flight in role.
+func (l *relocationLog) inFlight(role string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := 0
+	for key := range l.active {
+		if strings.HasSuffix(key, role) {
+			k++
+		}
+	}
+	return k
+}
+
+// Relocations lists relocations in flight and the most recent ended ones.
+func (n *Node) Relocations() []*pb.RelocationStatus { return n.relocs.list() }
 
 // reporter is the relocator's Reporter of one relocation: its status
 // record, the node's metrics and log. It is called on the run's goroutine.
@@ -113,9 +145,11 @@ func (r *reporter) Finished(f relocation.Finish) {
 	r.rec.set(func(s *pb.RelocationStatus) {
 		s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", o, f.Code, f.Message, r.n.now().UnixMilli()
 	})
-	st := r.rec.snapshot()
-	r.n.log.Debug().Str("relocation", relocationIDString(st.GetRelocationId())).Str("role", r.role).Str("object", st.GetObject()).
-		Str("outcome", o).Str("message", f.Message).Msg("relocation ended")
+	if e := r.n.log.Debug(); e.Enabled() {
+		st := r.rec.snapshot()
+		e.Str("relocation", relocationIDString(st.GetRelocationId())).Str("role", r.role).Str("object", st.GetObject()).
+			Str("outcome", o).Str("message", f.Message).Msg("relocation ended")
+	}
 }
 
 func (r *reporter) Failed(err error) {

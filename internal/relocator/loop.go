@@ -11,6 +11,8 @@ import (
 // machine is either side's pure state machine.
 type machine interface {
 	Step(relocation.Event) ([]relocation.Action, error)
+	// WakeAtMs is when a Tick is next due (0: none).
+	WakeAtMs() int64
 }
 
 // loop is the one run loop of both sides: it executes the machine's
@@ -18,7 +20,10 @@ type machine interface {
 // the goroutines of the run queue (frames received, async results), ticks,
 // a stop, and the driver's wake-ups — until the machine finished.
 type loop struct {
-	clock  clock.Clock
+	clock clock.Clock
+	// tick is the longest time between two Ticks: the machine asks for
+	// the ones it needs (WakeAtMs); this one brings what only a Tick
+	// carries (a target's drain state) and repeats a Stop.
 	tick   time.Duration
 	report Reporter
 	phase  func() string
@@ -61,8 +66,8 @@ func (l *loop) run(m machine, first []relocation.Action, in inputs) {
 		}
 		pending = append(pending, out...)
 	}
-	ticker := l.clock.NewTicker(l.tick)
-	defer ticker.Stop()
+	timer := l.clock.NewTimer(l.tick)
+	defer timer.Stop()
 	last := ""
 	var stopped *relocation.Stop // repeated at every tick once set
 	for {
@@ -93,12 +98,21 @@ func (l *loop) run(m machine, first []relocation.Action, in inputs) {
 				}
 			}
 		}
+		next := l.tick
+		if w := m.WakeAtMs(); w > 0 {
+			next = min(next, max(time.UnixMilli(w).Sub(l.clock.Now()), 0))
+		}
+		timer.Reset(next)
 		select {
 		case <-l.queue.ready:
+			// The machine reads the time from Ticks only: it hears now
+			// first, so what it starts for these events (a grace period,
+			// a wait) counts from their arrival, not from the last tick.
+			step(in.tick(l.clock.Now()))
 			for _, ev := range l.queue.take() {
 				step(ev)
 			}
-		case now := <-ticker.C():
+		case now := <-timer.C():
 			step(in.tick(now))
 			if stopped != nil {
 				step(*stopped)

@@ -19,8 +19,9 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// DefaultTick is how often a run's machine gets a Tick.
-const DefaultTick = 20 * time.Millisecond
+// DefaultTick is the longest a run's machine goes without a Tick; it gets
+// the Ticks it asks for (WakeAtMs) on time.
+const DefaultTick = 100 * time.Millisecond
 
 // Source is one source relocation: the machine, its seams, and what the
 // driver needs to carry out its actions. The caller opens Peer before Run
@@ -60,7 +61,10 @@ type Source struct {
 // deadline plus the settle. It closes Peer and waits for every goroutine
 // it started before it returns.
 func (s *Source) Run(ctx context.Context) {
-	x := &sourceExec{s: s, ctx: ctx}
+	// Reads in flight when the machine finished are abandoned, not awaited:
+	// their result could change nothing.
+	actx, abandon := context.WithCancel(ctx)
+	x := &sourceExec{s: s, ctx: ctx, async: actx}
 	l := &loop{clock: s.clock(), tick: s.tick(), report: s.Report, exec: x.do,
 		phase: func() string { return s.Machine.Phase().String() }}
 	x.l = l
@@ -69,6 +73,7 @@ func (s *Source) Run(ctx context.Context) {
 	recv.Go(func() { receive(s.Peer, &l.queue) })
 	defer func() {
 		s.Peer.Close()
+		abandon()
 		recv.Wait()
 		l.async.Wait()
 	}()
@@ -123,9 +128,10 @@ func receive(p Peer, q *queue) {
 
 // sourceExec carries out a source machine's actions.
 type sourceExec struct {
-	s   *Source
-	l   *loop
-	ctx context.Context
+	s     *Source
+	l     *loop
+	ctx   context.Context
+	async context.Context // of the spawned reads: ends with the run
 }
 
 func (x *sourceExec) do(a relocation.Action) []relocation.Event {
@@ -155,7 +161,7 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		return one(relocation.BoundarySent{Count: x.sendBoundary()})
 	case relocation.ReadSettle:
 		x.l.spawn(func() relocation.Event {
-			v, err := s.Store.ReadMany(ctx, s.Objects, []string{s.Self.ID})
+			v, err := s.Store.ReadMany(x.async, s.Objects, []string{s.Self.ID})
 			return relocation.SettleResult{View: v, Err: err}
 		})
 	case relocation.ReadyPassed:

@@ -84,10 +84,13 @@
 //     alone: served until Seal, kept (in arrival order) from Seal, held
 //     from SendBoundary, served again from Reopen, redirected from Drop,
 //     failed from FailPending.
-//  4. Deliver Tick at least every few tens of milliseconds (settling's reads
-//     and waits count in ticks: source_settle.go), every received frame (a
-//     stream error is StreamBroken), and every change of the primary's record
-//     the node's location cache shows (Observed; only committed etcd data).
+//  4. Deliver a Tick when WakeAtMs says one is due (the machine reads the
+//     time only from Ticks: settling's reads and waits, the deadline), and
+//     one with the current time before other events; every received frame
+//     (a stream error is StreamBroken); and every change of the primary's
+//     record the node's location cache shows (Observed; only committed etcd
+//     data). A Tick before WakeAtMs changes nothing (the property test
+//     checks it), so extra Ticks are harmless.
 //  5. ReadSettle: read all participants and the source's owner key at one
 //     revision and deliver SettleResult; the machine asks for one read at a
 //     time, and decides when.
@@ -106,7 +109,9 @@
 //  3. ReadGroup reads an Actor Join's group; Commit is the commit transaction
 //     of pkg/authority; an RPC error is delivered as CommitResult{Err} (or
 //     GroupRead{Err}), and the machine asks again RetryPauseMs later
-//     (ResolveCommit, a read-back; or ReadGroup): deliver Ticks meanwhile.
+//     (ResolveCommit, a read-back; or ReadGroup): at WakeAtMs. A Tick also
+//     carries whether the node drains, so deliver one now and then even
+//     when none is due (the driver's is at most every 100 ms).
 //  4. Admit: captured requests then Data at the head of the mailbox, each
 //     reply relayed to its requester (acknowledged; a duplicate relay is
 //     answered already-terminal), then waiting requests; timers resume;

@@ -341,13 +341,24 @@ func (s *sim) step(on side, ev Event) {
 	}
 	var acts []Action
 	var err error
+	// WakeAtMs's promise: a Tick before it (none due: 0) that brings no
+	// news of draining makes no action.
+	tk, isTick := ev.(Tick)
+	quiet := false
 	if on == onSource {
+		w := s.src.WakeAtMs()
+		quiet = isTick && (w == 0 || tk.NowMs < w)
 		acts, err = s.src.Step(ev)
 	} else {
 		if _, ok := ev.(PrepareEvent); ok {
 			s.prepared = true
 		}
+		w, drained := s.tgt.WakeAtMs(), s.tgt.draining
+		quiet = isTick && (w == 0 || tk.NowMs < w) && tk.Draining == drained
 		acts, err = s.tgt.Step(ev)
+	}
+	if quiet && len(acts) > 0 {
+		s.violate("%s acted on a Tick at %d before its WakeAtMs: %v", on, tk.NowMs, acts)
 	}
 	s.handle(on, acts, err)
 	s.afterStep()

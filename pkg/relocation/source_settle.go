@@ -59,6 +59,29 @@ type settleState struct {
 	outcomeUntil int64
 }
 
+// WakeAtMs is the earliest Unix ms at which a Tick could make the machine
+// act (0: none is due: the next step comes from an event): the deadline
+// before READY; while settling the deadline, the end of a grace period, or
+// the next periodic read. A driver may deliver Ticks only then.
+func (s *Source) WakeAtMs() int64 {
+	switch s.phase {
+	case SourcePreparing:
+		return s.cfg.DeadlineMs
+	case SourceSettling:
+		if s.st.observed != nil {
+			return s.st.outcomeUntil
+		}
+		at := s.cfg.DeadlineMs
+		if s.st.graceUntil != 0 {
+			at = min(at, s.st.graceUntil)
+		} else if !s.st.reading {
+			at = min(at, s.st.lastReadMs+SettleEveryMs)
+		}
+		return at
+	}
+	return 0
+}
+
 // noteOutcome takes the target's OUTCOME (any phase).
 func (s *Source) noteOutcome(o *pb.Outcome) {
 	s.applied = int(o.GetDataApplied())

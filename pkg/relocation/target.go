@@ -228,6 +228,26 @@ func (t *Target) finish(o Outcome, code pb.Code, msg string) Action {
 	return Finish{Outcome: t.outcome, Code: t.code, Message: t.msg}
 }
 
+// WakeAtMs is the earliest Unix ms at which a Tick could make the machine
+// act (0: none is due: the next step comes from an event). A driver may
+// deliver Ticks only then; drain state then arrives with that Tick.
+func (t *Target) WakeAtMs() int64 {
+	switch t.phase {
+	case TargetAssembling:
+		return t.prepare.GetDeadlineUnixMs()
+	case TargetReady:
+		if t.draining {
+			return t.prepare.GetDeadlineUnixMs() + t.cfg.FallbackMs
+		}
+		return t.readyAtMs + t.cfg.FallbackMs
+	case TargetCommitting:
+		if t.retry != nil {
+			return t.retryAt
+		}
+	}
+	return 0
+}
+
 // LastAnswer is the last READY/FAILED/OUTCOME sent (repeated for an identical PREPARE).
 func (t *Target) LastAnswer() *pb.RelocationFrame { return t.lastAnswer }
 
