@@ -11,7 +11,11 @@ IMAGE   ?= meshloc:dev
 # The image context (Dockerfile, .dockerignore): static binaries and the
 # empty directories the processes write to.
 DOCKER_CTX = build/docker
-STATIC     = CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w'
+# The revision --version prints when the toolchain stamps none
+# (GOFLAGS=-buildvcs=false).
+REVISION  := $(shell git rev-parse --short HEAD 2>/dev/null)
+VERSIONLD  = -X github.com/meshloc/meshloc/internal/cliutil.Revision=$(REVISION)
+STATIC     = CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(VERSIONLD)'
 
 .PHONY: all build test test-race vet fmt clean proto docker-bin images certs cluster-up cluster-down test-compose bench bench-micro fuzz
 
@@ -19,7 +23,7 @@ all: build
 
 ## build: every binary into bin/
 build:
-	$(GO) build -o bin/ ./cmd/...
+	$(GO) build -ldflags='$(VERSIONLD)' -o bin/ ./cmd/...
 
 ## vet: static checks of every package
 vet:
@@ -31,13 +35,13 @@ vet:
 ## (fuzz); and last test/chaos, the verification suite's CI
 ## tier (a checked run per workload with its faults, and the planted-bug
 ## self-test), verbose so that every run's report is printed
-## (internal/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md);
+## (pkg/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md);
 ## last the compose cluster's fault test (test-compose; skipped without docker
 ## unless CI=true)
 test: vet
 	$(GO) test -count=1 -timeout $(TIMEOUT) $$($(GO) list ./... | grep -v /test/chaos)
-	$(GO) vet -tags failpoints ./internal/node/ ./internal/failpoint/ ./internal/chaos/ ./pkg/... ./cmd/... ./test/chaos/
-	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug|Planted' ./internal/node/
+	$(GO) vet -tags failpoints ./pkg/node/ ./internal/failpoint/ ./internal/chaos/ ./pkg/... ./cmd/... ./test/chaos/
+	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug|Planted' ./pkg/node/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
 	$(GO) test -count=1 -tags failpoints -run 'Planted|DeadlineNeverPastExpiry|AcceptRefusesOlderFence' ./pkg/lease/ ./pkg/client/ ./pkg/relocation/ ./pkg/authority/
 	$(MAKE) --no-print-directory fuzz
@@ -76,7 +80,7 @@ FUZZ_TARGETS = \
 	./pkg/relocation/             FuzzDecodePayload \
 	./pkg/keyspace/               FuzzParseObject \
 	./pkg/lease/                  FuzzDecodeDescriptor \
-	./internal/node/              FuzzDecodeDurableState \
+	./pkg/node/              FuzzDecodeDurableState \
 	./internal/locationd/         FuzzRequestBodies
 fuzz:
 	@missing=; for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' cmd internal pkg test | sed 's/^func //' | sort -u); do \

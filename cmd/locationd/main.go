@@ -125,6 +125,7 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	root.AddCommand(demoCmd(&cfg, stdout, stderr, lookup))
+	cliutil.SetVersion(root)
 	return root
 }
 

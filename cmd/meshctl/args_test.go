@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // recorder answers every request with a typed 404 and records what it got.

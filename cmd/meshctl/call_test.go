@@ -14,12 +14,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -42,7 +42,7 @@ func oneNode(t *testing.T) (etcdURL string, n *node.Node) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err = node.New(cfg, node.Options{Registry: reg, Listener: lis, Metrics: prometheus.NewRegistry()})
+	n, err = node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
+	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -182,6 +183,7 @@ URL) are checked before any request: one that does not parse is a usage error,
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}
+	cliutil.SetVersion(root)
 	return root
 }
 
@@ -197,12 +199,12 @@ func exactArgs(n int) cobra.PositionalArgs {
 
 // client is the API client of --locationd (checked by the root's
 // PersistentPreRunE).
-func (g *globals) client() (*api.Client, error) {
+func (g *globals) client() (*client.Admin, error) {
 	hc, err := g.httpClient()
 	if err != nil {
 		return nil, err
 	}
-	c, err := api.NewClient(g.locationd, hc)
+	c, err := client.NewAdmin(g.locationd, hc)
 	if err != nil {
 		return nil, badArgument("--locationd", err)
 	}

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // fakeDrain answers POST /v1/owners/{id}/drain like locationd, streaming

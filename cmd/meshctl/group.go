@@ -8,7 +8,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
+	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -171,7 +172,7 @@ commit by its deadline leaves the actor where it was, in no group).`,
 
 // waitRelocationEnd polls the relocations of object until the source's side
 // of id ended.
-func waitRelocationEnd(ctx context.Context, c *api.Client, id, object string) (api.Relocation, error) {
+func waitRelocationEnd(ctx context.Context, c *client.Admin, id, object string) (api.Relocation, error) {
 	ended := false
 	for {
 		rs, _, err := c.Relocations(ctx, api.RelocationsQuery{Object: object, InFlight: &ended})

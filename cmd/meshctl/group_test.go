@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // fakeGroups answers the group routes like locationd, and records the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 func rebalanceCmd(g *globals, out io.Writer) *cobra.Command {

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // fakeRebalance answers /v1/rebalance*, /v1/controllers like locationd.

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
+	"github.com/meshloc/meshloc/pkg/client"
 )
 
 // now is the clock of the AGE column (tests set it).
@@ -21,6 +24,7 @@ const relocateWaitSlack = 30 * time.Second
 func relocateCmd(g *globals, out io.Writer) *cobra.Command {
 	var req api.RelocateRequest
 	var timeout time.Duration
+	var noWait bool
 	cmd := &cobra.Command{
 		Use:   "relocate OBJECT",
 		Short: "move one object to another node, e.g. relocate actor/counter/c1 --to n2",
@@ -31,7 +35,11 @@ a live serving node. --timeout is the relocation's deadline (0: locationd's
 
 Prints one line: relocation <id> <object> <source> -> <target>: <outcome> in
 <interruption> (and why, if it did not complete). Exit status 1 if the outcome
-is not completed (aborted: the source kept the object; failed; shutdown).`,
+is not completed (aborted: the source kept the object; failed; shutdown).
+
+--no-wait prints the relocation's id as soon as it started (relocation <id>
+<object> <source> -> <target>: started) and exits; follow it with
+meshctl relocations --watch, or GET /v1/relocations/<id>.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 || timeout > api.MaxRelocationTimeoutMs*time.Millisecond {
@@ -51,6 +59,10 @@ is not completed (aborted: the source kept the object; failed; shutdown).`,
 			}
 			req.Object = obj.String()
 			req.TimeoutMs = timeout.Milliseconds()
+			if noWait {
+				no := false
+				req.Wait = &no
+			}
 			c, err := g.client()
 			if err != nil {
 				return err
@@ -64,6 +76,13 @@ is not completed (aborted: the source kept the object; failed; shutdown).`,
 			r, raw, err := c.Relocate(ctx, req)
 			if err != nil {
 				return err
+			}
+			if noWait {
+				if g.output == "json" {
+					return printJSON(out, raw)
+				}
+				fmt.Fprintf(out, "relocation %s %s %s -> %s: started\n", r.RelocationID, r.Object, dash(r.Source), dash(r.Target))
+				return nil
 			}
 			if g.output == "json" {
 				if err := printJSON(out, raw); err != nil {
@@ -89,12 +108,14 @@ is not completed (aborted: the source kept the object; failed; shutdown).`,
 	}
 	cmd.Flags().StringVar(&req.Target, "to", "", "target owner id (default: the owner's placement chooses)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "the relocation's deadline (0: locationd's --relocation-timeout)")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the relocation's id as soon as it started, and exit")
 	return cmd
 }
 
 func relocationsCmd(g *globals, out io.Writer) *cobra.Command {
 	var q api.RelocationsQuery
-	var inflight bool
+	var inflight, watch bool
+	var every, watchFor time.Duration
 	cmd := &cobra.Command{
 		Use:   "relocations",
 		Short: "list in-flight and recent relocations of every live node",
@@ -105,7 +126,11 @@ object's; --inflight only those in flight (--inflight=false: only ended ones).
 
 ID is the last 8 hex digits of the relocation id (its UUIDv7 starts with a
 timestamp shared by every relocation of the same minute); -o json has the full
-ids. A node that does not answer is named in a warning line after the table.`,
+ids. A node that does not answer is named in a warning line after the table.
+
+--watch follows them live instead: one line per relocation side that
+appeared, changed phase or ended (TIME ID OBJECT ROLE SOURCE -> TARGET
+PHASE|OUTCOME), asking every --every, until Ctrl-C (or for --for).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("inflight") {
@@ -119,6 +144,18 @@ ids. A node that does not answer is named in a warning line after the table.`,
 			c, err := g.client()
 			if err != nil {
 				return err
+			}
+			if watch {
+				if every <= 0 || watchFor < 0 {
+					return usageError{err: fmt.Errorf("--every %s must be positive, --for %s not negative", every, watchFor)}
+				}
+				ctx := cmd.Context()
+				if watchFor > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, watchFor)
+					defer cancel()
+				}
+				return watchRelocations(ctx, c, q, every, g.timeout, out)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
@@ -152,7 +189,62 @@ ids. A node that does not answer is named in a warning line after the table.`,
 	}
 	cmd.Flags().StringVar(&q.Object, "object", "", "only the relocations of this object")
 	cmd.Flags().BoolVar(&inflight, "inflight", false, "only relocations in flight (--inflight=false: only ended ones)")
+	cmd.Flags().BoolVar(&watch, "watch", false, "follow them live: a line per change, until Ctrl-C")
+	cmd.Flags().DurationVar(&every, "every", 500*time.Millisecond, "with --watch: how often to ask")
+	cmd.Flags().DurationVar(&watchFor, "for", 0, "with --watch: stop after this long (0: at Ctrl-C)")
 	return cmd
+}
+
+// watchRelocations prints a line each time a relocation side appears,
+// changes phase or ends, until ctx ends (then nil: Ctrl-C is how it stops).
+func watchRelocations(ctx context.Context, c *client.Admin, q api.RelocationsQuery, every, timeout time.Duration, out io.Writer) error {
+	seen := map[string]string{}
+	warned := map[string]bool{}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		rctx, cancel := context.WithTimeout(ctx, timeout)
+		r, _, err := c.Relocations(rctx, q)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			fmt.Fprintf(out, "%s warning: %v\n", now().Format("15:04:05.000"), err)
+		default:
+			rels := r.Relocations
+			slices.SortStableFunc(rels, func(a, b api.Relocation) int { return cmp.Compare(a.StartedUnixMs, b.StartedUnixMs) })
+			for _, rel := range rels {
+				state := rel.Phase
+				if !rel.InFlight() {
+					state = rel.Outcome
+					if rel.Outcome != api.OutcomeCompleted {
+						state += " " + dash(rel.Code) + ": " + dash(rel.Message)
+					} else {
+						state += " in " + interruption(rel.InterruptionMicros, "0s")
+					}
+				}
+				key := rel.RelocationID + " " + rel.Role
+				if seen[key] == state {
+					continue
+				}
+				seen[key] = state
+				fmt.Fprintf(out, "%s %s %s %s %s -> %s %s\n", now().Format("15:04:05.000"), shortID(rel.RelocationID), rel.Object,
+					dash(rel.Role), dash(rel.Source), dash(rel.Target), state)
+			}
+			for _, u := range r.Unreachable {
+				if !warned[u.ID] {
+					warned[u.ID] = true
+					fmt.Fprintf(out, "%s warning: node %s (%s) did not answer: %s\n", now().Format("15:04:05.000"), u.ID, dash(u.Address), u.Error)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
 }
 
 // shortID is the last 8 characters of a relocation id (its random part).

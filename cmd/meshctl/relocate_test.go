@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // fakeRelocations answers /v1/relocations like locationd, from canned values,
@@ -60,6 +60,12 @@ func newFakeRelocations(t *testing.T) *fakeRelocations {
 		f.mu.Unlock()
 		var req api.RelocateRequest
 		_ = json.Unmarshal(b, &req)
+		if req.Wait != nil && !*req.Wait && req.Object == "actor/counter/c1" {
+			started := completed
+			started.Phase, started.Outcome, started.Code, started.Ended, started.EndedUnixMs = "intent", "", "", "", 0
+			write(w, 202, started)
+			return
+		}
 		switch req.Object {
 		case "actor/counter/c1":
 			write(w, 200, completed)
@@ -119,6 +125,9 @@ func TestRelocate(t *testing.T) {
 			`{"object":"actor/counter/gone"}`},
 		{[]string{"relocate", "actor/counter/x"}, 1, "", "meshctl: not_found: authority: object not found: actor/counter/x\n",
 			`{"object":"actor/counter/x"}`},
+		{[]string{"relocate", "actor/counter/c1", "--no-wait"}, 0,
+			"relocation 01958a3c-1f00-7abc-8def-0123456789ab actor/counter/c1 n1@7 -> n2@11: started\n", "",
+			`{"object":"actor/counter/c1","wait":false}`},
 		{[]string{"relocate"}, 2, "", "meshctl: usage: meshctl relocate: accepts 1 arg(s), received 0 (see meshctl --help)\n", ""},
 		{[]string{"relocate", "actor/counter/c1", "--timeout", "-1s"}, 2, "",
 			"meshctl: usage: --timeout -1s must be between 0 (locationd's default) and 10m0s (see meshctl --help)\n", ""},
@@ -219,5 +228,31 @@ func TestAgeAndInterruption(t *testing.T) {
 		if got := interruption(us, "-"); got != want {
 			t.Errorf("interruption(%d) = %s, want %s", us, got, want)
 		}
+	}
+}
+
+// --watch prints each relocation side once per state, and the warning for a
+// node that did not answer once, until --for ends it.
+func TestRelocationsWatch(t *testing.T) {
+	f := newFakeRelocations(t)
+	defer func(old func() time.Time) { now = old }(now)
+	now = func() time.Time { return t0 }
+	r := f.run("relocations", "--watch", "--every", "20ms", "--for", "150ms")
+	if r.code != 0 || r.stderr != "" {
+		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
+	}
+	want := "12:00:00.000 456789ab actor/counter/c1 source n1@7 -> n2@11 completed in 2.35ms\n"
+	if !strings.Contains(r.stdout, want) || strings.Count(r.stdout, "actor/counter/c1 source") != 1 ||
+		strings.Count(r.stdout, "warning: node n4") != 1 || !strings.Contains(r.stdout, "actor/list/l1 source n2@11 -> n3@15 aborted deadline_exceeded") {
+		t.Fatalf("watch printed:\n%s", r.stdout)
+	}
+	f.mu.Lock()
+	n := len(f.queries)
+	f.mu.Unlock()
+	if n < 3 {
+		t.Errorf("asked %d times in 150 ms every 20 ms", n)
+	}
+	if r := f.run("relocations", "--watch", "--every", "0s"); r.code != 2 {
+		t.Errorf("--every 0s: exit %d, want 2", r.code)
 	}
 }

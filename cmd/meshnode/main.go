@@ -1,10 +1,15 @@
-// Command meshnode hosts objects and routes calls to their owners
-// (DESIGN.md §7, §10). SIGTERM or SIGINT drains it (every hosted object is
-// moved to another node, bounded by --drain-timeout), then stops it (its
-// lease revoked last); a second SIGTERM or SIGINT skips the rest of the drain
-// and stops at once. A drain asked through AdminService (meshctl drain)
-// stops it too. Exit status 0 after a drain, even if some objects could not
-// be moved (the log lists them). SIGHUP reloads its TLS certificate.
+// Command meshnode hosts objects and routes calls to their owners: a thin
+// main on pkg/node with the built-in object types (pkg/actor/builtin).
+// SIGTERM or SIGINT drains it (every hosted object is moved to another node,
+// bounded by --drain-timeout), then stops it (its lease revoked last); a
+// second SIGTERM or SIGINT skips the rest of the drain and stops at once. A
+// drain asked through AdminService (meshctl drain) stops it too. Exit status
+// 0 after a drain, even if some objects could not be moved (the log lists
+// them); 2 for a command line that cannot run; 1 otherwise. SIGHUP reloads
+// its TLS certificate.
+//
+// A program that hosts object types of its own does the same with
+// pkg/node: see examples/cart.
 package main
 
 import (
@@ -12,54 +17,141 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
+	"github.com/meshloc/meshloc/pkg/node"
 )
 
+// Exit statuses.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// usageError marks a command line (or environment) that cannot be run.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// errFailed: the node ran and ended badly (its lease was lost); the log
+// says why.
+var errFailed = errors.New("the node's lease ended")
+
 func main() {
-	os.Exit(run(os.Args[1:]))
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv))
 }
 
-func run(args []string) int {
+// run is main without the process: it returns the exit status.
+func run(args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
+	cmd := newRoot(stdout, stderr, lookup)
+	cmd.SetArgs(args)
+	err := cmd.Execute()
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "meshnode: usage: %v (see meshnode --help)\n", err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "meshnode: %v\n", err)
+		return exitError
+	}
+}
+
+func newRoot(stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
 	cfg := node.DefaultConfig()
-	fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
-	cfg.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return 2
+	gofs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
+	cfg.AddFlags(gofs)
+	root := &cobra.Command{
+		Use:   "meshnode --name NAME [flags]",
+		Short: "a meshloc node: hosts objects, routes calls to their owners",
+		Long: `meshnode is a meshloc node: it owns objects (the built-in types of
+pkg/actor/builtin, or those --types names) while its lease in etcd lives,
+serves calls to them on --listen (gRPC), routes calls for other objects to
+their owners as a gateway, and moves objects to and from other nodes
+(relocation, drain). /metrics and /healthz are on --http.
+
+SIGTERM or SIGINT drains it (every object it hosts moves to another node,
+at most --drain-timeout), then stops it; a second signal stops it at once.
+SIGHUP reloads its TLS certificate and key.
+
+Every flag can also be set by the environment: ` + node.EnvPrefix + `<FLAG>,
+e.g. ` + node.EnvPrefix + `ETCD_ENDPOINTS or ` + node.EnvPrefix + `LEASE_TTL; a flag given wins.
+The mirrors of this build:
+` + envList(gofs),
+		Example: `  # one node against locationd's embedded etcd (the default endpoints)
+  meshnode --name n1 --listen 127.0.0.1:7100 --http 127.0.0.1:7101
+
+  # a gateway only: routes calls, hosts nothing
+  meshnode --name gw --listen 127.0.0.1:7300 --weight 0
+
+  # with mutual TLS (meshctl certs init made the files)
+  meshnode --name n1 --cert-file certs/n1.crt --key-file certs/n1.key \
+    --trusted-ca-file certs/ca.crt --etcd-endpoints https://127.0.0.1:2379 \
+    --etcd-cacert certs/ca.crt --etcd-cert certs/n1-etcd.crt --etcd-key certs/n1-etcd.key`,
+		Args:          noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cliutil.ApplyEnv(cmd.Flags(), node.EnvPrefix, lookup); err != nil {
+				return usageError{err}
+			}
+			return serve(cfg, stderr)
+		},
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	if err := node.ApplyEnv(fs, given); err != nil {
-		fmt.Fprintln(os.Stderr, "meshnode:", err)
-		return 2
+	root.Flags().AddGoFlagSet(gofs)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.CompletionOptions.DisableDefaultCmd = true
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cliutil.SetVersion(root)
+	return root
+}
+
+// envList lists the environment mirror of every flag, one per line.
+func envList(fs *flag.FlagSet) string {
+	var b strings.Builder
+	fs.VisitAll(func(f *flag.Flag) {
+		fmt.Fprintf(&b, "  %-42s --%s\n", cliutil.EnvName(node.EnvPrefix, f.Name), f.Name)
+	})
+	return b.String()
+}
+
+func noArgs(cmd *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
 	}
+	return nil
+}
+
+// serve runs the node until a signal, a drain through AdminService, or the
+// end of its lease.
+func serve(cfg node.Config, stderr io.Writer) error {
 	level, err := zerolog.ParseLevel(cfg.LogLevel)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "meshnode: --log-level:", err)
-		return 2
+		return usageError{fmt.Errorf("--log-level: %w", err)}
 	}
-	log := zerolog.New(os.Stderr).Level(level).With().Timestamp().Logger()
+	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
 	reg := actor.NewRegistry()
 	if err := builtin.Register(reg); err != nil {
-		fmt.Fprintln(os.Stderr, "meshnode:", err)
-		return 1
+		return err
 	}
-	n, err := node.New(cfg, node.Options{Registry: reg, Logger: log})
+	n, err := node.New(cfg, node.WithRegistry(reg), node.WithLogger(log))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "meshnode:", err)
-		return 2
+		return usageError{err}
 	}
 	// The first SIGTERM/SIGINT cancels ctx (start, or drain then stop); a
 	// second one cancels skip (the drain ends, the node stops at once).
@@ -72,8 +164,7 @@ func run(args []string) int {
 	defer onSecond()
 	go watchSignals(log, sigs, onSignal, onSecond) // ends with the process
 	if err := n.Start(ctx); err != nil {
-		fmt.Fprintln(os.Stderr, "meshnode:", err)
-		return 1
+		return err
 	}
 	defer cliutil.ReloadOnHangup(log, n.ReloadTLS)()
 	clean := false // told to stop: exit status 0
@@ -91,13 +182,12 @@ func run(args []string) int {
 	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	if err := n.Stop(sctx); err != nil {
-		fmt.Fprintln(os.Stderr, "meshnode: stop:", err)
-		return 1
+		return fmt.Errorf("stop: %w", err)
 	}
 	if n.Keeper().Err() != nil && !clean && ctx.Err() == nil {
-		return 1
+		return errFailed
 	}
-	return 0
+	return nil
 }
 
 // watchSignals turns the first signal into onSignal and the second into

@@ -14,12 +14,12 @@ import (
 	"github.com/meshloc/meshloc/internal/embedetcd"
 	"github.com/meshloc/meshloc/internal/etcdauth"
 	"github.com/meshloc/meshloc/internal/freeport"
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/node"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -115,7 +115,7 @@ func startMesh(ctx context.Context, dir string, secured bool) (_ *mesh, err erro
 		if err != nil {
 			return nil, err
 		}
-		n, err := node.New(cfg, node.Options{Registry: reg, Listener: lis, Metrics: prometheus.NewRegistry()})
+		n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()))
 		if err != nil {
 			lis.Close()
 			return nil, err

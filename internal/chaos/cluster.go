@@ -16,7 +16,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshloc/meshloc/internal/freeport"
-	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/internal/tcpproxy"
 	"github.com/meshloc/meshloc/internal/verify"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -83,7 +82,7 @@ type Member struct {
 	HTTP      string
 	DataDir   string
 	proc      *Process
-	api       *api.Client
+	api       *client.Admin
 }
 
 // Node is one meshnode process.
@@ -227,7 +226,7 @@ func (c *Cluster) start(ctx context.Context) error {
 		m := &Member{Name: fmt.Sprintf("e%d", i+1), ClientURL: scheme + addr(), PeerURL: scheme + addr(), HTTP: addr(),
 			DataDir: filepath.Join(c.cfg.WorkDir, fmt.Sprintf("e%d", i+1))}
 		var err error
-		if m.api, err = api.NewClient(scheme+m.HTTP, c.hc); err != nil {
+		if m.api, err = client.NewAdmin(scheme+m.HTTP, c.hc); err != nil {
 			return err
 		}
 		c.members = append(c.members, m)

@@ -1,6 +1,6 @@
 // Package cliutil holds the small helpers the meshloc binaries share for their
-// command lines: the environment mirror of flags, the list flag value, and
-// the reload of certificates on SIGHUP.
+// command lines: the environment mirror of flags, the list flag value, the
+// reload of certificates on SIGHUP, and --version.
 //
 // It is not a config framework: each binary owns one Config and only
 // borrows these mechanics.
@@ -10,11 +10,13 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/rs/zerolog"
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
 
@@ -108,4 +110,53 @@ func ReloadOnHangup(log zerolog.Logger, reload func() error) (stop func()) {
 		close(done)
 		wg.Wait()
 	}
+}
+
+// Revision is the VCS revision a build names when the toolchain did not
+// stamp one (-buildvcs=false): make sets it with
+// -ldflags "-X github.com/meshloc/meshloc/internal/cliutil.Revision=…".
+var Revision string
+
+// Version is what every binary answers to --version: the module version
+// (v1.2.3, or (devel) for a build from a work tree), the VCS revision, its
+// time, and whether the tree had changes, as the Go toolchain recorded
+// them in the binary (or Revision), and the Go version.
+func Version() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "unknown (no build information)"
+	}
+	v := bi.Main.Version
+	if v == "" {
+		v = "(devel)"
+	}
+	var rev, at, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.time":
+			at = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if rev == "" {
+		rev = Revision
+	}
+	if rev != "" {
+		v += " " + rev + dirty
+	}
+	if at != "" {
+		v += " " + at
+	}
+	return v + " " + bi.GoVersion
+}
+
+// SetVersion makes root answer --version with Version.
+func SetVersion(root *cobra.Command) {
+	root.Version = Version()
+	root.SetVersionTemplate("{{.Name}} {{.Version}}\n")
 }

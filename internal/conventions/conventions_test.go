@@ -71,7 +71,7 @@ func TestPackageDocs(t *testing.T) {
 // Faults and planted bugs live only in test builds, at the seams: outside
 // this package, no Go file a production build compiles may use this package.
 // Every non-test file that imports it must carry the build constraint
-// `failpoints` (the seam wrappers: internal/node/faults_on.go,
+// `failpoints` (the seam wrappers: pkg/node/faults_on.go,
 // pkg/*/planted_on.go, ...). The verification harnesses (internal/chaos,
 // test/, meshctl verify) plant bugs in the processes they start and in
 // their own workload clients, and are exempt.

@@ -26,12 +26,12 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshloc/meshloc/internal/locationd"
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node"
 )
 
 // Config of the demo.
@@ -169,8 +169,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 		if err != nil {
 			return fmt.Errorf("demo: node %s: %w (is another meshnode or demo running?)", nc.Name, err)
 		}
-		n, err := node.New(nc, node.Options{Registry: reg, Listener: lis, Metrics: prometheus.NewRegistry(),
-			Logger: log.With().Str("service", "meshnode").Logger()})
+		n, err := node.New(nc, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()), node.WithLogger(log.With().Str("service", "meshnode").Logger()))
 		if err != nil {
 			lis.Close()
 			return err

@@ -9,9 +9,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 

@@ -4,7 +4,9 @@ package etcdtest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -98,4 +100,32 @@ func Client(t testing.TB, endpoints ...string) *clientv3.Client {
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// ForExample starts one member for a runnable Example (which has no
+// testing.T): its client endpoint, and stop, which closes it and removes
+// its data. It panics when etcd cannot start.
+func ForExample() (endpoint string, stop func()) {
+	dir, err := os.MkdirTemp("", "meshloc-example-etcd-")
+	if err != nil {
+		panic(err)
+	}
+	for range 5 {
+		cp, err1 := freeport.Get()
+		pp, err2 := freeport.Get()
+		if err = errors.Join(err1, err2); err != nil {
+			break
+		}
+		var s *embedetcd.Server
+		s, err = embedetcd.Start(context.Background(), embedetcd.Config{Name: "ex", LogLevel: "fatal", Dir: dir,
+			ClientURL: fmt.Sprintf("http://127.0.0.1:%d", cp), PeerURL: fmt.Sprintf("http://127.0.0.1:%d", pp)})
+		if err == nil {
+			return s.Endpoint(), func() { s.Close(); os.RemoveAll(dir) }
+		}
+		if !strings.Contains(err.Error(), "address already in use") {
+			break
+		}
+	}
+	os.RemoveAll(dir)
+	panic(fmt.Sprintf("etcd for the example: %v", err))
 }

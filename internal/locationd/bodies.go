@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 

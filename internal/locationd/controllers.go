@@ -10,8 +10,8 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/internal/locationd/recovery"
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // recoveryConfig is the recovery controller's configuration from c's flags;

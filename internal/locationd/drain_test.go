@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/client"
 )
 

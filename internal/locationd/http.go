@@ -18,7 +18,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
@@ -89,9 +89,16 @@ func (s *Server) serve(pattern string, f apiHandler, timeout time.Duration) http
 			s.writeError(w, r, pattern, err)
 			return
 		}
+		if a, ok := v.(accepted); ok {
+			writeJSON(w, http.StatusAccepted, a.v)
+			return
+		}
 		writeJSON(w, http.StatusOK, v)
 	}
 }
+
+// accepted is an answer for an operation that goes on after it: 202.
+type accepted struct{ v any }
 
 // answerHold lifts the write deadline of one request's connection
 // (Config.HTTPWriteTimeout, counted from the request read) for a route that
@@ -279,6 +286,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 			s.writeError(w, r, relocations, fmt.Errorf("%w: %s %s (GET or POST only)", errMethodNotAllowed, r.Method, r.URL.Path))
 		}
 	})))
+	handle(relocations+"/{id}", h.relocation)
 	handle("/v1/owners", h.owners)
 	mux.Handle(drainRoute, s.postOnly(drainRoute, "", http.HandlerFunc(h.drainHTTP))) // drain.go: streams
 	handle("/v1/controllers", h.controllers)

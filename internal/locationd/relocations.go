@@ -12,10 +12,11 @@ import (
 
 	"google.golang.org/grpc/status"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/placement"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -156,8 +157,9 @@ func (h *handlers) plan(ctx context.Context, obj keyspace.Object, target string)
 	return relocationPlan{}, fmt.Errorf("%w: %s changed owner during %d reads", errUnavailable, obj, attempts)
 }
 
-// eligible applies the target rules of DESIGN.md §4 step 1 that locationd can
-// judge from the owner keys (the node checks them again).
+// eligible applies the target rule (placement.Eligible) as far as locationd
+// can judge from the owner keys: the node checks it again, with the types
+// of a group's members too.
 func eligible(obj keyspace.Object, rec authority.Record, owner lease.Descriptor, target string, key authority.OwnerKey) error {
 	if target == rec.Owner.ID {
 		return fmt.Errorf("%w: %s is already owned by %s", errConflict, obj, rec.Owner)
@@ -166,17 +168,15 @@ func eligible(obj keyspace.Object, rec authority.Record, owner lease.Descriptor,
 		return fmt.Errorf("%w: target %s is not a live owner", errConflict, target)
 	}
 	d, err := lease.DecodeDescriptor(key.Value)
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("%w: target %s has an undecodable descriptor", errConflict, target)
-	case d.State != lease.StateServing:
-		return fmt.Errorf("%w: target %s is %s, not serving", errConflict, target, d.State)
-	case d.Weight <= 0:
-		return fmt.Errorf("%w: target %s has weight %d: nothing is moved onto it", errConflict, target, d.Weight)
-	case obj.Kind == keyspace.KindActor && len(d.Types) > 0 && !slices.Contains(d.Types, obj.Type):
-		return fmt.Errorf("%w: target %s does not host type %s (it hosts %s)", errConflict, target, obj.Type, strings.Join(d.Types, ","))
-	case d.ApplicationVersion != owner.ApplicationVersion:
-		return fmt.Errorf("%w: target %s runs application version %q, the owner %q", errConflict, target, d.ApplicationVersion, owner.ApplicationVersion)
+	}
+	need := placement.Need{Version: owner.ApplicationVersion, From: rec.Owner.ID}
+	if obj.Kind == keyspace.KindActor {
+		need.Types = []string{obj.Type}
+	}
+	if why := placement.Ineligible(lease.Owner{Descriptor: d, Generation: key.Generation}.Candidate(), need); why != "" {
+		return fmt.Errorf("%w: target %s", errConflict, why)
 	}
 	return nil
 }
@@ -199,8 +199,11 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 	if timeout == 0 {
 		timeout = h.s.cfg.RelocationTimeout
 	}
-	// The answer comes when the relocation ended.
-	h.s.holdAnswer(ctx, h.s.cfg.RequestTimeout+timeout+RelocationSlack)
+	detach := req.Wait != nil && !*req.Wait
+	if !detach {
+		// The answer comes when the relocation ended.
+		h.s.holdAnswer(ctx, h.s.cfg.RequestTimeout+timeout+RelocationSlack)
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
 	p, err := h.plan(rctx, obj, req.Target)
@@ -215,7 +218,7 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 	var st *pb.RelocationStatus
 	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
 		var err error
-		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: req.Target, TimeoutMs: timeout.Milliseconds()})
+		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: req.Target, TimeoutMs: timeout.Milliseconds(), Detach: detach})
 		return err
 	})
 	if err != nil {
@@ -225,9 +228,42 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 		return nil, nodeError(err, owner.String()+" ("+addr+")", relocateHints(obj.String()))
 	}
 	out := relocationJSON(st, owner.ID)
+	if detach {
+		h.s.log.Info().Str("relocation", out.RelocationID).Str("object", out.Object).Str("source", out.Source).Str("target", out.Target).
+			Msg("relocation asked through the API started")
+		return accepted{out}, nil
+	}
 	h.s.log.Info().Str("relocation", out.RelocationID).Str("object", out.Object).Str("source", out.Source).Str("target", out.Target).
 		Str("outcome", out.Outcome).Int64("interruptionMicros", out.InterruptionMicros).Str("message", out.Message).Msg("relocation asked through the API ended")
 	return out, nil
+}
+
+// relocation is GET /v1/relocations/{id}: that relocation as its source
+// reports it (while it runs and after; its target's report when the source
+// does not answer), asked of every live owner.
+func (h *handlers) relocation(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	id, err := wire.ParseRelocationID(r.PathValue("id"))
+	if err != nil {
+		return nil, fmt.Errorf("%w: relocation id %q: %w", errInvalidArgument, r.PathValue("id"), err)
+	}
+	all, err := h.listRelocations(ctx, func(rel api.Relocation) bool { return rel.RelocationID == id.String() })
+	if err != nil {
+		return nil, err
+	}
+	for _, role := range []string{"source", "target"} {
+		for _, rel := range all.Relocations {
+			if rel.Role == role {
+				return rel, nil
+			}
+		}
+	}
+	if len(all.Unreachable) > 0 {
+		return nil, fmt.Errorf("%w: relocation %s: %d node(s) did not answer (%s: %s)", errNodeUnavailable, id, len(all.Unreachable), all.Unreachable[0].ID, all.Unreachable[0].Error)
+	}
+	return nil, fmt.Errorf("%w: relocation %s: no live node reports it (it never existed, or its nodes restarted, or it is older than their last 256)", authority.ErrNotFound, id)
 }
 
 // relocations is GET /v1/relocations: every live owner's in-flight and recent
@@ -257,9 +293,18 @@ func (h *handlers) relocations(ctx context.Context, r *http.Request) (any, error
 			return nil, fmt.Errorf("%w: inflight %q (want true or false)", errInvalidArgument, v)
 		}
 	}
+	return h.listRelocations(ctx, func(rel api.Relocation) bool {
+		return (!filterObject || rel.Object == object) && (inflight == nil || *inflight == rel.InFlight())
+	})
+}
+
+// listRelocations asks every live owner for its relocations, concurrently,
+// each node bounded by NodeListTimeout, and keeps those keep says; a node
+// that does not answer is listed as unreachable.
+func (h *handlers) listRelocations(ctx context.Context, keep func(api.Relocation) bool) (api.RelocationsResponse, error) {
 	owners, _, err := lease.ListOwners(ctx, h.cli, h.s.keys)
 	if err != nil {
-		return nil, err
+		return api.RelocationsResponse{}, err
 	}
 	out := api.RelocationsResponse{Relocations: []api.Relocation{}, Unreachable: []api.UnreachableNode{}}
 	var mu sync.Mutex
@@ -293,14 +338,9 @@ func (h *handlers) relocations(ctx context.Context, r *http.Request) (any, error
 				return
 			}
 			for _, st := range resp.GetRelocations() {
-				rel := relocationJSON(st, d.OwnerID)
-				if filterObject && rel.Object != object {
-					continue
+				if rel := relocationJSON(st, d.OwnerID); keep(rel) {
+					out.Relocations = append(out.Relocations, rel)
 				}
-				if inflight != nil && *inflight != rel.InFlight() {
-					continue
-				}
-				out.Relocations = append(out.Relocations, rel)
 			}
 		})
 	}

@@ -19,14 +19,14 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
-	"github.com/meshloc/meshloc/internal/locationd/api"
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -56,7 +56,7 @@ func startNode(t *testing.T, ep, name string) *node.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(cfg, node.Options{Registry: reg, Listener: lis, Metrics: prometheus.NewRegistry()})
+	n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,8 +17,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 )
@@ -29,7 +30,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type running struct {
 	srv    *Server
 	base   string // http://127.0.0.1:port
-	api    *api.Client
+	api    *client.Admin
 	cancel context.CancelFunc
 	done   chan error
 }
@@ -70,7 +71,7 @@ func start(t *testing.T, mutate func(*Config), hooks ...func(*Server)) *running 
 		t.Fatal("server not ready after 60s")
 	}
 	r.base = "http://" + srv.HTTPAddr()
-	if r.api, err = api.NewClient(r.base, nil); err != nil {
+	if r.api, err = client.NewAdmin(r.base, nil); err != nil {
 		t.Fatal(err)
 	}
 	return r

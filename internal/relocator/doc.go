@@ -24,5 +24,5 @@
 //
 // What the driver must not do: choose a target, judge a record, decide an
 // outcome, sleep, or poll. Faults of the test builds wrap the seams
-// (internal/node's failpoints), never branch in here.
+// (pkg/node's failpoints), never branch in here.
 package relocator

@@ -16,7 +16,7 @@ import (
 // version (intent, preserve) or exact bytes (commit), guarded by the
 // writer's owner key, each at a new revision; reads see one revision. It
 // also is the node's location cache (Watch): the driver tests exercise
-// the driver, not the transactions (internal/node's tests run those on a
+// the driver, not the transactions (pkg/node's tests run those on a
 // real etcd). Faults are set per call.
 type memStore struct {
 	mu      sync.Mutex

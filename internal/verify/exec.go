@@ -311,7 +311,7 @@ func (a *execAgg) read(r io.Reader, name string) error {
 	}
 }
 
-// ReadExecLog reads one node's execution log (the lines internal/node
+// ReadExecLog reads one node's execution log (the lines pkg/node
 // writes with --exec-log) and aggregates it per owner ("id@generation")
 // and fence.
 func ReadExecLog(r io.Reader) (map[string][]ExecEntry, ExecLogStats, error) {

@@ -10,7 +10,7 @@ import (
 	"testing"
 )
 
-// execLine renders one execution log line as internal/node writes it.
+// execLine renders one execution log line as pkg/node writes it.
 func execLine(owner string, ownerGen int64, obj string, og, ag int64, op string) string {
 	l := `{"owner":"` + owner + `","ownerGeneration":` + itoa(ownerGen) + `,"object":"` + obj + `","objectGeneration":` + itoa(og) +
 		`,"authorityGeneration":` + itoa(ag)

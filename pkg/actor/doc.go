@@ -63,6 +63,6 @@
 // It has no network, no etcd, no goroutines and no clock: it does not route,
 // place, relocate or persist objects, and does not enforce the rules above
 // (a type that breaks them gets duplicated or divergent effects, not an
-// error). The runtime in internal/node does the I/O; the fence comparisons
+// error). The runtime in pkg/node does the I/O; the fence comparisons
 // are made by whoever receives a fenced message.
 package actor

@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"time"
 
@@ -37,7 +38,8 @@ import (
 	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
-// ErrNoNodes: neither etcd endpoints nor nodes were given, or no node serves.
+// ErrNoNodes: neither etcd endpoints, nor nodes, nor locationd were given;
+// or a call on a client with none of the first two, or no node serves.
 var ErrNoNodes = errors.New("client: no node to call")
 
 // ErrClosed: a call on a client after Close.
@@ -62,6 +64,13 @@ type Config struct {
 	// EtcdTLS is how to reach a secured etcd (its CA; a client certificate,
 	// or a user and a password file); its Endpoints are EtcdEndpoints.
 	EtcdTLS mtls.Etcd
+	// Locationd is locationd's API URL (http://127.0.0.1:7070, https with
+	// TLS): relocations, drains, listings, groups, the rebalancer (ops.go).
+	// A client with only Locationd operates the cluster but calls nothing.
+	Locationd string
+	// HTTPClient reaches Locationd (default: one with TLS's identity, or
+	// http.DefaultClient).
+	HTTPClient *http.Client
 }
 
 // Reply is the answer of a successful call.
@@ -80,6 +89,9 @@ type Reply struct {
 // Client calls objects. It is safe for concurrent use.
 type Client struct {
 	cfg     Config
+	keys    keyspace.Keys
+	admin   *Admin          // nil without Config.Locationd
+	bg      context.Context // ends at Close
 	etcd    *clientv3.Client
 	ownEtcd bool
 	cache   *authority.Cache
@@ -109,10 +121,15 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
+	c := &Client{cfg: cfg, keys: keys, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
 	if cfg.TLS.Enabled() {
 		if c.tls, err = mtls.Load(cfg.TLS); err != nil {
 			return nil, fmt.Errorf("client: %w", err)
+		}
+	}
+	if cfg.Locationd != "" {
+		if c.admin, err = newAdmin(cfg, c.tls); err != nil {
+			return nil, err
 		}
 	}
 	c.etcd = cfg.Etcd
@@ -128,14 +145,15 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		c.ownEtcd = true
 	}
+	bg, cancel := context.WithCancel(context.Background())
+	c.bg, c.cancel = bg, cancel
 	if c.etcd == nil {
-		if len(cfg.Nodes) == 0 {
+		if len(cfg.Nodes) == 0 && c.admin == nil {
+			cancel()
 			return nil, ErrNoNodes
 		}
 		return c, nil
 	}
-	bg, cancel := context.WithCancel(context.Background())
-	c.cancel = cancel
 	c.cache = authority.NewCache(c.etcd, keys)
 	c.dir = lease.NewDirectory(c.etcd, keys)
 	c.wg.Add(2)

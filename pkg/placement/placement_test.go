@@ -7,7 +7,7 @@ import (
 )
 
 // reference is the node's placement as it was written before it moved here
-// (internal/node route.go, place): the shared rule must choose the same.
+// (pkg/node route.go, place): the shared rule must choose the same.
 func reference(object, typ string, cands []Candidate, load func(Candidate) int) (int, bool) {
 	first, second := -1, -1
 	var h1, h2 uint64

@@ -135,6 +135,15 @@ func ParseRelocationIDBytes(b []byte) (RelocationID, error) {
 	return r, nil
 }
 
+// ParseRelocationID parses the text form (String's UUID).
+func ParseRelocationID(s string) (RelocationID, error) {
+	u, err := uuid.Parse(s)
+	if err != nil {
+		return RelocationID{}, fmt.Errorf("%w: relocation id %q: %v", ErrInvalidID, s, err)
+	}
+	return ParseRelocationIDBytes(u[:])
+}
+
 // NonceLen is the length of a relocation's nonce (Prepare.nonce).
 const NonceLen = 16
 

@@ -22,8 +22,9 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/internal/freeport"
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
@@ -63,7 +64,7 @@ type cluster struct {
 	ports   ports
 	ids     map[string]string // service → container id (stable across stop/start)
 	network string            // the compose network of the cluster
-	api     []*api.Client     // locationd1, locationd2 on their published ports
+	api     []*client.Admin   // locationd1, locationd2 on their published ports
 
 	mu    sync.Mutex
 	model map[string]int64 // object → value of every acknowledged write
@@ -197,7 +198,7 @@ func start(t *testing.T) *cluster {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: admin.ClientConfig(mtls.WantRole(mtls.RoleLocationd))}}
 	for _, p := range c.ports.locationd {
-		a, err := api.NewClient(fmt.Sprintf("https://127.0.0.1:%d", p), hc)
+		a, err := client.NewAdmin(fmt.Sprintf("https://127.0.0.1:%d", p), hc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -444,7 +445,7 @@ func eventually(t *testing.T, d time.Duration, what string, check func() string)
 }
 
 // locd runs f against locationd1, else locationd2.
-func (c *cluster) locd(f func(context.Context, *api.Client) error) error {
+func (c *cluster) locd(f func(context.Context, *client.Admin) error) error {
 	var errs []error
 	for _, a := range c.api {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -461,7 +462,7 @@ func (c *cluster) locd(f func(context.Context, *api.Client) error) error {
 // owners are the live owners, by id.
 func (c *cluster) owners() (map[string]api.Owner, error) {
 	var r api.OwnersResponse
-	err := c.locd(func(ctx context.Context, a *api.Client) (err error) { r, _, err = a.Owners(ctx); return err })
+	err := c.locd(func(ctx context.Context, a *client.Admin) (err error) { r, _, err = a.Owners(ctx); return err })
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +485,7 @@ func (c *cluster) mustOwners(t *testing.T) map[string]api.Owner {
 // objects lists authority records (owner "" and orphaned nil: all).
 func (c *cluster) objects(owner string, orphaned *bool) ([]api.Object, error) {
 	var r api.ObjectsResponse
-	err := c.locd(func(ctx context.Context, a *api.Client) (err error) {
+	err := c.locd(func(ctx context.Context, a *client.Admin) (err error) {
 		r, _, err = a.Objects(ctx, api.ObjectsQuery{Owner: owner, Orphaned: orphaned})
 		return err
 	})
@@ -493,7 +494,7 @@ func (c *cluster) objects(owner string, orphaned *bool) ([]api.Object, error) {
 
 func (c *cluster) object(name string) (api.ObjectResponse, error) {
 	var r api.ObjectResponse
-	err := c.locd(func(ctx context.Context, a *api.Client) (err error) { r, _, err = a.Object(ctx, name); return err })
+	err := c.locd(func(ctx context.Context, a *client.Admin) (err error) { r, _, err = a.Object(ctx, name); return err })
 	return r, err
 }
 

@@ -13,7 +13,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
@@ -24,13 +24,13 @@ const controllerTTL = 3 * time.Second
 // startLocationdArgs starts a locationd with args (plus a free --http) and
 // waits until /readyz answers; a start that lost its port is retried. ports
 // gives the args that need fresh free ports on every attempt.
-func startLocationdArgs(t *testing.T, name string, ports func() []string, args ...string) (*process, string, *api.Client) {
+func startLocationdArgs(t *testing.T, name string, ports func() []string, args ...string) (*process, string, *client.Admin) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		httpAddr := freeAddr(t)
 		all := append(append([]string{"--http", httpAddr}, ports()...), args...)
 		p := startProcess(t, name, binary(t, "locationd"), all...)
-		cl, err := api.NewClient("http://"+httpAddr, httpClient(t))
+		cl, err := client.NewAdmin("http://"+httpAddr, httpClient(t))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func startLocationdArgs(t *testing.T, name string, ports func() []string, args .
 	}
 }
 
-func recoveryController(ctx context.Context, cl *api.Client) (api.Controller, error) {
+func recoveryController(ctx context.Context, cl *client.Admin) (api.Controller, error) {
 	r, _, err := cl.Controllers(ctx)
 	if err != nil {
 		return api.Controller{}, err
@@ -88,7 +88,7 @@ func TestControllerHandover(t *testing.T) {
 		"--etcd-endpoints", etcdURL, "--election-ttl", controllerTTL.String())
 	procs := []*process{a, b}
 
-	leaderIs := func(cl *api.Client, http string, self bool) func(context.Context) error {
+	leaderIs := func(cl *client.Admin, http string, self bool) func(context.Context) error {
 		return func(ctx context.Context) error {
 			c, err := recoveryController(ctx, cl)
 			if err != nil {

@@ -12,7 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/meshloc/meshloc/internal/etcdfault"
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/client"
 )
 
 // clusterMember is one locationd process running one member of a 3-member
@@ -22,7 +22,7 @@ type clusterMember struct {
 	clientURL string // its etcd member's client URL
 	args      []string
 	p         *process
-	api       *api.Client
+	api       *client.Admin
 }
 
 // start (re)starts the member's process with its flags (and so its data dir).
@@ -54,7 +54,7 @@ func startEtcdCluster(t *testing.T) []*clusterMember {
 				"--initial-cluster-state", "new",
 				"--initial-cluster-token", "meshloc-integration",
 			}
-			cl, err := api.NewClient("http://"+httpAddr, httpClient(t))
+			cl, err := client.NewAdmin("http://"+httpAddr, httpClient(t))
 			if err != nil {
 				t.Fatal(err)
 			}

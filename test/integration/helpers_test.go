@@ -18,7 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/client"
 )
 
 // binaries are the commands the tests run as processes; they are built once
@@ -215,7 +215,7 @@ func httpClient(t *testing.T) *http.Client {
 // The free ports it picks can be taken by another process before locationd
 // binds them (other packages' tests run at the same time): a start that
 // exits with "address already in use" is retried with new ports.
-func startLocationd(t *testing.T) (*process, string, *api.Client) {
+func startLocationd(t *testing.T) (*process, string, *client.Admin) {
 	t.Helper()
 	for attempt := 1; ; attempt++ {
 		clientURL := "http://" + freeAddr(t)
@@ -226,7 +226,7 @@ func startLocationd(t *testing.T) (*process, string, *api.Client) {
 			"--listen-peer", "http://"+freeAddr(t),
 			"--http", httpAddr,
 		)
-		cl, err := api.NewClient("http://"+httpAddr, httpClient(t))
+		cl, err := client.NewAdmin("http://"+httpAddr, httpClient(t))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -45,7 +45,7 @@ type meshNode struct {
 type mesh struct {
 	locationd *process
 	etcdURL   string
-	api       *api.Client
+	api       *client.Admin
 	hc        *http.Client
 	nodes     []*meshNode
 }

@@ -200,7 +200,7 @@ func relocate(ctx context.Context, src rpcpb.AdminServiceClient, object, target 
 func notServed(t *testing.T, err error) {
 	t.Helper()
 	if status.Code(err) == codes.Unimplemented {
-		t.Fatalf("AdminService.Relocate: %v: internal/node registers no adminServer on its gRPC server", err)
+		t.Fatalf("AdminService.Relocate: %v: pkg/node registers no adminServer on its gRPC server", err)
 	}
 }
 
@@ -402,7 +402,7 @@ func TestSourceKilledMidStream(t *testing.T) {
 	case attempt == nil:
 	case attempt.GetEndedUnixMs() == 0:
 		t.Errorf("n2's attempt still open %v after the source was killed: %v — the broken stream was not noticed "+
-			"(internal/node targetRun.run's receive goroutine drops StreamBroken when the stream context is already canceled)", time.Since(killed).Round(time.Millisecond), attempt)
+			"(pkg/node targetRun.run's receive goroutine drops StreamBroken when the stream context is already canceled)", time.Since(killed).Round(time.Millisecond), attempt)
 	case attempt.GetOutcome() == "completed":
 		t.Errorf("n2 committed a stage it never completed: %v", attempt)
 	default:

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/locationd/api"
 	"github.com/meshloc/meshloc/internal/verify"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -31,7 +31,7 @@ type rollingNode struct {
 	gen                 int64
 }
 
-// drainedLine is the node's log line that ends a drain (internal/node).
+// drainedLine is the node's log line that ends a drain (pkg/node).
 type drainedLine struct {
 	Message     string  `json:"message"`
 	Moved       int     `json:"moved"`
@@ -61,7 +61,7 @@ func drainedReport(out string) (drainedLine, bool) {
 
 // waitOwnerServing waits until /v1/owners lists the node serving at its
 // address with a generation above after, and records it.
-func waitOwnerServing(t *testing.T, cl *api.Client, nd *rollingNode, after int64) {
+func waitOwnerServing(t *testing.T, cl *client.Admin, nd *rollingNode, after int64) {
 	t.Helper()
 	waitFor(t, time.Minute, nd.name+" serving", func(ctx context.Context) error {
 		r, _, err := cl.Owners(ctx)

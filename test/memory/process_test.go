@@ -27,7 +27,7 @@ import (
 // BenchmarkIdleCountersProcess is the memory target of the issue measured on
 // a meshnode process alone: 100,000 idle counter objects on one node in
 // ≤ 512 MiB RSS. etcd and the client run in the benchmark process, so the
-// node's figures are its own (internal/node's BenchmarkIdleCounters measures
+// node's figures are its own (pkg/node's BenchmarkIdleCounters measures
 // all three in one process). The work does not scale with b.N:
 //
 //	go test -run '^$' -bench BenchmarkIdleCountersProcess -benchtime=1x -timeout 30m ./test/memory/

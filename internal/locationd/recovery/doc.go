@@ -56,7 +56,7 @@
 // The node then serves the object as one re-created by recovery: a memory
 // object starts from fresh state, and the first call is answered
 // CODE_STATE_LOST (the state died with its owner; the call was not
-// executed), as when the node recovers it itself (internal/node,
+// executed), as when the node recovers it itself (pkg/node,
 // recreatedHere); a durable object is restored from its persisted state. Outcomes are counted in meshloc_recoveries_total{outcome}:
 // recovered, raced (the record moved or its owner is alive), no_target (no
 // eligible node), failed (etcd did not answer, or the result is uncertain).

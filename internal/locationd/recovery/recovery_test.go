@@ -17,13 +17,13 @@ import (
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
 	"github.com/meshloc/meshloc/internal/locationd/recovery"
-	"github.com/meshloc/meshloc/internal/node"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -247,7 +247,7 @@ func startNode(t *testing.T, ep, name string, weight int) *node.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := node.New(cfg, node.Options{Registry: reg, Listener: lis, Metrics: prometheus.NewRegistry()})
+	n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()))
 	if err != nil {
 		t.Fatal(err)
 	}

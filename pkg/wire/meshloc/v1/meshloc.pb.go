@@ -1657,7 +1657,11 @@ type RelocateCommand struct {
 	// Target owner id; empty: the source chooses.
 	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
 	// Relocation deadline from now, in milliseconds (0: the node's default).
-	TimeoutMs     int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Detach: answer as soon as the relocation started (its id, phase
+	// intent); it runs on in the node, which lists it (ListRelocations)
+	// while it runs and after.
+	Detach        bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1711,6 +1715,13 @@ func (x *RelocateCommand) GetTimeoutMs() int64 {
 		return x.TimeoutMs
 	}
 	return 0
+}
+
+func (x *RelocateCommand) GetDetach() bool {
+	if x != nil {
+		return x.Detach
+	}
+	return false
 }
 
 type RelocationStatus struct {
@@ -2762,12 +2773,13 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\trequester\x18\x04 \x01(\v2\x15.meshloc.v1.RequesterR\trequester\x12+\n" +
 	"\x05reply\x18\x05 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"5\n" +
 	"\rReplyRelayAck\x12$\n" +
-	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"`\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"x\n" +
 	"\x0fRelocateCommand\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\"\xed\x03\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x16\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xed\x03\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +

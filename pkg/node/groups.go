@@ -1,0 +1,535 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Groups (DESIGN.md §2, §6). A group is an authority record group/<id>
+// whose Members are actors; each member's record names the group. The
+// group has no state and no instance: its owner is the node that owns every
+// member. The membership is changed only by the group's owner, on both
+// records in one transaction (pkg/authority group.go), and a group moves as
+// one relocation: the group record and every member, one intent, one commit
+// and one preserve transaction, so no revision ever shows its members split
+// between owners.
+//
+// On a node, a per-group lock (groupLocks) serialises what changes a group
+// it owns: Join, Leave, its relocation, and an incoming Actor Join's stage;
+// a second one is refused at once with ErrGroupBusy, not queued.
+//
+// Calls to group/<id> itself: the method "members" is answered by any node
+// from one etcd read of the group's record (no owner involved); any other
+// method is UNKNOWN_METHOD. Calls to a member route like any actor's.
+
+// Errors of group operations (the AdminService maps them to gRPC codes).
+var (
+	// ErrGroupBusy: another join, leave or relocation of the group runs on
+	// its owner now; retry later.
+	ErrGroupBusy = wire.Sentinel(pb.Code_CODE_CONFLICT, "node: group busy")
+	// ErrGroupExists: CreateGroup of a group that has a record already.
+	ErrGroupExists = wire.Sentinel(pb.Code_CODE_ALREADY_EXISTS, "node: group exists")
+	// ErrGroupMember: a member of a group cannot be relocated alone (it
+	// moves with its group); see GroupMemberError.
+	ErrGroupMember = wire.Sentinel(pb.Code_CODE_NOT_OWNER, "node: object is a group member")
+)
+
+// GroupMemberError refuses the relocation of a group's member: relocate
+// Group instead, or have the member leave it first.
+type GroupMemberError struct {
+	Object, Group string
+}
+
+func (e *GroupMemberError) Error() string {
+	return fmt.Sprintf("node: %s is a member of %s and moves with it: relocate %s, or have it leave the group first", e.Object, e.Group, e.Group)
+}
+
+// Is makes errors.Is(err, ErrGroupMember) true.
+func (e *GroupMemberError) Is(target error) bool { return target == ErrGroupMember }
+
+// WireCode: a member is moved only with its group (wire.CodeOf).
+func (e *GroupMemberError) WireCode() pb.Code { return pb.Code_CODE_NOT_OWNER }
+
+// groupLocks are the per-group locks of this node.
+type groupLocks struct {
+	mu   sync.Mutex
+	busy map[string]string // group → what holds it
+}
+
+// lockGroup takes the group's lock for why; ErrGroupBusy names the holder.
+func (n *Node) lockGroup(group, why string) (release func(), err error) {
+	l := &n.groups
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.busy == nil {
+		l.busy = map[string]string{}
+	}
+	if h, ok := l.busy[group]; ok {
+		return nil, fmt.Errorf("%w: %s: %s is in progress on %s", ErrGroupBusy, group, h, n.self)
+	}
+	l.busy[group] = why
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			delete(l.busy, group)
+			l.mu.Unlock()
+		})
+	}, nil
+}
+
+func (n *Node) limits() authority.Limits {
+	return authority.Limits{MaxTxnOps: n.cfg.MaxTxnOps, MaxRequestBytes: n.cfg.MaxRequestBytes}
+}
+
+// parseGroupCommand checks the names of a GroupCommand.
+func parseGroupCommand(c *pb.GroupCommand, needActor bool) (group, actor keyspace.Object, err error) {
+	group, err = keyspace.ParseObject(c.GetGroup())
+	if err != nil {
+		return group, actor, err
+	}
+	if group.Kind != keyspace.KindGroup {
+		return group, actor, fmt.Errorf("%w: %q is not a group (want group/<id>)", keyspace.ErrInvalidName, c.GetGroup())
+	}
+	if !needActor {
+		if c.GetActor() != "" {
+			return group, actor, fmt.Errorf("%w: create takes no actor", authority.ErrInvalidRequest)
+		}
+		return group, actor, nil
+	}
+	actor, err = keyspace.ParseObject(c.GetActor())
+	if err != nil {
+		return group, actor, err
+	}
+	if actor.Kind != keyspace.KindActor {
+		return group, actor, fmt.Errorf("%w: %q is not an actor (want actor/<type>/<id>): groups do not nest", keyspace.ErrInvalidName, c.GetActor())
+	}
+	return group, actor, nil
+}
+
+func groupStatus(s authority.Snapshot) *pb.GroupStatus {
+	return &pb.GroupStatus{Group: s.Object.String(), Owner: s.Record.Owner.String(), Members: append([]string{}, s.Record.Members...), StoreVersion: s.StoreVersion}
+}
+
+// CreateGroup creates group (group/<id>) owned by this node, with no
+// members. A group that exists already is ErrGroupExists.
+func (n *Node) CreateGroup(ctx context.Context, name string) (*pb.GroupStatus, error) {
+	g, _, err := parseGroupCommand(&pb.GroupCommand{Group: name}, false)
+	if err != nil {
+		return nil, err
+	}
+	if n.isClosing() {
+		return nil, fmt.Errorf("%w: node %s is shutting down", ErrNoTarget, n.cfg.Name)
+	}
+	if n.cfg.Weight <= 0 {
+		return nil, fmt.Errorf("%w: node %s has weight 0 (a pure gateway hosts no group)", ErrNoTarget, n.cfg.Name)
+	}
+	res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: g, Owner: n.self, Node: n.selfNode})
+	if err != nil {
+		return nil, err
+	}
+	n.cache.Observe(res.Snapshot)
+	if !res.Won {
+		return nil, fmt.Errorf("%w: %s, owned by %s", ErrGroupExists, g, res.Snapshot.Record.Owner)
+	}
+	return groupStatus(res.Snapshot), nil
+}
+
+func (n *Node) isClosing() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.closing
+}
+
+// JoinGroup makes actor a member of group. This node must own the actor
+// (or, for an actor with no record yet, the group: it is then created as a
+// member). If the group lives here, one transaction writes both records; if
+// it lives on another node, the actor is relocated there (Actor Join,
+// join.go) and the answer comes once READY was received.
+func (n *Node) JoinGroup(ctx context.Context, group, actor string, timeout time.Duration) (*pb.GroupStatus, error) {
+	g, a, err := parseGroupCommand(&pb.GroupCommand{Group: group, Actor: actor}, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.validRelocation("", timeout); err != nil {
+		return nil, err
+	}
+	if _, err := n.reg.Lookup(a.Type); err != nil {
+		return nil, fmt.Errorf("%w: %v", authority.ErrInvalidRequest, err)
+	}
+	v, err := n.store.ReadMany(ctx, []keyspace.Object{g, a}, nil)
+	if err != nil {
+		return nil, err
+	}
+	gs, ok := v.Objects[g.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", authority.ErrNotFound, g)
+	}
+	as, actorExists := v.Objects[a.String()]
+	switch {
+	case actorExists && as.Record.Group != "":
+		return nil, fmt.Errorf("%w: %s is a member of %s", authority.ErrAlreadyMember, a, as.Record.Group)
+	case !actorExists && gs.Record.Owner != n.self:
+		return nil, fmt.Errorf("%w: %s has no record: send the join to the group's owner %s", ErrNotHosted, a, gs.Record.Owner)
+	case actorExists && as.Record.Owner != n.self:
+		return nil, fmt.Errorf("%w: %s is owned by %s: send the join to its owner", ErrNotHosted, a, as.Record.Owner)
+	case actorExists && gs.Record.Owner != n.self:
+		return n.actorJoin(ctx, gs, as, timeout)
+	}
+	return n.joinHere(ctx, gs, a, actorExists)
+}
+
+// joinHere writes the membership of an actor that is (or will be) on this
+// node, like its group.
+func (n *Node) joinHere(ctx context.Context, gs authority.Snapshot, a keyspace.Object, actorExists bool) (*pb.GroupStatus, error) {
+	release, err := n.lockGroup(gs.Object.String(), "join of "+a.String())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	var h *hosted
+	if actorExists {
+		// The actor must not be relocating: hold its relocation flag while
+		// the membership changes (its record's compare catches the rest).
+		if h, err = n.holdActor(ctx, a); err != nil {
+			return nil, err
+		}
+		defer n.releaseActor(h)
+	}
+	// Read both again under the lock: the records the transaction compares.
+	v, err := n.store.ReadMany(ctx, []keyspace.Object{gs.Object, a}, nil)
+	if err != nil {
+		return nil, err
+	}
+	gs, ok := v.Objects[gs.Object.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", authority.ErrNotFound, gs.Object)
+	}
+	req := authority.MembershipRequest{Group: gs, Actor: a, Owner: n.self, Node: n.selfNode, Limits: n.limits()}
+	if as, ok := v.Objects[a.String()]; ok {
+		req.ActorSeen = &as
+	} else if actorExists {
+		return nil, fmt.Errorf("%w: %s vanished during the join", authority.ErrNotFound, a)
+	}
+	res, err := n.store.Join(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if res.Written && req.ActorSeen == nil {
+		n.hostJoined(res.Actor)
+	}
+	return n.membershipDone(res, "join")
+}
+
+// hostJoined hosts an actor that a join just created on this node, with
+// its initial state: a record that names this node always has its
+// instance here (recovered.go relies on it: an instance missing for such a
+// record means the recovery controller re-created it). A durable type
+// loads its state from etcd when first called, as after any activation.
+func (n *Node) hostJoined(snap authority.Snapshot) {
+	typ, err := n.reg.Lookup(snap.Object.Type)
+	if err != nil || typ.Durable {
+		return
+	}
+	name := snap.Object.String()
+	n.mu.Lock()
+	if _, ok := n.objects[name]; ok || n.closing {
+		n.mu.Unlock()
+		return
+	}
+	h := newHosted(n, snap.Object, typ)
+	n.objects[name] = h
+	n.mu.Unlock()
+	h.install(snap)
+	n.metrics.activations.Inc()
+	n.metrics.hosted.Inc()
+	close(h.ready)
+}
+
+func (n *Node) membershipDone(res authority.MembershipResult, what string) (*pb.GroupStatus, error) {
+	if res.GroupFound {
+		n.cache.Observe(res.Group)
+	}
+	if res.ActorFound {
+		n.cache.Observe(res.Actor)
+	}
+	if !res.Written {
+		return nil, fmt.Errorf("%w: %s of %s in %s: the records changed during it (retry)", ErrGroupBusy, what, res.Actor.Object, res.Group.Object)
+	}
+	if h := n.hostedObject(res.Actor.Object.String()); h != nil {
+		h.mu.Lock()
+		h.fence, h.version = res.Actor.Fence(), res.Actor.StoreVersion
+		h.mu.Unlock()
+	}
+	return groupStatus(res.Group), nil
+}
+
+func (n *Node) hostedObject(name string) *hosted {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.objects[name]
+}
+
+// holdActor returns the hosted actor (activating it from its record, which
+// names this node, if it is not in memory) marked relocating, so that no
+// relocation of it starts; releaseActor undoes it.
+func (n *Node) holdActor(ctx context.Context, a keyspace.Object) (*hosted, error) {
+	typ, err := n.reg.Lookup(a.Type)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", authority.ErrInvalidRequest, err)
+	}
+	h, rep := n.hostedOrActivate(ctx, a, typ)
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s: %s", ErrNotHosted, a, rep.GetMessage())
+	}
+	return n.hold(ctx, h)
+}
+
+// holdHosted is holdActor for an object in memory here: nothing is
+// activated.
+func (n *Node) holdHosted(ctx context.Context, a keyspace.Object) (*hosted, error) {
+	h := n.hostedObject(a.String())
+	if h == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, a)
+	}
+	return n.hold(ctx, h)
+}
+
+func (n *Node) hold(ctx context.Context, h *hosted) (*hosted, error) {
+	if err := n.waitAdmitted(ctx, h); err != nil {
+		return nil, err
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.failReply != nil || h.closed || h.mode != modeServing:
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.name)
+	case h.relocating:
+		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, h.name)
+	}
+	h.relocating = true
+	return h, nil
+}
+
+func (n *Node) releaseActor(h *hosted) {
+	h.mu.Lock()
+	h.relocating = false
+	h.mu.Unlock()
+	n.noteChange()
+}
+
+// admitWait bounds how long a relocation waits for an object that just
+// arrived here to be admitted (moments after the commit that the previous
+// relocation waited for).
+const admitWait = 2 * time.Second
+
+// waitAdmitted waits, at most admitWait, until h is activated and, if it
+// just arrived here, admitted by its target stage.
+func (n *Node) waitAdmitted(ctx context.Context, h *hosted) error {
+	select {
+	case <-h.ready:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	h.mu.Lock()
+	unhidden := h.unhidden
+	h.mu.Unlock()
+	if unhidden == nil {
+		return nil
+	}
+	t := n.clock.NewTimer(admitWait)
+	defer t.Stop()
+	select {
+	case <-unhidden:
+	case <-t.C():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// LeaveGroup removes actor from group; this node must own the group.
+func (n *Node) LeaveGroup(ctx context.Context, group, actor string) (*pb.GroupStatus, error) {
+	g, a, err := parseGroupCommand(&pb.GroupCommand{Group: group, Actor: actor}, true)
+	if err != nil {
+		return nil, err
+	}
+	release, err := n.lockGroup(g.String(), "leave of "+a.String())
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	v, err := n.store.ReadMany(ctx, []keyspace.Object{g, a}, nil)
+	if err != nil {
+		return nil, err
+	}
+	gs, ok := v.Objects[g.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s", authority.ErrNotFound, g)
+	}
+	if gs.Record.Owner != n.self {
+		return nil, fmt.Errorf("%w: %s is owned by %s: send the leave to its owner", ErrNotHosted, g, gs.Record.Owner)
+	}
+	as, ok := v.Objects[a.String()]
+	if !ok {
+		return nil, fmt.Errorf("%w: %s is not a member of %s (it has no record)", authority.ErrNotMember, a, g)
+	}
+	if h := n.hostedObject(a.String()); h != nil {
+		if h, err = n.holdActor(ctx, a); err != nil {
+			return nil, err
+		}
+		defer n.releaseActor(h)
+	}
+	res, err := n.store.Leave(ctx, authority.MembershipRequest{Group: gs, Actor: a, ActorSeen: &as, Owner: n.self, Node: n.selfNode})
+	if err != nil {
+		return nil, err
+	}
+	return n.membershipDone(res, "leave")
+}
+
+// ---------------------------------------------------------------- calls to a group
+
+// callGroup answers a call to group/<id> itself: "members" from one etcd
+// read of its record (any node answers; the reply carries the group's
+// fence), anything else UNKNOWN_METHOD.
+func (n *Node) callGroup(ctx context.Context, g keyspace.Object, req *pb.CallRequest) *pb.CallReply {
+	if req.GetMethod() != "members" || len(req.GetArgs()) != 0 {
+		return &pb.CallReply{Code: pb.Code_CODE_UNKNOWN_METHOD, Message: fmt.Sprintf("a group answers only \"members\" (no arguments); call its member actors for the rest (got %q with %d arguments)", req.GetMethod(), len(req.GetArgs()))}
+	}
+	rctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
+	defer cancel()
+	snap, err := n.store.Read(rctx, g)
+	switch {
+	case errors.Is(err, authority.ErrNotFound):
+		return &pb.CallReply{Code: pb.Code_CODE_NOT_FOUND, Message: g.String() + " does not exist"}
+	case err != nil:
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "read " + g.String() + ": " + err.Error()}
+	}
+	members := snap.Record.Members
+	if members == nil {
+		members = []string{}
+	}
+	out, _ := json.Marshal(struct {
+		Group   string   `json:"group"`
+		Owner   string   `json:"owner"`
+		Members []string `json:"members"`
+	}{g.String(), snap.Record.Owner.String(), members})
+	return &pb.CallReply{Code: pb.Code_CODE_OK, Payload: out, Fence: n.wireFence(snap.Fence(), snap.StoreVersion, snap.Record.Node.RoutingID)}
+}
+
+// ---------------------------------------------------------------- group relocation (source)
+
+// relocateGroup moves a group this node owns, with every member, as one
+// relocation (Relocate dispatches here for group/<id>).
+func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts RelocateOptions) (*pb.RelocationStatus, error) {
+	release, err := n.lockGroup(g.String(), "relocation")
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrAlreadyRelocating, err)
+	}
+	defer release()
+	gs, err := n.store.Read(ctx, g)
+	if err != nil {
+		return nil, err
+	}
+	if gs.Record.Owner != n.self || gs.Record.State != record.StateActive {
+		return nil, fmt.Errorf("%w: %s is owned by %s (%s)", ErrNotHosted, g, gs.Record.Owner, gs.Record.State)
+	}
+	// Size first: nothing is written for a group its transactions cannot carry.
+	if err := n.limits().CheckGroup(n.keys, g.String(), len(gs.Record.Members), nil); err != nil {
+		return nil, err
+	}
+	objs := []keyspace.Object{g}
+	for _, m := range gs.Record.Members {
+		o, err := keyspace.ParseObject(m)
+		if err != nil || o.Kind != keyspace.KindActor {
+			return nil, fmt.Errorf("%w: %s lists member %q", authority.ErrInvalidRecord, g, m)
+		}
+		objs = append(objs, o)
+	}
+	v, err := n.store.ReadMany(ctx, objs, nil)
+	if err != nil {
+		return nil, err
+	}
+	gs, ok := v.Objects[g.String()]
+	if !ok || gs.Record.Owner != n.self || gs.Record.State != record.StateActive || len(gs.Record.Members) != len(objs)-1 {
+		return nil, fmt.Errorf("%w: %s changed while its relocation was planned", ErrAlreadyRelocating, g)
+	}
+	all := []authority.Snapshot{gs}
+	var members []authority.Snapshot
+	types := map[string]bool{}
+	for _, o := range objs[1:] {
+		ms, ok := v.Objects[o.String()]
+		if !ok || ms.Record.Owner != n.self || ms.Record.Group != g.String() || ms.Record.State != record.StateActive {
+			return nil, fmt.Errorf("%w: member %s of %s is not this node's active member (%+v)", ErrNotHosted, o, g, ms.Record)
+		}
+		members = append(members, ms)
+		all = append(all, ms)
+		types[o.Type] = true
+	}
+	if err := n.limits().CheckGroup(n.keys, g.String(), len(members), all); err != nil {
+		return nil, err
+	}
+	// Host every member (a member never called yet is activated from its
+	// record, which names this node) and hold it: no other relocation of
+	// it starts, and it is sealed with the others.
+	var hs []*hosted
+	defer func() {
+		for _, h := range hs {
+			n.releaseActor(h)
+		}
+	}()
+	for _, ms := range members {
+		h, err := n.holdActor(ctx, ms.Object)
+		if err != nil {
+			return nil, err
+		}
+		hs = append(hs, h)
+	}
+	ts := make([]string, 0, len(types))
+	for t := range types {
+		ts = append(ts, t)
+	}
+	target, err := n.pickTarget(ctx, opts.Target, ts...)
+	if err != nil {
+		return nil, err
+	}
+	held := hs
+	hs = nil // released by launch
+	return n.launch(ctx, n.newSource(g, relocation.SourceConfig{Object: gs, Members: members}, held, target, opts.Timeout), opts.Detach, func() {
+		for _, h := range held {
+			n.releaseActor(h)
+		}
+	}), nil
+}
+
+// ---------------------------------------------------------------- AdminService
+
+func (s *adminServer) CreateGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
+	st, err := s.n.CreateGroup(ctx, c.GetGroup())
+	return st, wire.StatusError(err)
+}
+
+func (s *adminServer) JoinGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
+	timeout, err := s.n.timeoutOfMs(c.GetTimeoutMs())
+	if err != nil {
+		return nil, wire.StatusError(err)
+	}
+	st, err := s.n.JoinGroup(ctx, c.GetGroup(), c.GetActor(), timeout)
+	return st, wire.StatusError(err)
+}
+
+func (s *adminServer) LeaveGroup(ctx context.Context, c *pb.GroupCommand) (*pb.GroupStatus, error) {
+	st, err := s.n.LeaveGroup(ctx, c.GetGroup(), c.GetActor())
+	return st, wire.StatusError(err)
+}

@@ -1,0 +1,111 @@
+package node
+
+import (
+	"context"
+	"strings"
+
+	"google.golang.org/grpc"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/wire"
+
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+type callServer struct {
+	rpcpb.UnimplementedCallServiceServer
+	n *Node
+}
+
+func (s *callServer) Call(ctx context.Context, req *pb.CallRequest) (*pb.CallReply, error) {
+	rep := s.n.Call(ctx, req)
+	if replyWasLost(rep) {
+		return nil, status.Error(codes.Unavailable, rep.GetMessage())
+	}
+	return rep, nil
+}
+
+// peerServer is the node-to-node service; relocation fills it in.
+type peerServer struct {
+	rpcpb.UnimplementedPeerServiceServer
+	n *Node
+}
+
+func errProtocol(msg string) error {
+	return status.Error(codes.InvalidArgument, "relocation protocol: "+msg)
+}
+
+// adminServer serves operators (through locationd).
+type adminServer struct {
+	rpcpb.UnimplementedAdminServiceServer
+	n *Node
+}
+
+func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.RelocationStatus, error) {
+	timeout, err := s.n.timeoutOfMs(c.GetTimeoutMs())
+	var st *pb.RelocationStatus
+	if err == nil {
+		st, err = s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: timeout, Detach: c.GetDetach()})
+	}
+	return st, wire.StatusError(err)
+}
+
+func (s *adminServer) ListRelocations(context.Context, *pb.ListRelocationsRequest) (*pb.ListRelocationsResponse, error) {
+	return &pb.ListRelocationsResponse{Relocations: s.n.Relocations()}, nil
+}
+
+// rpcAction is the one table of what each RPC needs (pkg/mtls.Allowed says
+// which roles may): calls any cluster identity, the peer protocol a node,
+// ListRelocations a reader, the other admin RPCs an operator (locationd
+// acts for its verified callers). An RPC not in it is refused.
+func rpcAction(fullMethod string) (mtls.Action, bool) {
+	svc, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
+	switch svc {
+	case rpcpb.CallService_ServiceDesc.ServiceName:
+		return mtls.ActionCall, true
+	case rpcpb.PeerService_ServiceDesc.ServiceName:
+		return mtls.ActionPeer, true
+	case rpcpb.AdminService_ServiceDesc.ServiceName:
+		if method == "ListRelocations" {
+			return mtls.ActionRead, true
+		}
+		return mtls.ActionOperate, true
+	}
+	return "", false
+}
+
+// authorize checks the verified identity of an RPC's peer against
+// rpcAction: Unauthenticated without one, PermissionDenied for a role
+// that may not.
+func authorize(ctx context.Context, fullMethod string) error {
+	id, err := mtls.PeerIdentity(ctx)
+	if err != nil {
+		return status.Error(codes.Unauthenticated, err.Error())
+	}
+	a, ok := rpcAction(fullMethod)
+	if !ok {
+		return status.Errorf(codes.PermissionDenied, "mtls: %s is not an RPC of this node", fullMethod)
+	}
+	if err := mtls.Allowed(id, a); err != nil {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return nil
+}
+
+func authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
+	if err := authorize(ctx, info.FullMethod); err != nil {
+		return nil, err
+	}
+	return h(ctx, req)
+}
+
+func authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
+	if err := authorize(ss.Context(), info.FullMethod); err != nil {
+		return err
+	}
+	return h(srv, ss)
+}

@@ -1,0 +1,464 @@
+package node
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/rs/zerolog"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/clock"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+	"github.com/meshloc/meshloc/pkg/wire/transport"
+)
+
+// Node is one meshnode: an owner that hosts objects and a gateway that routes
+// calls to their owners.
+type Node struct {
+	cfg   Config
+	opts  options
+	log   zerolog.Logger
+	reg   *actor.Registry
+	clock clock.Clock
+	keys  keyspace.Keys
+
+	etcd     *clientv3.Client
+	ownEtcd  bool
+	store    *authority.Store
+	cache    *authority.Cache
+	dir      *lease.Directory
+	keeper   *lease.Keeper
+	rid      wire.RoutingID
+	self     authority.OwnerRef
+	selfNode authority.NodeRef
+	hosts    map[string]bool // types this node hosts
+
+	mu      sync.Mutex
+	objects map[string]*hosted
+	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
+	// changeWanted: someone took changed since it was last closed.
+	changeWanted bool
+	closing      bool
+
+	fmu    sync.Mutex
+	fences map[string]authority.Fence // highest fence seen per object (gateway)
+
+	// relocations (source.go, target.go, routes.go, budget.go, status.go)
+	routes     *pendingRoutes
+	budgets    *budgets
+	relocs     *relocationLog
+	tombstones *tombstones
+	incoming   incoming // incoming.go
+	draining   atomic.Bool
+	stopping   chan struct{}   // closed when Stop begins
+	stopCtx    context.Context // ends when Stop begins
+	stopCancel context.CancelFunc
+	seams      seams      // the relocator's seams (faults in test builds: faults_on.go)
+	drain      drainState // drain.go
+	groups     groupLocks // groups.go
+	joins      joinSet    // join.go
+
+	moved   movedAway
+	peers   *connPool
+	tls     *mtls.Reloader // nil: plaintext (no TLS flags)
+	grpc    *grpc.Server
+	lis     net.Listener
+	httpSrv *http.Server
+	metrics *metrics
+	xlog    *execLog // execution log (--exec-log); nil: off
+
+	bg sync.WaitGroup // background loops (cache, directory, servers)
+	// detached relocations (RelocateOptions.Detach) in flight.
+	detached sync.WaitGroup
+	work     sync.WaitGroup // mailbox drains, timers, relays
+	// life is the node's context from Start until its teardown ends the
+	// background loops: relays and target stages run within it.
+	life    context.Context
+	cancel  context.CancelFunc
+	stopped chan struct{}
+}
+
+// New validates cfg and applies opts (WithRegistry is required); nothing
+// runs until Start.
+func New(cfg Config, opt ...Option) (*Node, error) {
+	var opts options
+	for _, o := range opt {
+		o(&opts)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Registry == nil {
+		return nil, fmt.Errorf("%w: no type registry", ErrInvalidConfig)
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real()
+	}
+	keys, err := keyspace.New(cfg.Prefix, cfg.Cluster)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	hosts := map[string]bool{}
+	types := cfg.Types
+	if len(types) == 0 {
+		types = opts.Registry.Names()
+	}
+	for _, t := range types {
+		if _, err := opts.Registry.Lookup(t); err != nil {
+			return nil, fmt.Errorf("%w: --types: %v", ErrInvalidConfig, err)
+		}
+		hosts[t] = true
+	}
+	n := &Node{
+		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
+		reg: opts.Registry, clock: opts.Clock, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
+		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: map[string]authority.Fence{},
+		stopped: make(chan struct{}), stopping: make(chan struct{}),
+		routes: newPendingRoutes(), budgets: newBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
+		tombstones: newTombstones(1024),
+	}
+	reg := opts.Metrics
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
+	}
+	n.relocs = newRelocationLog(n.noteChange)
+	n.metrics = newMetrics(reg, cfg.Name)
+	n.peers = newConnPool()
+	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
+	n.life = context.Background()
+	return n, nil
+}
+
+// now is the node's clock's time.
+func (n *Node) now() time.Time { return n.clock.Now() }
+
+// ReloadTLS reads the node's certificate and key again (SIGHUP): new
+// connections use the renewed certificate; connections open now, and the
+// relocations on them, go on. A node without TLS has nothing to reload.
+func (n *Node) ReloadTLS() error {
+	if n.tls == nil {
+		return nil
+	}
+	return n.tls.Reload()
+}
+
+// Self is the owner pair of the running node.
+func (n *Node) Self() authority.OwnerRef { return n.self }
+
+// Address is the advertised gRPC address.
+func (n *Node) Address() string { return n.selfNode.Address }
+
+// Keeper is the node's lease keeper.
+func (n *Node) Keeper() *lease.Keeper { return n.keeper }
+
+// Store is the node's authority store.
+func (n *Node) Store() *authority.Store { return n.store }
+
+// Hosted is the number of objects hosted here.
+func (n *Node) Hosted() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return len(n.objects)
+}
+
+// Start connects to etcd, takes the owner key (bound to a new lease), serves
+// gRPC (calls, the peer protocol, admin) and HTTP (/metrics, /healthz), and
+// advertises the node as serving once its location cache and owner
+// directory are loaded. It returns once the node serves (OnReady ran), or
+// with an error, ctx's included: then nothing is left running and the
+// Node cannot be started again. Call it once.
+func (n *Node) Start(ctx context.Context) (err error) {
+	bgctx, cancel := context.WithCancel(context.Background())
+	n.life, n.cancel = bgctx, cancel
+	defer func() {
+		if err != nil {
+			n.teardown(context.Background())
+		}
+	}()
+	if n.cfg.TLSFiles().Enabled() {
+		if n.tls, err = mtls.Load(n.cfg.TLSFiles()); err != nil {
+			return fmt.Errorf("node: %w", err)
+		}
+		if id := n.tls.Identity(); id != (mtls.Identity{Role: mtls.RoleNode, Name: n.cfg.Name}) {
+			return fmt.Errorf("node: %s names %s, not node %s", n.cfg.CertFile, id, n.cfg.Name)
+		}
+		n.peers.creds = n.tls
+	}
+	n.etcd = n.opts.Etcd
+	if n.etcd == nil {
+		ecfg, err := n.cfg.Etcd().ClientConfig()
+		if err != nil {
+			return fmt.Errorf("node: etcd: %w", err)
+		}
+		// A durable object's write carries up to --durable-max-bytes
+		// (the client's default send limit is 2 MiB).
+		ecfg.MaxCallSendMsgSize = max(2<<20, n.cfg.DurableMaxBytes+64<<10)
+		if n.etcd, err = clientv3.New(ecfg); err != nil {
+			return fmt.Errorf("node: etcd: %w", err)
+		}
+		n.ownEtcd = true
+	}
+	n.store = authority.New(n.etcd, n.keys)
+	n.seams = withFaults(n.plainSeams())
+	n.cache = authority.NewCache(n.etcd, n.keys)
+	n.dir = lease.NewDirectory(n.etcd, n.keys)
+	sub := n.cache.Subscribe() // before the cache runs: no change goes unseen
+	n.spawnBG(func() { n.watchOwnership(bgctx, sub) })
+	n.spawnBG(func() { _ = n.cache.Run(bgctx) })
+	n.spawnBG(func() { n.cache.KeepFresh(bgctx, max(n.cfg.LeaseTTL/4, 250*time.Millisecond)) })
+	n.spawnBG(func() { _ = n.dir.Run(bgctx) })
+
+	n.lis = n.opts.Listener
+	if n.lis == nil {
+		if n.lis, err = net.Listen("tcp", n.cfg.Listen); err != nil {
+			return fmt.Errorf("node: listen %s: %w", n.cfg.Listen, err)
+		}
+	}
+	addr := n.cfg.Advertise
+	if _, port, _ := net.SplitHostPort(addr); addr == "" || port == "0" || n.opts.Listener != nil && addr == n.cfg.Listen {
+		addr = n.lis.Addr().String() // --listen 127.0.0.1:0: the port the system chose
+	}
+	n.selfNode = authority.NodeRef{RoutingID: n.rid.Hex(), Address: addr}
+
+	types := make([]string, 0, len(n.hosts))
+	for t := range n.hosts {
+		types = append(types, t)
+	}
+	slices.Sort(types)
+	lcfg := lease.DefaultConfig()
+	lcfg.OwnerID = n.cfg.Name
+	lcfg.TTL = n.cfg.LeaseTTL
+	lcfg.Margin = n.cfg.LeaseMargin
+	lcfg.AcquireWait = n.cfg.AcquireWait
+	lcfg.Logger = n.log
+	lcfg.Clock = n.clock
+	lcfg.Descriptor = lease.Descriptor{
+		OwnerID: n.cfg.Name, RoutingID: n.rid.Hex(), Address: addr, State: lease.StateJoining,
+		Weight: n.cfg.Weight, ApplicationVersion: n.cfg.ApplicationVersion, Types: types,
+		StartedUnixMs: n.now().UnixMilli(), HTTP: cmp.Or(n.cfg.AdvertiseHTTP, n.cfg.HTTP),
+	}
+	n.keeper, err = lease.Start(ctx, n.etcd, n.keys, lcfg)
+	if err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
+	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
+	if n.cfg.ExecLog != "" {
+		if n.xlog, err = openExecLog(n.cfg.ExecLog, n.self, n.log, n.metrics.execLogErrors); err != nil {
+			return err
+		}
+	}
+
+	sopts := append(transport.ServerOptions(),
+		// (Flow-control windows and buffers: transport.ServerOptions.)
+		grpc.MaxRecvMsgSize(n.cfg.grpcMaxMessageBytes()), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(n.cfg.GRPCMaxStreams)))
+	if n.tls != nil {
+		sopts = append(sopts, grpc.Creds(n.tls.ServerCredentials()),
+			grpc.ChainUnaryInterceptor(authorizeUnary), grpc.ChainStreamInterceptor(authorizeStream))
+	}
+	n.grpc = grpc.NewServer(sopts...)
+	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
+	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
+	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})
+	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })
+
+	if n.cfg.HTTP != "" && n.opts.Metrics == nil {
+		hl, err := net.Listen("tcp", n.cfg.HTTP)
+		if err != nil {
+			return fmt.Errorf("node: listen http %s: %w", n.cfg.HTTP, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if st := n.keeper.Status(n.now()); st != lease.Valid {
+				http.Error(w, "lease "+st.String(), http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
+		n.httpSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+		n.spawnBG(func() { _ = n.httpSrv.Serve(hl) })
+	}
+
+	for _, ch := range []<-chan struct{}{n.cache.Ready(), n.dir.Ready()} {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-n.keeper.Done():
+			return fmt.Errorf("node: lease ended during start: %w", n.keeper.Err())
+		}
+	}
+	n.syncPeersOnce() // before serving: forwards dial only live owners' addresses
+	if _, err := n.keeper.Update(ctx, func(d *lease.Descriptor) { d.State = lease.StateServing }); err != nil {
+		return fmt.Errorf("node: advertise serving: %w", err)
+	}
+	n.spawnBG(func() { n.watchFence(bgctx) })
+	n.spawnBG(func() { n.syncPeers(bgctx) })
+	n.log.Info().Str("address", addr).Int64("generation", n.self.Generation).Str("routingId", n.rid.Hex()).Msg("serving")
+	if n.opts.onReady != nil {
+		n.opts.onReady()
+	}
+	return nil
+}
+
+func (n *Node) spawnBG(f func()) {
+	n.bg.Add(1)
+	go func() {
+		defer n.bg.Done()
+		f()
+	}()
+}
+
+// watchFence stops serving when the lease ends: a fenced owner never serves
+// again (it must restart as a new generation).
+func (n *Node) watchFence(ctx context.Context) {
+	select {
+	case <-ctx.Done():
+	case <-n.Fenced():
+		if errors.Is(n.keeper.Err(), lease.ErrClosed) {
+			return // a clean stop
+		}
+		n.log.Error().Err(n.keeper.Err()).Msg("lease ended: fenced, hosted objects dropped")
+		n.dropAll()
+	}
+}
+
+func (n *Node) dropAll() {
+	n.mu.Lock()
+	hs := make([]*hosted, 0, len(n.objects))
+	for _, h := range n.objects {
+		hs = append(hs, h)
+	}
+	n.objects = map[string]*hosted{}
+	n.noteChangeLocked()
+	n.mu.Unlock()
+	for _, h := range hs {
+		h.close()
+	}
+	n.metrics.hosted.Set(0)
+}
+
+// Run is Start, then Stop when ctx ends (or a drain asked through
+// AdminService ends: StopRequested).
+func (n *Node) Run(ctx context.Context) error {
+	if err := n.Start(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+	case <-n.StopRequested():
+	case <-n.Fenced():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	return n.Stop(sctx)
+}
+
+// Stop marks the node draining, stops serving (calls in flight finish,
+// bounded by ctx: then their connections are closed), drops its objects
+// and revokes its lease. Memory objects still hosted here lose their
+// state: Drain first to move them away. Relocations in flight end as
+// shutdown (a target stage whose commit is uncertain resolves it first).
+// Stop returns after every goroutine of the node ended, with the first
+// errors of closing its parts; a second call waits for the first and
+// returns nil.
+func (n *Node) Stop(ctx context.Context) error {
+	n.mu.Lock()
+	if n.closing {
+		n.mu.Unlock()
+		<-n.stopped
+		return nil
+	}
+	n.closing = true
+	n.mu.Unlock()
+	n.drainJoins(ctx) // pending Actor Join clean-ups finish first (join.go)
+	close(n.stopping)
+	n.stopCancel()
+	defer close(n.stopped)
+	if n.keeper != nil && n.keeper.Err() == nil {
+		uctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_, _ = n.keeper.Update(uctx, func(d *lease.Descriptor) { d.State = lease.StateDraining })
+		cancel()
+	}
+	return n.teardown(ctx)
+}
+
+func (n *Node) teardown(ctx context.Context) error {
+	var errs []error
+	if n.grpc != nil {
+		done := make(chan struct{})
+		go func() { n.grpc.GracefulStop(); close(done) }()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			n.grpc.Stop()
+			<-done
+		}
+	} else if n.lis != nil {
+		n.lis.Close()
+	}
+	if n.httpSrv != nil {
+		sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		_ = n.httpSrv.Shutdown(sctx)
+		cancel()
+	}
+	n.joins.wait() // join sources end (they see stopping) before their objects are dropped
+	n.detached.Wait()
+	n.dropAll()
+	n.work.Wait()
+	if n.xlog != nil {
+		if err := n.xlog.close(); err != nil {
+			errs = append(errs, fmt.Errorf("node: --exec-log: %w", err))
+		}
+	}
+	if n.keeper != nil {
+		if err := n.keeper.Close(ctx); err != nil && !errors.Is(err, lease.ErrClosed) {
+			errs = append(errs, err)
+		}
+	}
+	if n.cancel != nil {
+		n.cancel()
+	}
+	n.bg.Wait()
+	n.peers.close()
+	if n.ownEtcd && n.etcd != nil {
+		errs = append(errs, n.etcd.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// fenceOf converts an authority snapshot of an object hosted here to a wire fence.
+func (n *Node) wireFence(f authority.Fence, storeVersion int64, rid string) *pb.Fence {
+	r, _ := wire.ParseRoutingIDHex(rid)
+	return &pb.Fence{
+		OwnerId: f.Owner.ID, OwnerGeneration: f.Owner.Generation, RoutingId: r[:],
+		ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.OwnerGeneration, StoreVersion: storeVersion,
+	}
+}
+
+func fenceFromWire(f *pb.Fence) authority.Fence {
+	return authority.Fence{
+		Owner:            authority.OwnerRef{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration()},
+		ObjectGeneration: f.GetObjectGeneration(), OwnerGeneration: f.GetAuthorityGeneration(),
+	}
+}

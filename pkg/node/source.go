@@ -1,0 +1,258 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshloc/meshloc/internal/relocator"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/wire"
+	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Errors of relocation requests.
+var (
+	// ErrNotHosted: the object is not hosted (serving) on this node.
+	ErrNotHosted = wire.Sentinel(pb.Code_CODE_NOT_OWNER, "node: object not hosted here")
+	// ErrAlreadyRelocating: a relocation of the object is in flight.
+	ErrAlreadyRelocating = wire.Sentinel(pb.Code_CODE_CONFLICT, "node: object already relocating")
+	// ErrNoTarget: no live serving node can take the object.
+	ErrNoTarget = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "node: no relocation target")
+	// ErrInvalidRelocation: a relocation request is malformed (a target
+	// that is no owner id, a timeout outside [0, --relocation-timeout]);
+	// nothing was done.
+	ErrInvalidRelocation = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "node: invalid relocation request")
+)
+
+// validRelocation checks what a relocation request names besides the
+// object: the target owner id (empty: placement chooses) and the timeout
+// (0: --relocation-timeout; at most that, which every target also bounds
+// a PREPARE's deadline by).
+func (n *Node) validRelocation(target string, timeout time.Duration) error {
+	if target != "" {
+		if err := keyspace.ValidateOwnerID(target); err != nil {
+			return fmt.Errorf("%w: target: %v", ErrInvalidRelocation, err)
+		}
+	}
+	if timeout < 0 || timeout > n.cfg.RelocationTimeout {
+		return fmt.Errorf("%w: timeout %s is outside [0, %s] (0: this node's --relocation-timeout)", ErrInvalidRelocation, timeout, n.cfg.RelocationTimeout)
+	}
+	return nil
+}
+
+// timeoutOfMs converts a wire timeout in milliseconds without overflow:
+// one outside [0, --relocation-timeout] is ErrInvalidRelocation.
+func (n *Node) timeoutOfMs(ms int64) (time.Duration, error) {
+	if ms < 0 || ms > n.cfg.RelocationTimeout.Milliseconds() {
+		return 0, fmt.Errorf("%w: timeout_ms %d is outside [0, %d] (0: this node's --relocation-timeout)", ErrInvalidRelocation, ms, n.cfg.RelocationTimeout.Milliseconds())
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// settleAfterDeadline bounds a source relocation past its deadline: the
+// preserve and the settle reads that decide its outcome.
+const settleAfterDeadline = 5 * time.Second
+
+// sourceRelocation is one source relocation, made by newSource and run by
+// run: the one way a relocation of an actor, a group or an Actor Join
+// starts.
+type sourceRelocation struct {
+	n        *Node
+	id       wire.RelocationID
+	rec      *relocationRecord
+	machine  *relocation.Source
+	mailbox  *sourceMailbox
+	target   lease.Owner
+	deadline time.Time
+	// onReady, when set, is called once READY passed (an Actor Join
+	// answers its caller).
+	onReady func()
+}
+
+// newSource makes one source relocation of primary to target: its id and
+// nonce, the machine (cfg gives what differs between an actor, a group
+// and an Actor Join: Object, Members, JoinGroup), its mailbox over units
+// (the hosted objects moved, in participant order), and its tracked
+// status. timeout 0 is Config.RelocationTimeout.
+func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted, target lease.Owner, timeout time.Duration) *sourceRelocation {
+	if timeout <= 0 {
+		timeout = n.cfg.RelocationTimeout
+	}
+	id := wire.NewRelocationID()
+	now := n.now()
+	cfg.ID, cfg.Self, cfg.SelfRoutingID, cfg.Nonce = id, n.self, n.rid, wire.NewNonce()
+	cfg.Target = relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
+		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
+	cfg.AppVersion, cfg.DeadlineMs, cfg.ChunkSize = n.cfg.ApplicationVersion, now.Add(timeout).UnixMilli(), n.cfg.ChunkBytes
+	m := relocation.NewSource(cfg)
+	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
+		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})
+	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, group: primary.Kind == keyspace.KindGroup, units: units}
+	return &sourceRelocation{n: n, id: id, rec: rec, machine: m, mailbox: mb, target: target, deadline: now.Add(timeout)}
+}
+
+// run carries the relocation out to its end and returns its final
+// status. stop ends it early (the caller gave up); the node's stop does
+// too.
+func (r *sourceRelocation) run(stop context.Context) *pb.RelocationStatus {
+	n := r.n
+	defer n.relocs.untrack(r.rec)
+	ctx, cancel := context.WithDeadline(n.life, r.deadline.Add(settleAfterDeadline))
+	defer cancel()
+	stopCtx, stopped := context.WithCancel(stop)
+	defer stopped()
+	defer context.AfterFunc(n.stopCtx, stopped)()
+	peer, err := n.openPeer(ctx, r.target.Descriptor.Address)
+	if err != nil {
+		r.rec.set(func(s *pb.RelocationStatus) {
+			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", "aborted", pb.Code_CODE_UNAVAILABLE, "cannot reach the target: "+err.Error(), n.now().UnixMilli()
+		})
+		n.metrics.relocations.WithLabelValues("source", "aborted").Inc()
+		return r.rec.snapshot()
+	}
+	objects := []keyspace.Object{r.mailbox.primary}
+	if r.mailbox.group {
+		for _, h := range r.mailbox.units {
+			objects = append(objects, h.obj)
+		}
+	}
+	store, peer, mailbox := n.seams.source(r.mailbox, peer)
+	s := &relocator.Source{
+		Machine: r.machine, Self: n.self, LeaseID: n.keeper.LeaseID(), Objects: objects,
+		Store: store, Peer: peer, Mailbox: mailbox,
+		Watch: n.cache, Report: &reporter{n: n, rec: r.rec, role: "source"}, Clock: n.clock,
+		Budget: n.budgets.chunk(r.target.Descriptor.Address), OnReady: r.onReady, Stop: stopCtx.Done(),
+	}
+	s.Run(ctx)
+	return r.rec.snapshot()
+}
+
+// openPeer opens the relocation stream to addr (before the seal: a seal is
+// never spent dialing).
+func (n *Node) openPeer(ctx context.Context, addr string) (relocator.Peer, error) {
+	conn, err := n.peers.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	stream, err := rpcpb.NewPeerServiceClient(conn).Relocate(sctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &clientPeer{s: stream, cancel: cancel}, nil
+}
+
+// clientPeer is the source's end of a relocation stream.
+type clientPeer struct {
+	s      rpcpb.PeerService_RelocateClient
+	cancel context.CancelFunc
+}
+
+func (p *clientPeer) Send(f *pb.RelocationFrame) error   { return p.s.Send(f) }
+func (p *clientPeer) Recv() (*pb.RelocationFrame, error) { return p.s.Recv() }
+func (p *clientPeer) Close()                             { _ = p.s.CloseSend(); p.cancel() }
+
+// serverPeer is the target's end: the handler's return ends the stream.
+type serverPeer struct {
+	s rpcpb.PeerService_RelocateServer
+}
+
+func (p serverPeer) Send(f *pb.RelocationFrame) error   { return p.s.Send(f) }
+func (p serverPeer) Recv() (*pb.RelocationFrame, error) { return p.s.Recv() }
+func (p serverPeer) Close()                             {}
+
+// RelocateOptions of one relocation.
+type RelocateOptions struct {
+	// Target owner id; empty: chosen by placement among serving nodes.
+	Target string
+	// Timeout is the relocation deadline from now (0: Config.RelocationTimeout).
+	Timeout time.Duration
+	// Detach: Relocate answers as soon as the relocation started (its id,
+	// in flight); it runs on in the node, which lists it (Relocations)
+	// while it runs and after.
+	Detach bool
+}
+
+// Relocate moves a hosted object to another node and returns when the
+// relocation ended, with its status. The object keeps serving until the seal,
+// and requests that arrive while it moves are executed by whichever side ends
+// up owning it, in order.
+func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) (*pb.RelocationStatus, error) {
+	obj, err := keyspace.ParseObject(name)
+	if err != nil {
+		return nil, err
+	}
+	if err := n.validRelocation(opts.Target, opts.Timeout); err != nil {
+		return nil, err
+	}
+	if obj.Kind == keyspace.KindGroup {
+		return n.relocateGroup(ctx, obj, opts) // the group and every member (groups.go)
+	}
+	h, err := n.holdHosted(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if h != nil {
+			n.releaseActor(h)
+		}
+	}()
+	snap, err := n.store.Read(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
+	if snap.Record.Owner != n.self {
+		return nil, fmt.Errorf("%w: %s is owned by %s", ErrNotHosted, name, snap.Record.Owner)
+	}
+	if snap.Record.Group != "" {
+		if g, gerr := keyspace.ParseObject(snap.Record.Group); gerr == nil && n.draining.Load() {
+			// A draining node moves a member's whole group: the member
+			// cannot move alone, and must not be left behind (groups.go).
+			n.releaseActor(h)
+			h = nil
+			return n.relocateGroup(ctx, g, opts)
+		}
+		return nil, &GroupMemberError{Object: name, Group: snap.Record.Group}
+	}
+	target, err := n.pickTarget(ctx, opts.Target, obj.Type)
+	if err != nil {
+		return nil, err
+	}
+	held := h
+	h = nil // released by launch
+	return n.launch(ctx, n.newSource(obj, relocation.SourceConfig{Object: snap}, []*hosted{held}, target, opts.Timeout), opts.Detach,
+		func() { n.releaseActor(held) }), nil
+}
+
+// launch runs r to its end and answers its final status; detached, it runs
+// r on a goroutine of the node's (Stop waits for it: it ends by its
+// deadline, or as shutdown) and answers its status now, in flight. release
+// undoes what the relocation held, once it ended.
+func (n *Node) launch(ctx context.Context, r *sourceRelocation, detach bool, release func()) *pb.RelocationStatus {
+	if detach {
+		n.mu.Lock()
+		closing := n.closing
+		if !closing {
+			n.detached.Add(1)
+		}
+		n.mu.Unlock()
+		if !closing {
+			st := r.rec.snapshot()
+			go func() {
+				defer n.detached.Done()
+				defer release()
+				r.run(context.Background())
+			}()
+			return st
+		}
+		// A stopping node runs it here: it ends at once, as shutdown.
+	}
+	defer release()
+	return r.run(ctx)
+}

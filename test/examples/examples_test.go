@@ -1,0 +1,336 @@
+package examples
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/meshloc/meshloc/internal/freeport"
+	"github.com/meshloc/meshloc/pkg/api"
+	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+var root = filepath.Join("..", "..")
+
+// Every example is a module of its own that builds and vets with nothing
+// but the public packages: no file under examples/ imports internal/.
+func TestExamplesBuildAlone(t *testing.T) {
+	for _, ex := range []string{"cart", "inventory"} {
+		dir := filepath.Join(root, "examples", ex)
+		for _, args := range [][]string{{"build", "./..."}, {"vet", "./..."}} {
+			cmd := exec.Command("go", args...)
+			cmd.Dir = dir
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("examples/%s: go %v: %v\n%s", ex, args, err, out)
+			}
+		}
+	}
+	err := filepath.WalkDir(filepath.Join(root, "examples"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if strings.Contains(string(b), "meshloc/internal/") {
+			t.Errorf("%s imports internal/", path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// process is one started binary, killed at the end of the test.
+type process struct {
+	name string
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func start(t *testing.T, dir, name, bin string, args ...string) *process {
+	t.Helper()
+	log, err := os.Create(filepath.Join(dir, name+".log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{name: name, cmd: cmd, done: make(chan struct{})}
+	go func() { _ = cmd.Wait(); log.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			b, _ := os.ReadFile(filepath.Join(dir, name+".log"))
+			t.Logf("--- %s log (last 3000 bytes):\n%s", name, tail(b, 3000))
+		}
+	})
+	return p
+}
+
+func tail(b []byte, n int) string {
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+func build(t *testing.T, dir, out string, pkgs ...string) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"build", "-o", out + string(filepath.Separator)}, pkgs...)...)
+	cmd.Dir = dir
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v in %s: %v\n%s", pkgs, dir, err, b)
+	}
+}
+
+func addr(t *testing.T) string {
+	t.Helper()
+	a, err := freeport.Addr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// The cart example as its users run it: locationd with its embedded etcd,
+// two cart nodes (the example's own main on pkg/node) and one stock
+// meshnode, which hosts no cart but routes calls for them. Writers add
+// unique items to carts through every gateway while the carts relocate
+// (client.Relocate, followed with Wait), and one cart node is drained away
+// mid-run. Every acknowledged add is in its cart exactly once, nothing
+// that was never sent is: the same check the built-in types get.
+func TestCartCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin")
+	build(t, root, bin, "./cmd/locationd", "./cmd/meshnode")
+	build(t, filepath.Join(root, "examples", "cart"), bin, "./cmd/cartnode", "./cmd/cartclient")
+
+	etcdClient, httpAddr := "http://"+addr(t), addr(t)
+	start(t, work, "locationd", filepath.Join(bin, "locationd"), "--data-dir", filepath.Join(work, "etcd"),
+		"--listen-client", etcdClient, "--listen-peer", "http://"+addr(t), "--http", httpAddr)
+	ld := "http://" + httpAddr
+	waitReady(t, ld)
+
+	type nodeSpec struct{ name, bin, listen string }
+	nodes := []nodeSpec{{"cart1", "cartnode", addr(t)}, {"cart2", "cartnode", addr(t)}, {"gw", "meshnode", addr(t)}}
+	procs := map[string]*process{}
+	for _, n := range nodes {
+		args := []string{"--name", n.name, "--etcd-endpoints", etcdClient, "--listen", n.listen, "--http", "", "--lease-ttl", "3s"}
+		if n.bin == "cartnode" {
+			args = append(args, "--cart-ttl", "10m")
+		}
+		procs[n.name] = start(t, work, n.name, filepath.Join(bin, n.bin), args...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin, err := client.New(ctx, client.Config{EtcdEndpoints: []string{etcdClient}, Locationd: ld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	waitOwners(ctx, t, admin, 3)
+
+	// The client program of the example runs against the cluster.
+	out, err := exec.CommandContext(ctx, filepath.Join(bin, "cartclient"), "--locationd", ld, "--etcd", etcdClient, "--cart", "actor/cart/demo").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "completed") {
+		t.Fatalf("cartclient: %v\n%s", err, out)
+	}
+
+	const carts = 40 // at most 1000 items each
+	var (
+		mu      sync.Mutex
+		acked   = map[string]string{} // item → cart
+		unknown = map[string]string{} // sent, outcome unknown
+		refused = map[string]string{} // answered: not executed
+		errs    = map[string]int{}    // per gateway and error, for the log
+		ops     atomic.Int64
+	)
+	wctx, stopWriters := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for gi, n := range nodes {
+		c, err := client.New(ctx, client.Config{Nodes: []string{n.listen}, Timeout: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for w := range 2 {
+			wg.Go(func() {
+				for i := 0; wctx.Err() == nil; i++ {
+					cart := fmt.Sprintf("actor/cart/c%d", rand.IntN(carts))
+					item := fmt.Sprintf("g%d-w%d-i%d", gi, w, i)
+					_, err := c.Call(wctx, cart, "add", item, "1")
+					mu.Lock()
+					var we *wire.Error
+					switch {
+					case err == nil:
+						acked[item] = cart
+						ops.Add(1)
+					case errors.As(err, &we) && we.Code == pb.Code_CODE_APPLICATION_ERROR:
+						refused[item] = cart // answered: not executed
+						errs[fmt.Sprintf("%s: %.80v", nodes[gi].name, err)]++
+					default:
+						unknown[item] = cart
+						errs[fmt.Sprintf("%s: %.80v", nodes[gi].name, err)]++
+					}
+					mu.Unlock()
+					if err != nil && gi == 0 && procs["cart1"].exited() {
+						return // its gateway is gone (drained)
+					}
+				}
+			})
+		}
+	}
+	// Relocations while called, each followed to its outcome.
+	var moved, notMoved atomic.Int64
+	wg.Go(func() {
+		for wctx.Err() == nil {
+			cart := fmt.Sprintf("actor/cart/c%d", rand.IntN(carts))
+			id, err := admin.Relocate(wctx, cart, client.RelocateOptions{})
+			if err != nil {
+				notMoved.Add(1)
+				continue
+			}
+			if r, err := admin.Wait(wctx, id); err == nil && r.Outcome == api.OutcomeCompleted {
+				moved.Add(1)
+			} else {
+				notMoved.Add(1)
+			}
+		}
+	})
+	time.Sleep(4 * time.Second)
+	// Drain cart1: its carts move to cart2 (the stock meshnode hosts no
+	// cart), then it stops.
+	rep, err := admin.Drain(ctx, "cart1", api.DrainRequest{}, nil)
+	if err != nil {
+		t.Fatalf("drain cart1: %v", err)
+	}
+	if len(rep.Failed) != 0 {
+		t.Errorf("drain cart1: failed %+v", rep.Failed)
+	}
+	select {
+	case <-procs["cart1"].done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("cart1 did not stop after its drain")
+	}
+	time.Sleep(3 * time.Second)
+	stopWriters()
+	wg.Wait()
+	for e, n := range errs {
+		t.Logf("%6d × %s", n, e)
+	}
+	t.Logf("%d adds acknowledged, %d of unknown outcome; %d relocations completed, %d not; drain moved %d", ops.Load(), len(unknown), moved.Load(), notMoved.Load(), len(rep.Moved))
+	if ops.Load() < 100 || moved.Load() < 3 {
+		t.Fatalf("too little happened: %d adds, %d relocations", ops.Load(), moved.Load())
+	}
+
+	// Every cart now, read through the stock gateway.
+	gw, err := client.New(ctx, client.Config{Nodes: []string{nodes[2].listen}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gw.Close()
+	have := map[string]string{}
+	for i := range carts {
+		name := fmt.Sprintf("actor/cart/c%d", i)
+		r, err := gw.Call(ctx, name, "items")
+		if err != nil {
+			t.Fatalf("read %s: %v", name, err)
+		}
+		var v struct {
+			Items map[string]int `json:"items"`
+		}
+		if err := json.Unmarshal(r.Payload, &v); err != nil {
+			t.Fatal(err)
+		}
+		for item, n := range v.Items {
+			if n != 1 {
+				t.Errorf("%s: %s added %d times (executed twice?)", name, item, n)
+			}
+			have[item] = name
+		}
+		if o, err := admin.Get(ctx, name); err != nil || o.Record.Owner.ID != "cart2" {
+			t.Errorf("%s owned by %v (%v), want cart2 after the drain", name, o.Record.Owner, err)
+		}
+	}
+	for item, cart := range acked {
+		if have[item] != cart {
+			t.Errorf("acknowledged %s in %s is lost (found in %q)", item, cart, have[item])
+		}
+	}
+	for item, cart := range have {
+		switch {
+		case refused[item] != "":
+			t.Errorf("%s in %s was refused (not executed), yet it is there", item, cart)
+		case acked[item] == "" && unknown[item] != cart:
+			t.Errorf("%s in %s was never sent there", item, cart)
+		}
+	}
+}
+
+func waitReady(t *testing.T, base string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if r, err := http.Get(base + "/readyz"); err == nil {
+			r.Body.Close()
+			if r.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("locationd at %s not ready", base)
+}
+
+func waitOwners(ctx context.Context, t *testing.T, c *client.Client, n int) {
+	t.Helper()
+	for {
+		os, err := c.Owners(ctx)
+		serving := 0
+		for _, o := range os {
+			if o.State == "serving" {
+				serving++
+			}
+		}
+		if err == nil && serving >= n {
+			return
+		}
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			t.Fatalf("%d owners serving (%v), want %d", serving, err, n)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
