@@ -74,6 +74,7 @@ FUZZ_TARGETS = \
 	./pkg/wire/                   FuzzRelocationFrame \
 	./pkg/wire/                   FuzzParseOperationID \
 	./pkg/wire/                   FuzzParseRoutingIDHex \
+	./pkg/wire/                   FuzzParseRelocationID \
 	./pkg/wire/transport/         FuzzChunkFrame \
 	./pkg/wire/transport/         FuzzChunkFrameRoundTrip \
 	./pkg/relocation/             FuzzAssembly \

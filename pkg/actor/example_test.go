@@ -77,3 +77,22 @@ func Example() {
 	// see x →  actor: invalid argument: "x" is not a number
 	// after the move: {"max":9}
 }
+
+// Timers are state: they are set by a handler, travel in the snapshot with
+// the object, and fire on whichever node holds it when they come due.
+func ExampleTimers() {
+	start := time.Unix(1000, 0)
+	var ts actor.Timers
+	if err := ts.Set(actor.TimerSpec{Name: "expire", Period: 30 * time.Minute, Policy: actor.Skip}, start); err != nil {
+		panic(err)
+	}
+	// The object moves: its timers go in the payload as bytes.
+	moved, err := actor.DecodeTimers(ts.Encode())
+	if err != nil {
+		panic(err)
+	}
+	next, ok := moved.Next()
+	fmt.Println(ok, next.Sub(start))
+	// Output:
+	// true 30m0s
+}

@@ -268,3 +268,27 @@ func FuzzParseRoutingIDHex(f *testing.F) {
 		}
 	})
 }
+
+// A relocation id in a URL path (GET /v1/relocations/{id}): a typed error,
+// or an id whose text parses back to it.
+func FuzzParseRelocationID(f *testing.F) {
+	s := wire.NewRelocationID().String()
+	for _, seed := range []string{s, strings.ToUpper(s), strings.ReplaceAll(s, "-", ""), "00000000-0000-0000-0000-000000000000", "", "../owners", "x"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		id, err := wire.ParseRelocationID(text)
+		if err != nil {
+			if !errors.Is(err, wire.ErrInvalidID) {
+				t.Fatalf("%q: untyped error %v", text, err)
+			}
+			return
+		}
+		if id == (wire.RelocationID{}) {
+			t.Fatalf("%q parsed as the zero id", text)
+		}
+		if again, err := wire.ParseRelocationID(id.String()); err != nil || again != id {
+			t.Fatalf("%q → %v → %v %v", text, id, again, err)
+		}
+	})
+}
