@@ -410,8 +410,12 @@ type CallRequest struct {
 	// owner serving a larger one answers CODE_STATE_LOST without executing:
 	// a re-created object is never a silent reset.
 	KnownObjectGeneration int64 `protobuf:"varint,9,opt,name=known_object_generation,json=knownObjectGeneration,proto3" json:"known_object_generation,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// A call of a session (session.proto): its gateway, binding and seq. The
+	// owner executes a session's calls in seq order, each once.
+	Session       *SessionRef `protobuf:"bytes,10,opt,name=session,proto3" json:"session,omitempty"`
+	SessionSeq    uint64      `protobuf:"varint,11,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CallRequest) Reset() {
@@ -503,6 +507,20 @@ func (x *CallRequest) GetDirect() bool {
 func (x *CallRequest) GetKnownObjectGeneration() int64 {
 	if x != nil {
 		return x.KnownObjectGeneration
+	}
+	return 0
+}
+
+func (x *CallRequest) GetSession() *SessionRef {
+	if x != nil {
+		return x.Session
+	}
+	return nil
+}
+
+func (x *CallRequest) GetSessionSeq() uint64 {
+	if x != nil {
+		return x.SessionSeq
 	}
 	return 0
 }
@@ -1225,7 +1243,9 @@ type ParticipantState struct {
 	// Requests queued at the source when it sealed, in order.
 	Queued []*CallRequest `protobuf:"bytes,5,rep,name=queued,proto3" json:"queued,omitempty"`
 	// When state is carried outside the envelope (see Envelope), its length.
-	StateLength   uint64 `protobuf:"varint,6,opt,name=state_length,json=stateLength,proto3" json:"state_length,omitempty"`
+	StateLength uint64 `protobuf:"varint,6,opt,name=state_length,json=stateLength,proto3" json:"state_length,omitempty"`
+	// The sessions bound to the object (session.proto), sealed.
+	Sessions      []*SessionJournal `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1300,6 +1320,13 @@ func (x *ParticipantState) GetStateLength() uint64 {
 		return x.StateLength
 	}
 	return 0
+}
+
+func (x *ParticipantState) GetSessions() []*SessionJournal {
+	if x != nil {
+		return x.Sessions
+	}
+	return nil
 }
 
 // Envelope describes the payload a relocation streams in STATE chunks. The
@@ -2654,7 +2681,7 @@ var File_meshloc_v1_meshloc_proto protoreflect.FileDescriptor
 const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\n" +
 	"\x18meshloc/v1/meshloc.proto\x12\n" +
-	"meshloc.v1\"\xf1\x01\n" +
+	"meshloc.v1\x1a\x1emeshloc/v1/session_types.proto\"\xf1\x01\n" +
 	"\x05Fence\x12\x19\n" +
 	"\bowner_id\x18\x01 \x01(\tR\aownerId\x12)\n" +
 	"\x10owner_generation\x18\x02 \x01(\x03R\x0fownerGeneration\x12\x1d\n" +
@@ -2673,7 +2700,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"routing_id\x18\x03 \x01(\fR\troutingId\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vreply_route\x18\x05 \x01(\x04R\n" +
-	"replyRoute\"\xa7\x02\n" +
+	"replyRoute\"\xfa\x02\n" +
 	"\vCallRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -2683,7 +2710,11 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\trequester\x18\x06 \x01(\v2\x15.meshloc.v1.RequesterR\trequester\x12\x12\n" +
 	"\x04hops\x18\a \x01(\rR\x04hops\x12\x16\n" +
 	"\x06direct\x18\b \x01(\bR\x06direct\x126\n" +
-	"\x17known_object_generation\x18\t \x01(\x03R\x15knownObjectGeneration\"\xd4\x01\n" +
+	"\x17known_object_generation\x18\t \x01(\x03R\x15knownObjectGeneration\x120\n" +
+	"\asession\x18\n" +
+	" \x01(\v2\x16.meshloc.v1.SessionRefR\asession\x12\x1f\n" +
+	"\vsession_seq\x18\v \x01(\x04R\n" +
+	"sessionSeq\"\xd4\x01\n" +
 	"\tCallReply\x12$\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x18\n" +
@@ -2743,14 +2774,15 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x04code\x18\x02 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12/\n" +
 	"\tcommitted\x18\x03 \x01(\v2\x11.meshloc.v1.FenceR\tcommitted\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
-	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xe9\x01\n" +
+	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xa1\x02\n" +
 	"\x10ParticipantState\x129\n" +
 	"\vparticipant\x18\x01 \x01(\v2\x17.meshloc.v1.ParticipantR\vparticipant\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
 	"\x06timers\x18\x03 \x01(\fR\x06timers\x12\x18\n" +
 	"\areplies\x18\x04 \x01(\fR\areplies\x12/\n" +
 	"\x06queued\x18\x05 \x03(\v2\x17.meshloc.v1.CallRequestR\x06queued\x12!\n" +
-	"\fstate_length\x18\x06 \x01(\x04R\vstateLength\"\x8b\x01\n" +
+	"\fstate_length\x18\x06 \x01(\x04R\vstateLength\x126\n" +
+	"\bsessions\x18\a \x03(\v2\x1a.meshloc.v1.SessionJournalR\bsessions\"\x8b\x01\n" +
 	"\bEnvelope\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x12@\n" +
@@ -2936,47 +2968,51 @@ var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(*DrainedObject)(nil),           // 28: meshloc.v1.DrainedObject
 	(*DrainFailure)(nil),            // 29: meshloc.v1.DrainFailure
 	(*DrainReport)(nil),             // 30: meshloc.v1.DrainReport
+	(*SessionRef)(nil),              // 31: meshloc.v1.SessionRef
+	(*SessionJournal)(nil),          // 32: meshloc.v1.SessionJournal
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
 	3,  // 1: meshloc.v1.CallRequest.requester:type_name -> meshloc.v1.Requester
-	0,  // 2: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
-	1,  // 3: meshloc.v1.CallReply.fence:type_name -> meshloc.v1.Fence
-	2,  // 4: meshloc.v1.CallReply.hint:type_name -> meshloc.v1.Location
-	1,  // 5: meshloc.v1.Prepare.coordinator:type_name -> meshloc.v1.Fence
-	1,  // 6: meshloc.v1.Prepare.target:type_name -> meshloc.v1.Fence
-	6,  // 7: meshloc.v1.Prepare.participants:type_name -> meshloc.v1.Participant
-	0,  // 8: meshloc.v1.Failed.code:type_name -> meshloc.v1.Code
-	4,  // 9: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
-	0,  // 10: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
-	1,  // 11: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
-	6,  // 12: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
-	4,  // 13: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
-	14, // 14: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
-	7,  // 15: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
-	8,  // 16: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
-	9,  // 17: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
-	10, // 18: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
-	11, // 19: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
-	12, // 20: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
-	13, // 21: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
-	3,  // 22: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
-	5,  // 23: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
-	0,  // 24: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
-	0,  // 25: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	20, // 26: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
-	20, // 27: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	27, // 28: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
-	30, // 29: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
-	0,  // 30: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
-	0,  // 31: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
-	28, // 32: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
-	29, // 33: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
-	34, // [34:34] is the sub-list for method output_type
-	34, // [34:34] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	31, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
+	0,  // 3: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
+	1,  // 4: meshloc.v1.CallReply.fence:type_name -> meshloc.v1.Fence
+	2,  // 5: meshloc.v1.CallReply.hint:type_name -> meshloc.v1.Location
+	1,  // 6: meshloc.v1.Prepare.coordinator:type_name -> meshloc.v1.Fence
+	1,  // 7: meshloc.v1.Prepare.target:type_name -> meshloc.v1.Fence
+	6,  // 8: meshloc.v1.Prepare.participants:type_name -> meshloc.v1.Participant
+	0,  // 9: meshloc.v1.Failed.code:type_name -> meshloc.v1.Code
+	4,  // 10: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
+	0,  // 11: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
+	1,  // 12: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
+	6,  // 13: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
+	4,  // 14: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
+	32, // 15: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
+	14, // 16: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
+	7,  // 17: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
+	8,  // 18: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
+	9,  // 19: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
+	10, // 20: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
+	11, // 21: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
+	12, // 22: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
+	13, // 23: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
+	3,  // 24: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
+	5,  // 25: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
+	0,  // 26: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
+	0,  // 27: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
+	20, // 28: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	20, // 29: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	27, // 30: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	30, // 31: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	0,  // 32: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 33: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	28, // 34: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	29, // 35: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -2984,6 +3020,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 	if File_meshloc_v1_meshloc_proto != nil {
 		return
 	}
+	file_meshloc_v1_session_types_proto_init()
 	file_meshloc_v1_meshloc_proto_msgTypes[7].OneofWrappers = []any{}
 	file_meshloc_v1_meshloc_proto_msgTypes[15].OneofWrappers = []any{
 		(*RelocationFrame_Prepare)(nil),

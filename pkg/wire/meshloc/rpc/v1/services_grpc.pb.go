@@ -454,8 +454,13 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	PeerService_Relocate_FullMethodName   = "/meshloc.rpc.v1.PeerService/Relocate"
-	PeerService_RelayReply_FullMethodName = "/meshloc.rpc.v1.PeerService/RelayReply"
+	PeerService_Relocate_FullMethodName       = "/meshloc.rpc.v1.PeerService/Relocate"
+	PeerService_RelayReply_FullMethodName     = "/meshloc.rpc.v1.PeerService/RelayReply"
+	PeerService_SessionBind_FullMethodName    = "/meshloc.rpc.v1.PeerService/SessionBind"
+	PeerService_SessionAck_FullMethodName     = "/meshloc.rpc.v1.PeerService/SessionAck"
+	PeerService_SessionDeliver_FullMethodName = "/meshloc.rpc.v1.PeerService/SessionDeliver"
+	PeerService_SessionSeal_FullMethodName    = "/meshloc.rpc.v1.PeerService/SessionSeal"
+	PeerService_SessionRoute_FullMethodName   = "/meshloc.rpc.v1.PeerService/SessionRoute"
 )
 
 // PeerServiceClient is the client API for PeerService service.
@@ -466,6 +471,14 @@ const (
 type PeerServiceClient interface {
 	Relocate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.RelocationFrame, v1.RelocationFrame], error)
 	RelayReply(ctx context.Context, in *v1.ReplyRelay, opts ...grpc.CallOption) (*v1.ReplyRelayAck, error)
+	// Sessions, gateway → the object's owner: bind (open, resume), acks.
+	SessionBind(ctx context.Context, in *v1.SessionBindRequest, opts ...grpc.CallOption) (*v1.SessionBindReply, error)
+	SessionAck(ctx context.Context, in *v1.SessionAckRequest, opts ...grpc.CallOption) (*v1.SessionAckReply, error)
+	// Sessions, the object's owner → gateway: pushes, the seal before a move,
+	// the route after it.
+	SessionDeliver(ctx context.Context, in *v1.SessionDelivery, opts ...grpc.CallOption) (*v1.SessionDeliveryReply, error)
+	SessionSeal(ctx context.Context, in *v1.SessionSealRequest, opts ...grpc.CallOption) (*v1.SessionSealReply, error)
+	SessionRoute(ctx context.Context, in *v1.SessionRouteRequest, opts ...grpc.CallOption) (*v1.SessionRouteReply, error)
 }
 
 type peerServiceClient struct {
@@ -499,6 +512,56 @@ func (c *peerServiceClient) RelayReply(ctx context.Context, in *v1.ReplyRelay, o
 	return out, nil
 }
 
+func (c *peerServiceClient) SessionBind(ctx context.Context, in *v1.SessionBindRequest, opts ...grpc.CallOption) (*v1.SessionBindReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.SessionBindReply)
+	err := c.cc.Invoke(ctx, PeerService_SessionBind_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerServiceClient) SessionAck(ctx context.Context, in *v1.SessionAckRequest, opts ...grpc.CallOption) (*v1.SessionAckReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.SessionAckReply)
+	err := c.cc.Invoke(ctx, PeerService_SessionAck_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerServiceClient) SessionDeliver(ctx context.Context, in *v1.SessionDelivery, opts ...grpc.CallOption) (*v1.SessionDeliveryReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.SessionDeliveryReply)
+	err := c.cc.Invoke(ctx, PeerService_SessionDeliver_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerServiceClient) SessionSeal(ctx context.Context, in *v1.SessionSealRequest, opts ...grpc.CallOption) (*v1.SessionSealReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.SessionSealReply)
+	err := c.cc.Invoke(ctx, PeerService_SessionSeal_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *peerServiceClient) SessionRoute(ctx context.Context, in *v1.SessionRouteRequest, opts ...grpc.CallOption) (*v1.SessionRouteReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.SessionRouteReply)
+	err := c.cc.Invoke(ctx, PeerService_SessionRoute_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // PeerServiceServer is the server API for PeerService service.
 // All implementations must embed UnimplementedPeerServiceServer
 // for forward compatibility.
@@ -507,6 +570,14 @@ func (c *peerServiceClient) RelayReply(ctx context.Context, in *v1.ReplyRelay, o
 type PeerServiceServer interface {
 	Relocate(grpc.BidiStreamingServer[v1.RelocationFrame, v1.RelocationFrame]) error
 	RelayReply(context.Context, *v1.ReplyRelay) (*v1.ReplyRelayAck, error)
+	// Sessions, gateway → the object's owner: bind (open, resume), acks.
+	SessionBind(context.Context, *v1.SessionBindRequest) (*v1.SessionBindReply, error)
+	SessionAck(context.Context, *v1.SessionAckRequest) (*v1.SessionAckReply, error)
+	// Sessions, the object's owner → gateway: pushes, the seal before a move,
+	// the route after it.
+	SessionDeliver(context.Context, *v1.SessionDelivery) (*v1.SessionDeliveryReply, error)
+	SessionSeal(context.Context, *v1.SessionSealRequest) (*v1.SessionSealReply, error)
+	SessionRoute(context.Context, *v1.SessionRouteRequest) (*v1.SessionRouteReply, error)
 	mustEmbedUnimplementedPeerServiceServer()
 }
 
@@ -522,6 +593,21 @@ func (UnimplementedPeerServiceServer) Relocate(grpc.BidiStreamingServer[v1.Reloc
 }
 func (UnimplementedPeerServiceServer) RelayReply(context.Context, *v1.ReplyRelay) (*v1.ReplyRelayAck, error) {
 	return nil, status.Error(codes.Unimplemented, "method RelayReply not implemented")
+}
+func (UnimplementedPeerServiceServer) SessionBind(context.Context, *v1.SessionBindRequest) (*v1.SessionBindReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionBind not implemented")
+}
+func (UnimplementedPeerServiceServer) SessionAck(context.Context, *v1.SessionAckRequest) (*v1.SessionAckReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionAck not implemented")
+}
+func (UnimplementedPeerServiceServer) SessionDeliver(context.Context, *v1.SessionDelivery) (*v1.SessionDeliveryReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionDeliver not implemented")
+}
+func (UnimplementedPeerServiceServer) SessionSeal(context.Context, *v1.SessionSealRequest) (*v1.SessionSealReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionSeal not implemented")
+}
+func (UnimplementedPeerServiceServer) SessionRoute(context.Context, *v1.SessionRouteRequest) (*v1.SessionRouteReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method SessionRoute not implemented")
 }
 func (UnimplementedPeerServiceServer) mustEmbedUnimplementedPeerServiceServer() {}
 func (UnimplementedPeerServiceServer) testEmbeddedByValue()                     {}
@@ -569,6 +655,96 @@ func _PeerService_RelayReply_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _PeerService_SessionBind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.SessionBindRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).SessionBind(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_SessionBind_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).SessionBind(ctx, req.(*v1.SessionBindRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PeerService_SessionAck_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.SessionAckRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).SessionAck(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_SessionAck_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).SessionAck(ctx, req.(*v1.SessionAckRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PeerService_SessionDeliver_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.SessionDelivery)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).SessionDeliver(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_SessionDeliver_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).SessionDeliver(ctx, req.(*v1.SessionDelivery))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PeerService_SessionSeal_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.SessionSealRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).SessionSeal(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_SessionSeal_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).SessionSeal(ctx, req.(*v1.SessionSealRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _PeerService_SessionRoute_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.SessionRouteRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServiceServer).SessionRoute(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: PeerService_SessionRoute_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServiceServer).SessionRoute(ctx, req.(*v1.SessionRouteRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // PeerService_ServiceDesc is the grpc.ServiceDesc for PeerService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -580,11 +756,133 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "RelayReply",
 			Handler:    _PeerService_RelayReply_Handler,
 		},
+		{
+			MethodName: "SessionBind",
+			Handler:    _PeerService_SessionBind_Handler,
+		},
+		{
+			MethodName: "SessionAck",
+			Handler:    _PeerService_SessionAck_Handler,
+		},
+		{
+			MethodName: "SessionDeliver",
+			Handler:    _PeerService_SessionDeliver_Handler,
+		},
+		{
+			MethodName: "SessionSeal",
+			Handler:    _PeerService_SessionSeal_Handler,
+		},
+		{
+			MethodName: "SessionRoute",
+			Handler:    _PeerService_SessionRoute_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Relocate",
 			Handler:       _PeerService_Relocate_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "meshloc/rpc/v1/services.proto",
+}
+
+const (
+	SessionService_Open_FullMethodName = "/meshloc.rpc.v1.SessionService/Open"
+)
+
+// SessionServiceClient is the client API for SessionService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// SessionService is served by every node to clients: one stream per
+// session, the node its gateway (session.proto).
+type SessionServiceClient interface {
+	Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.SessionClientFrame, v1.SessionServerFrame], error)
+}
+
+type sessionServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewSessionServiceClient(cc grpc.ClientConnInterface) SessionServiceClient {
+	return &sessionServiceClient{cc}
+}
+
+func (c *sessionServiceClient) Open(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.SessionClientFrame, v1.SessionServerFrame], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &SessionService_ServiceDesc.Streams[0], SessionService_Open_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[v1.SessionClientFrame, v1.SessionServerFrame]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_OpenClient = grpc.BidiStreamingClient[v1.SessionClientFrame, v1.SessionServerFrame]
+
+// SessionServiceServer is the server API for SessionService service.
+// All implementations must embed UnimplementedSessionServiceServer
+// for forward compatibility.
+//
+// SessionService is served by every node to clients: one stream per
+// session, the node its gateway (session.proto).
+type SessionServiceServer interface {
+	Open(grpc.BidiStreamingServer[v1.SessionClientFrame, v1.SessionServerFrame]) error
+	mustEmbedUnimplementedSessionServiceServer()
+}
+
+// UnimplementedSessionServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedSessionServiceServer struct{}
+
+func (UnimplementedSessionServiceServer) Open(grpc.BidiStreamingServer[v1.SessionClientFrame, v1.SessionServerFrame]) error {
+	return status.Error(codes.Unimplemented, "method Open not implemented")
+}
+func (UnimplementedSessionServiceServer) mustEmbedUnimplementedSessionServiceServer() {}
+func (UnimplementedSessionServiceServer) testEmbeddedByValue()                        {}
+
+// UnsafeSessionServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to SessionServiceServer will
+// result in compilation errors.
+type UnsafeSessionServiceServer interface {
+	mustEmbedUnimplementedSessionServiceServer()
+}
+
+func RegisterSessionServiceServer(s grpc.ServiceRegistrar, srv SessionServiceServer) {
+	// If the following call panics, it indicates UnimplementedSessionServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&SessionService_ServiceDesc, srv)
+}
+
+func _SessionService_Open_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SessionServiceServer).Open(&grpc.GenericServerStream[v1.SessionClientFrame, v1.SessionServerFrame]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type SessionService_OpenServer = grpc.BidiStreamingServer[v1.SessionClientFrame, v1.SessionServerFrame]
+
+// SessionService_ServiceDesc is the grpc.ServiceDesc for SessionService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var SessionService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "meshloc.rpc.v1.SessionService",
+	HandlerType: (*SessionServiceServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Open",
+			Handler:       _SessionService_Open_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -1,0 +1,538 @@
+package session
+
+import (
+	"fmt"
+
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Phase of a gateway's session.
+type Phase int
+
+// Phases.
+const (
+	Binding Phase = 1 + iota // asking the object's owner to bind the session
+	Open                     // bound: calls are forwarded, pushes delivered
+	Sealed                   // the object moves: calls are kept until its route
+	Closed
+)
+
+func (p Phase) String() string {
+	return [...]string{"invalid", "binding", "open", "sealed", "closed"}[min(max(int(p), 0), 4)]
+}
+
+// Owner is the object's owner as the gateway knows it.
+type Owner struct {
+	ID               string
+	Generation       int64
+	Address          string
+	ObjectGeneration int64
+}
+
+func (o Owner) same(p Owner) bool { return o.ID == p.ID && o.Generation == p.Generation }
+
+// Token is a session's resume token (the client keeps it).
+type Token struct {
+	Session      ID
+	Object       string
+	ReceivedPush uint64
+	LastCall     uint64
+}
+
+// Gateway timing and bounds.
+const (
+	// SealTimeoutMs: a seal without a route for this long (the target never
+	// reached this gateway) makes the gateway bind again through etcd.
+	SealTimeoutMs = 5000
+	// BindRetryMs is the pause between two binds that failed.
+	BindRetryMs = 100
+	// MaxBinds bounds the binds in a row that fail before the session is
+	// closed (unavailable, resumable).
+	MaxBinds = 20
+	// MaxQueued bounds the calls a client may have outstanding.
+	MaxQueued = 256
+)
+
+// GatewayConfig is what a gateway machine decides from.
+type GatewayConfig struct {
+	// Self is the session and this gateway (Binding ignored).
+	Self   Ref
+	Object string
+	// Resume: the client's token (nil: a new session).
+	Resume *Token
+	// KnownObjectGeneration: the object generation the session was bound to
+	// before (0: none), from the resumed session's gateway state if any.
+	KnownObjectGeneration int64
+}
+
+// Events.
+type (
+	// Event is an input of the gateway machine.
+	Event interface{ event() }
+	// Tick advances time (Unix ms).
+	Tick struct{ NowMs int64 }
+	// ClientCall is a call from the client.
+	ClientCall struct {
+		Seq    uint64
+		Method string
+		Args   [][]byte
+		Op     []byte
+	}
+	// ClientAck: the client has every push up to Push.
+	ClientAck struct{ Push uint64 }
+	// ClientGone: the client's stream ended.
+	ClientGone struct{}
+	// Stop: the gateway node stops.
+	Stop struct{}
+	// BindResult is the result of Bind.
+	BindResult struct {
+		Code     pb.Code
+		Message  string
+		Binding  uint64
+		Owner    Owner
+		LastCall uint64
+		// Hint: where the object is, when the node asked is not its owner.
+		Hint string
+		Err  error // no answer
+	}
+	// CallResult is the result of Forward.
+	CallResult struct {
+		Seq   uint64
+		Reply *pb.CallReply
+		Err   error // no answer (the owner unreachable)
+	}
+	// AckResult is the result of SendAck.
+	AckResult struct{ Err error }
+	// Delivery: pushes from the object's owner; answered by Answer.
+	Delivery struct {
+		Token   int
+		From    Owner
+		Binding uint64
+		Pushes  []Push
+	}
+	// SealAsked: the object's owner is moving it; answered by Answer.
+	SealAsked struct {
+		Token        int
+		RelocationID string
+		From         Owner
+		Binding      uint64
+		TargetID     string
+		TargetGen    int64
+	}
+	// RouteAsked ends a seal; answered by Answer.
+	RouteAsked struct {
+		Token        int
+		RelocationID string
+		Commit       bool
+		From         Owner
+		Binding      uint64
+	}
+)
+
+func (Tick) event()       {}
+func (ClientCall) event() {}
+func (ClientAck) event()  {}
+func (ClientGone) event() {}
+func (Stop) event()       {}
+func (BindResult) event() {}
+func (CallResult) event() {}
+func (AckResult) event()  {}
+func (Delivery) event()   {}
+func (SealAsked) event()  {}
+func (RouteAsked) event() {}
+
+// Actions.
+type (
+	// Action is an output of the gateway machine.
+	Action interface{ action() }
+	// Bind asks a node to bind the session: Address, or ("") the node the
+	// gateway's routing picks for the object. Result: BindResult.
+	Bind struct {
+		Address               string
+		Received, LastCall    uint64
+		KnownObjectGeneration int64
+	}
+	// Forward sends a call to the owner; result: CallResult.
+	Forward struct {
+		Call    ClientCall
+		Owner   Owner
+		Binding uint64
+	}
+	// SendAck tells the owner the client has every push up to Push; result:
+	// AckResult.
+	SendAck struct {
+		Owner   Owner
+		Binding uint64
+		Push    uint64
+	}
+	// ToClient sends a frame to the client.
+	ToClient struct{ Frame *pb.SessionServerFrame }
+	// Answer answers the RPC of an event's Token: Code, and Value (a
+	// delivery's delivered seq, a seal's last forwarded call).
+	Answer struct {
+		Token   int
+		Code    pb.Code
+		Message string
+		Value   uint64
+	}
+	// Close ends the session at this gateway (a SessionClosed frame went to
+	// the client before it, unless the client is gone).
+	Close struct {
+		Code      pb.Code
+		Message   string
+		Resumable bool
+	}
+)
+
+func (Bind) action()     {}
+func (Forward) action()  {}
+func (SendAck) action()  {}
+func (ToClient) action() {}
+func (Answer) action()   {}
+func (Close) action()    {}
+
+// Gateway is the session owner's side of one session: a pure machine.
+type Gateway struct {
+	cfg     GatewayConfig
+	phase   Phase
+	nowMs   int64
+	owner   Owner
+	binding uint64
+
+	nextSeq  uint64       // the seq the client's next call must have
+	queue    []ClientCall // calls not forwarded yet, in seq order
+	inflight *ClientCall  // forwarded, no result yet (or to send again)
+	sent     bool         // inflight is with the owner now
+	lastFwd  uint64
+
+	delivered uint64 // the highest push sent to the client
+	acked     uint64 // the highest push the client acknowledged
+	ackSent   uint64 // ... and the owner has
+	ackBusy   uint64 // the ack in flight (0: none)
+
+	seal        *sealState
+	binds       int   // binds in a row that failed
+	bindAt      int64 // the next bind, after a failure (0: none due)
+	bindAddr    string
+	bindBusy    bool
+	lastRouted  string // the relocation whose route ended the last seal
+	lastRouteOK pb.Code
+	closed      bool
+}
+
+type sealState struct {
+	relocation string
+	targetID   string
+	targetGen  int64
+	atMs       int64
+}
+
+// NewGateway returns a machine about to bind.
+func NewGateway(cfg GatewayConfig) *Gateway {
+	g := &Gateway{cfg: cfg, phase: Binding, nextSeq: 1}
+	if r := cfg.Resume; r != nil {
+		g.nextSeq, g.delivered, g.acked, g.ackSent = r.LastCall+1, r.ReceivedPush, r.ReceivedPush, r.ReceivedPush
+	}
+	return g
+}
+
+// Phase of the machine.
+func (g *Gateway) Phase() Phase { return g.phase }
+
+// Owner the session is bound to (zero before the first bind).
+func (g *Gateway) Owner() Owner { return g.owner }
+
+// Ref is the session owner fence now (this gateway, the binding).
+func (g *Gateway) Ref() Ref { r := g.cfg.Self; r.Binding = g.binding; return r }
+
+// Delivered is the highest push sent to the client.
+func (g *Gateway) Delivered() uint64 { return g.delivered }
+
+// Start returns the first action: bind through the gateway's routing.
+func (g *Gateway) Start() []Action { return g.bind("") }
+
+func (g *Gateway) bind(addr string) []Action {
+	g.phase, g.bindBusy, g.bindAddr, g.bindAt = Binding, true, addr, 0
+	if g.inflight != nil {
+		g.sent = false // sent again once bound
+	}
+	return []Action{Bind{Address: addr, Received: g.delivered, LastCall: g.nextSeq - 1 - uint64(g.outstanding()), KnownObjectGeneration: max(g.owner.ObjectGeneration, g.cfg.KnownObjectGeneration)}}
+}
+
+// outstanding is the calls the client sent that got no reply yet.
+func (g *Gateway) outstanding() int {
+	n := len(g.queue)
+	if g.inflight != nil {
+		n++
+	}
+	return n
+}
+
+func (g *Gateway) close(code pb.Code, msg string, resumable bool) []Action {
+	if g.phase == Closed {
+		return nil
+	}
+	g.phase = Closed
+	return []Action{
+		ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Closed{Closed: &pb.SessionClosed{Code: code, Message: msg, Resumable: resumable}}}},
+		Close{Code: code, Message: msg, Resumable: resumable},
+	}
+}
+
+// next forwards the next call when the session is open and none is with
+// the owner.
+func (g *Gateway) next() []Action {
+	if g.phase != Open || g.sent {
+		return nil
+	}
+	if g.inflight == nil {
+		if len(g.queue) == 0 {
+			return nil
+		}
+		c := g.queue[0]
+		g.queue = g.queue[1:]
+		g.inflight = &c
+	}
+	g.sent = true
+	g.lastFwd = max(g.lastFwd, g.inflight.Seq)
+	return []Action{Forward{Call: *g.inflight, Owner: g.owner, Binding: g.binding}}
+}
+
+// ack sends the client's acknowledgement on when one is due and none is in
+// flight.
+func (g *Gateway) ack() []Action {
+	if g.phase != Open || g.ackBusy != 0 || g.acked <= g.ackSent {
+		return nil
+	}
+	g.ackBusy = g.acked
+	return []Action{SendAck{Owner: g.owner, Binding: g.binding, Push: g.acked}}
+}
+
+// Step takes one event and returns the actions to carry out, in order.
+func (g *Gateway) Step(ev Event) ([]Action, error) {
+	if g.phase == Closed {
+		return g.closedAnswer(ev), nil
+	}
+	switch e := ev.(type) {
+	case Tick:
+		g.nowMs = e.NowMs
+		return g.tick(), nil
+	case ClientCall:
+		return g.clientCall(e)
+	case ClientAck:
+		if e.Push > g.delivered {
+			return g.close(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("ack of push %d, %d delivered", e.Push, g.delivered), false), nil
+		}
+		g.acked = max(g.acked, e.Push)
+		return g.ack(), nil
+	case ClientGone:
+		g.phase = Closed
+		return []Action{Close{Code: pb.Code_CODE_OK, Message: "the client went away", Resumable: true}}, nil
+	case Stop:
+		return g.close(pb.Code_CODE_SHUTTING_DOWN, "the gateway stops: resume on another", true), nil
+	case BindResult:
+		return g.bound(e), nil
+	case CallResult:
+		return g.callResult(e), nil
+	case AckResult:
+		sent := g.ackBusy
+		g.ackBusy = 0
+		if e.Err != nil {
+			return nil, nil // the next tick sends it again
+		}
+		g.ackSent = max(g.ackSent, sent)
+		return g.ack(), nil
+	case Delivery:
+		return g.delivery(e), nil
+	case SealAsked:
+		return g.sealAsked(e), nil
+	case RouteAsked:
+		return g.routeAsked(e), nil
+	}
+	return nil, fmt.Errorf("%w: event %T", ErrInvalid, ev)
+}
+
+// closedAnswer: a closed session still answers the RPCs that name it.
+func (g *Gateway) closedAnswer(ev Event) []Action {
+	switch e := ev.(type) {
+	case Delivery:
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_NOT_FOUND, Message: "session closed at this gateway"}}
+	case SealAsked:
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_NOT_FOUND, Message: "session closed at this gateway"}}
+	case RouteAsked:
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_NOT_FOUND, Message: "session closed at this gateway"}}
+	}
+	return nil
+}
+
+func (g *Gateway) tick() []Action {
+	switch {
+	case g.phase == Sealed && g.nowMs-g.seal.atMs >= SealTimeoutMs:
+		// No route came (the target could not reach this gateway, or it
+		// crashed): etcd says where the object is now.
+		g.seal = nil
+		return g.bind("")
+	case g.phase == Binding && !g.bindBusy && g.bindAt != 0 && g.nowMs >= g.bindAt:
+		return g.bind(g.bindAddr)
+	}
+	return g.ack()
+}
+
+func (g *Gateway) clientCall(c ClientCall) ([]Action, error) {
+	if c.Seq != g.nextSeq {
+		return g.close(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("call %d, expected %d", c.Seq, g.nextSeq), false), nil
+	}
+	if g.outstanding() >= MaxQueued {
+		return g.close(pb.Code_CODE_RESOURCE_EXHAUSTED, fmt.Sprintf("more than %d calls outstanding", MaxQueued), true), nil
+	}
+	g.nextSeq++
+	g.queue = append(g.queue, c)
+	return g.next(), nil
+}
+
+func (g *Gateway) bound(e BindResult) []Action {
+	g.bindBusy = false
+	switch {
+	case e.Err == nil && e.Code == pb.Code_CODE_OK:
+		g.binds = 0
+		first := g.owner.ID == ""
+		g.owner, g.binding, g.phase = e.Owner, e.Binding, Open
+		var out []Action
+		if first || g.cfg.Resume != nil {
+			out = append(out, ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Opened{Opened: &pb.SessionOpened{
+				SessionId: g.cfg.Self.Session[:], LastCall: e.LastCall}}}})
+			g.cfg.Resume = nil
+		}
+		out = append(out, g.next()...)
+		return append(out, g.ack()...)
+	case e.Err == nil && e.Code == pb.Code_CODE_STATE_LOST:
+		return g.close(pb.Code_CODE_STATE_LOST, "the object was re-created: "+e.Message, false)
+	case e.Err == nil && (e.Code == pb.Code_CODE_NOT_OWNER || e.Code == pb.Code_CODE_RELOCATING) && e.Hint != "":
+		g.bindAddr = e.Hint
+	case e.Err == nil && e.Code != pb.Code_CODE_UNAVAILABLE && e.Code != pb.Code_CODE_SHUTTING_DOWN &&
+		e.Code != pb.Code_CODE_NOT_OWNER && e.Code != pb.Code_CODE_RELOCATING:
+		return g.close(e.Code, "bind refused: "+e.Message, false)
+	default:
+		g.bindAddr = "" // ask routing again
+	}
+	g.binds++
+	if g.binds >= MaxBinds {
+		return g.close(pb.Code_CODE_UNAVAILABLE, "the object's owner could not be reached: resume later", true)
+	}
+	g.bindAt = g.nowMs + BindRetryMs
+	return nil
+}
+
+func (g *Gateway) callResult(e CallResult) []Action {
+	if g.inflight == nil || e.Seq != g.inflight.Seq {
+		return nil // a late result of a call sent again meanwhile
+	}
+	g.sent = false
+	code := e.Reply.GetCode()
+	switch {
+	case e.Err != nil || code == pb.Code_CODE_UNAVAILABLE || code == pb.Code_CODE_SHUTTING_DOWN ||
+		code == pb.Code_CODE_NOT_OWNER || code == pb.Code_CODE_RELOCATING:
+		// The owner moved or is gone: unless a seal explains it (the call is
+		// sent again after the route), bind again where the object is now.
+		if g.phase == Sealed {
+			return nil
+		}
+		return g.bind(e.Reply.GetHint().GetAddress())
+	case code == pb.Code_CODE_STALE_FENCE && e.Reply.GetFence() == nil:
+		// The owner knows a newer binding: another gateway took the session.
+		return g.close(pb.Code_CODE_STALE_FENCE, "another gateway holds the session now: "+e.Reply.GetMessage(), false)
+	case code == pb.Code_CODE_STATE_LOST:
+		out := []Action{ToClient{Frame: replyFrame(g.inflight.Seq, e.Reply)}}
+		return append(out, g.close(pb.Code_CODE_STATE_LOST, e.Reply.GetMessage(), false)...)
+	}
+	out := []Action{ToClient{Frame: replyFrame(g.inflight.Seq, e.Reply)}}
+	g.inflight = nil
+	return append(out, g.next()...)
+}
+
+func replyFrame(seq uint64, r *pb.CallReply) *pb.SessionServerFrame {
+	return &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Reply{Reply: &pb.SessionReply{Seq: seq, Reply: r}}}
+}
+
+func (g *Gateway) delivery(e Delivery) []Action {
+	if !g.bindingOf(e.From, e.Binding) {
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("session bound to %s@%d binding %d", g.owner.ID, g.owner.Generation, g.binding), Value: g.delivered}}
+	}
+	var out []Action
+	for _, p := range e.Pushes {
+		if p.Seq <= g.delivered {
+			continue // sent again: the client has it
+		}
+		if p.Seq != g.delivered+1 {
+			break // a gap: the owner sends again from delivered
+		}
+		g.delivered = p.Seq
+		out = append(out, ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Push{Push: &pb.Push{Seq: p.Seq, Payload: p.Payload}}}})
+	}
+	return append(out, Answer{Token: e.Token, Code: pb.Code_CODE_OK, Value: g.delivered})
+}
+
+// bindingOf: from is the owner the session is bound to, with its binding.
+func (g *Gateway) bindingOf(from Owner, binding uint64) bool {
+	return g.phase != Binding && g.owner.same(from) && binding == g.binding
+}
+
+func (g *Gateway) sealAsked(e SealAsked) []Action {
+	if g.seal != nil && g.seal.relocation == e.RelocationID {
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_OK, Value: g.lastFwd}} // a repeated seal: the same answer
+	}
+	if e.RelocationID == g.lastRouted {
+		// A seal of a relocation whose route came already (late, or
+		// repeated after its end): never installed again.
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_ALREADY_TERMINAL, Message: "the relocation's route came already"}}
+	}
+	switch {
+	case g.phase == Binding:
+		// Binding (again): no call goes to the mover until a bind says
+		// where the object is; nothing to hold. (A gateway with no session
+		// bound is Unavailable, not a protocol error.)
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_UNAVAILABLE, Message: "session binding"}}
+	case !g.owner.same(e.From) || e.Binding != g.binding:
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_STALE_FENCE,
+			Message: fmt.Sprintf("seal from %s@%d binding %d; the session is bound to %s@%d binding %d", e.From.ID, e.From.Generation, e.Binding, g.owner.ID, g.owner.Generation, g.binding)}}
+	case g.seal != nil:
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_CONFLICT, Message: "sealed by relocation " + g.seal.relocation}}
+	}
+	g.phase = Sealed
+	g.seal = &sealState{relocation: e.RelocationID, targetID: e.TargetID, targetGen: e.TargetGen, atMs: g.nowMs}
+	return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_OK, Value: g.lastFwd}}
+}
+
+func (g *Gateway) routeAsked(e RouteAsked) []Action {
+	if g.seal == nil || g.seal.relocation != e.RelocationID {
+		if e.RelocationID == g.lastRouted {
+			return []Action{Answer{Token: e.Token, Code: g.lastRouteOK, Message: "route taken already"}} // repeated: ignored
+		}
+		if e.Commit && g.phase != Closed && e.Binding > g.binding && e.From.ObjectGeneration >= g.owner.ObjectGeneration {
+			// The seal never reached this gateway (or it timed out and a
+			// bind is under way): a commit route with a newer binding is
+			// where the object is.
+			return g.applyRoute(e)
+		}
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_STALE_FENCE, Message: "no seal of relocation " + e.RelocationID}}
+	}
+	switch {
+	case e.Commit && (e.From.ID != g.seal.targetID || e.From.Generation != g.seal.targetGen):
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_PERMISSION_DENIED,
+			Message: fmt.Sprintf("commit route from %s@%d; the seal named target %s@%d", e.From.ID, e.From.Generation, g.seal.targetID, g.seal.targetGen)}}
+	case !e.Commit && !g.owner.same(e.From):
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_PERMISSION_DENIED, Message: "abort route from " + e.From.ID + ", not the session's owner"}}
+	case e.Binding <= g.binding:
+		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("route binding %d, the session's is %d", e.Binding, g.binding)}}
+	}
+	return g.applyRoute(e)
+}
+
+func (g *Gateway) applyRoute(e RouteAsked) []Action {
+	g.owner, g.binding, g.phase, g.seal = e.From, e.Binding, Open, nil
+	g.bindBusy, g.bindAt, g.binds = false, 0, 0
+	g.lastRouted, g.lastRouteOK = e.RelocationID, pb.Code_CODE_OK
+	out := []Action{Answer{Token: e.Token, Code: pb.Code_CODE_OK}}
+	out = append(out, g.next()...)
+	return append(out, g.ack()...)
+}
