@@ -238,6 +238,7 @@ func (c *Cluster) Close() error {
 		return nil
 	}
 	c.closed = true
+	defer c.hc.CloseIdleConnections() // after the processes: the API's keep-alive connections
 	for _, cl := range c.clients {
 		cl.Close()
 	}

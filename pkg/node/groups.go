@@ -313,10 +313,13 @@ func (n *Node) hold(ctx context.Context, h *hosted) (*hosted, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
-	case h.failReply != nil || h.closed || h.mode != modeServing:
+	case h.failReply != nil || h.closed:
 		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.name)
-	case h.relocating:
+	case h.relocating || h.mode == modeBoundary || h.mode == modeHold:
+		// Held, or sealed by a relocation in flight (its group's, say).
 		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, h.name)
+	case h.mode != modeServing:
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.name)
 	}
 	h.relocating = true
 	return h, nil
