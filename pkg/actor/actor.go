@@ -73,7 +73,18 @@ type Context interface {
 	SetTimer(spec TimerSpec) error
 	// CancelTimer removes a timer; it reports whether it existed.
 	CancelTimer(name string) bool
+	// Push sends payload to the session that made this call (a client's
+	// ordered, exactly-once stream to the object; ErrNoSession for a call
+	// outside a session). Publish sends it to every session bound to the
+	// object. Pushes are part of the call's effect: they leave once the
+	// call is recorded (a call answered from the de-duplication table
+	// pushes nothing again), each session gets them in order, once.
+	Push(payload []byte) error
+	Publish(payload []byte) error
 }
+
+// ErrNoSession: Push in a call that came outside a session.
+var ErrNoSession = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "actor: the call came outside a session")
 
 // Type describes a type of object a node can host.
 type Type struct {

@@ -47,6 +47,8 @@ func (c *callContext) Fence() actor.Fence                  { return actor.Fence{
 func (c *callContext) Now() time.Time                      { return time.Unix(0, 0) }
 func (c *callContext) SetTimer(spec actor.TimerSpec) error { return c.timers.Set(spec, c.Now()) }
 func (c *callContext) CancelTimer(name string) bool        { return c.timers.Cancel(name) }
+func (c *callContext) Push([]byte) error                   { return actor.ErrNoSession }
+func (c *callContext) Publish([]byte) error                { return nil }
 
 func Example() {
 	reg := actor.NewRegistry()

@@ -65,7 +65,7 @@ func (s *adminServer) ListRelocations(context.Context, *pb.ListRelocationsReques
 func rpcAction(fullMethod string) (mtls.Action, bool) {
 	svc, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
 	switch svc {
-	case rpcpb.CallService_ServiceDesc.ServiceName:
+	case rpcpb.CallService_ServiceDesc.ServiceName, rpcpb.SessionService_ServiceDesc.ServiceName:
 		return mtls.ActionCall, true
 	case rpcpb.PeerService_ServiceDesc.ServiceName:
 		return mtls.ActionPeer, true

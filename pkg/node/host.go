@@ -13,6 +13,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/record"
+	"github.com/meshloc/meshloc/pkg/session"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -59,6 +60,8 @@ type hosted struct {
 	// unhidden, for an instance a target restored: closed when it is
 	// admitted or closed (nil otherwise).
 	unhidden chan struct{}
+	// sessions bound to the object (session_owner.go).
+	sessions map[session.ID]*boundSession
 }
 
 // hostMode is what happens to a request submitted now.
@@ -298,7 +301,18 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		n.metrics.dedupHits.Inc()
 		return r
 	}
-	out, herr := h.inst.Handle(&handlerCtx{h: h, now: now}, w.req.GetMethod(), w.req.GetArgs())
+	var sess *boundSession
+	if rs := w.req.GetSession(); rs != nil {
+		h.mu.Lock()
+		s, r := h.sessionOfLocked(rs, w.req.GetSessionSeq())
+		h.mu.Unlock()
+		if r != nil {
+			return r
+		}
+		sess = s
+	}
+	hc := &handlerCtx{h: h, now: now, session: sess}
+	out, herr := h.inst.Handle(hc, w.req.GetMethod(), w.req.GetArgs())
 	rec := actor.Reply{Code: int32(pb.Code_CODE_OK), Payload: out}
 	if herr != nil {
 		rec = actor.Reply{Code: int32(actor.CodeOf(herr)), Message: herr.Error()}
@@ -311,6 +325,9 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	}
 	h.replies.Record(w.op, rec, now)
 	h.executed++
+	if sess != nil || len(hc.pushes) > 0 {
+		h.commitPushes(sess, w.req.GetSessionSeq(), hc.pushes)
+	}
 	if n.xlog != nil {
 		n.xlog.request(h, w.op, now) // before the reply leaves
 	}
@@ -334,8 +351,29 @@ func (h *hosted) isLost() bool {
 // ---------------------------------------------------------------- timers
 
 type handlerCtx struct {
-	h   *hosted
-	now time.Time
+	h       *hosted
+	now     time.Time
+	session *boundSession // the calling session (nil: none)
+	pushes  []pendingPush // recorded with the call (commitPushes)
+}
+
+func (c *handlerCtx) Push(payload []byte) error {
+	if c.session == nil {
+		return actor.ErrNoSession
+	}
+	if len(payload) > session.MaxPushBytes {
+		return actor.InvalidArgument("a push of %d bytes (at most %d)", len(payload), session.MaxPushBytes)
+	}
+	c.pushes = append(c.pushes, pendingPush{to: c.session, payload: payload})
+	return nil
+}
+
+func (c *handlerCtx) Publish(payload []byte) error {
+	if len(payload) > session.MaxPushBytes {
+		return actor.InvalidArgument("a push of %d bytes (at most %d)", len(payload), session.MaxPushBytes)
+	}
+	c.pushes = append(c.pushes, pendingPush{payload: payload})
+	return nil
 }
 
 func (c *handlerCtx) Object() keyspace.Object { return c.h.obj }
@@ -408,8 +446,12 @@ func (h *hosted) fireTimers() {
 	}
 	if to, ok := h.inst.(actor.TimerObject); ok {
 		for _, t := range ticks {
-			if err := to.OnTimer(&handlerCtx{h: h, now: now}, t); err != nil {
+			hc := &handlerCtx{h: h, now: now}
+			if err := to.OnTimer(hc, t); err != nil {
 				h.n.log.Warn().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("timer handler failed")
+			}
+			if len(hc.pushes) > 0 {
+				h.commitPushes(nil, 0, hc.pushes)
 			}
 			if h.n.xlog != nil {
 				h.n.xlog.timer(h, t.Name, now)

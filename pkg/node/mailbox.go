@@ -66,6 +66,7 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 		Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
 			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version},
 		StateLength: uint64(len(state)), Timers: timers, Replies: h.replies.Encode(),
+		Sessions: h.sessionJournalsLocked(),
 	}
 	h.captured = nil
 	for _, w := range h.queue {

@@ -13,13 +13,14 @@ import (
 // it (the relocator's SourceMailbox): one actor, or a group's members in
 // participant order (a group record has no instance of its own).
 type sourceMailbox struct {
-	n       *Node
-	id      wire.RelocationID
-	primary keyspace.Object
-	target  string // the owner id the requests are handed to
-	group   bool   // primary is a group: units are its members
-	units   []*hosted
-	counts  []int // DATA requests handed over per unit, in order
+	n         *Node
+	id        wire.RelocationID
+	primary   keyspace.Object
+	target    string // the owner id the requests are handed to
+	targetGen int64
+	group     bool // primary is a group: units are its members
+	units     []*hosted
+	counts    []int // DATA requests handed over per unit, in order
 }
 
 // Seal stops dispatch to every unit first, then waits for the handlers in
@@ -27,6 +28,7 @@ type sourceMailbox struct {
 // handlers never run across the seal). A failure anywhere is rolled back
 // for all of them by the machine's Preserve → Reopen.
 func (m *sourceMailbox) Seal(ctx context.Context, a relocation.Seal) ([][]byte, error) {
+	m.sealSessions(ctx) // session_move.go
 	waits := make([]chan struct{}, len(m.units))
 	for i, h := range m.units {
 		waits[i] = h.sealStart()
@@ -73,11 +75,14 @@ func (m *sourceMailbox) Boundary() []*pb.CallRequest {
 func (m *sourceMailbox) Reopen(a relocation.Reopen) {
 	if !m.group {
 		m.units[0].reopen(a.Record)
-		return
+	} else {
+		m.n.cache.Observe(a.Record)
+		for _, h := range m.units {
+			h.reopen(a.Members[h.name])
+		}
 	}
-	m.n.cache.Observe(a.Record)
 	for _, h := range m.units {
-		h.reopen(a.Members[h.name])
+		h.routeSessions(m.id[:], false) // the sessions are bound here again
 	}
 }
 

@@ -101,6 +101,9 @@ func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state
 		}
 		h.captured = append(h.captured, &work{req: q, op: op, relay: relayOf(q, relocationID)})
 	}
+	if err := h.restoreSessions(ps.GetSessions()); err != nil {
+		return nil, fmt.Errorf("%w: sessions of %s: %v", relocation.ErrProtocol, obj, err)
+	}
 	h.mode = modeHidden
 	h.unhidden = make(chan struct{})
 	return h, nil
@@ -153,9 +156,11 @@ func (n *Node) placeRestored(h *hosted) error {
 
 // Admit opens the hidden instances under their committed records.
 func (t *targetMailbox) Admit(a relocation.Admit) {
+	id := t.m.ID()
 	for _, h := range t.hidden {
 		if snap, ok := a.Committed[h.name]; ok {
-			h.admit(snap, a.Data, t.m.ID())
+			h.admit(snap, a.Data, id)
+			h.routeSessions(id[:], true) // the sessions are bound here now
 		}
 	}
 	t.hidden = nil

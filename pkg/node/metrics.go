@@ -3,28 +3,63 @@ package node
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	reg            *prometheus.Registry
-	calls          *prometheus.CounterVec
-	callSeconds    prometheus.Histogram
-	forwards       prometheus.Counter
-	hosted         prometheus.Gauge
-	activations    prometheus.Counter
-	recoveries     prometheus.Counter
-	replayed       prometheus.Counter
-	staleRefused   prometheus.Counter
-	fencedRefusals prometheus.Counter
-	dedupHits      prometheus.Counter
-	relocations    *prometheus.CounterVec
-	interruption   prometheus.Histogram
-	bytes          prometheus.Counter
-	chunks         prometheus.Counter
-	relayed        *prometheus.CounterVec
-	lateFrames     prometheus.Counter
-	execLogErrors  prometheus.Counter
-	ownershipLost  prometheus.Counter
-	stagesRefused  *prometheus.CounterVec
-	durable        *durableMetrics        // durable.go
-	drained        *prometheus.CounterVec // drain.go
+	reg             *prometheus.Registry
+	calls           *prometheus.CounterVec
+	callSeconds     prometheus.Histogram
+	forwards        prometheus.Counter
+	hosted          prometheus.Gauge
+	activations     prometheus.Counter
+	recoveries      prometheus.Counter
+	replayed        prometheus.Counter
+	staleRefused    prometheus.Counter
+	fencedRefusals  prometheus.Counter
+	dedupHits       prometheus.Counter
+	relocations     *prometheus.CounterVec
+	interruption    prometheus.Histogram
+	bytes           prometheus.Counter
+	chunks          prometheus.Counter
+	relayed         *prometheus.CounterVec
+	lateFrames      prometheus.Counter
+	execLogErrors   prometheus.Counter
+	ownershipLost   prometheus.Counter
+	stagesRefused   *prometheus.CounterVec
+	durable         *durableMetrics        // durable.go
+	drained         *prometheus.CounterVec // drain.go
+	*sessionMetrics                        // session_*.go
+}
+
+// sessionMetrics: sessions, at gateways and at object owners.
+type sessionMetrics struct {
+	sessionsOpen    prometheus.Gauge
+	sessionsOpened  *prometheus.CounterVec
+	sessionsClosed  *prometheus.CounterVec
+	sessionsBound   *prometheus.CounterVec
+	sessionsSealed  *prometheus.CounterVec
+	sessionsRouted  *prometheus.CounterVec
+	sessionsDropped prometheus.Counter
+	sessionPushes   prometheus.Counter
+	sessionBuffered prometheus.Counter
+}
+
+func registerSessionMetrics(reg *prometheus.Registry, l prometheus.Labels) *sessionMetrics {
+	m := &sessionMetrics{
+		sessionsOpen: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_sessions_open", Help: "Sessions held by this node as their gateway.", ConstLabels: l}),
+		sessionsOpened: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_sessions_opened_total", Help: "Sessions opened at this gateway, new or resumed.", ConstLabels: l},
+			[]string{"how"}),
+		sessionsClosed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_sessions_closed_total", Help: "Sessions that ended at this gateway, by code.", ConstLabels: l},
+			[]string{"code"}),
+		sessionsBound: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_session_binds_total", Help: "Sessions bound to an object of this node: new, or again (a resume, another gateway).", ConstLabels: l},
+			[]string{"how"}),
+		sessionsSealed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_session_seals_total", Help: "Seals of sessions asked by this node before a move, by answer.", ConstLabels: l},
+			[]string{"code"}),
+		sessionsRouted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_session_routes_total", Help: "Routes of sessions sent by this node after a move (commit) or an abort, by answer.", ConstLabels: l},
+			[]string{"code"}),
+		sessionsDropped: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_sessions_dropped_total", Help: "Sessions unbound because their client fell behind the push backlog bound.", ConstLabels: l}),
+		sessionPushes:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_session_pushes_delivered_total", Help: "Pushes delivered by this node to gateways.", ConstLabels: l}),
+		sessionBuffered: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_session_calls_buffered_total", Help: "Session calls kept at this gateway while their object moved.", ConstLabels: l}),
+	}
+	reg.MustRegister(m.sessionsOpen, m.sessionsOpened, m.sessionsClosed, m.sessionsBound, m.sessionsSealed, m.sessionsRouted, m.sessionsDropped, m.sessionPushes, m.sessionBuffered)
+	return m
 }
 
 func newMetrics(reg *prometheus.Registry, node string) *metrics {
@@ -61,5 +96,6 @@ func newMetrics(reg *prometheus.Registry, node string) *metrics {
 		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors, m.ownershipLost, m.stagesRefused)
 	m.durable = registerDurableMetrics(reg, l)
 	m.drained = registerDrainMetrics(reg, l)
+	m.sessionMetrics = registerSessionMetrics(reg, l)
 	return m
 }

@@ -65,6 +65,7 @@ type Node struct {
 	routes     *pendingRoutes
 	budgets    *budgets
 	relocs     *relocationLog
+	gw         gwSessions // sessions this node holds as their gateway (session_gateway.go)
 	tombstones *tombstones
 	incoming   incoming // incoming.go
 	draining   atomic.Bool
@@ -279,6 +280,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	rpcpb.RegisterCallServiceServer(n.grpc, &callServer{n: n})
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})
+	rpcpb.RegisterSessionServiceServer(n.grpc, &sessionServer{n: n})
 	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })
 
 	if n.cfg.HTTP != "" && n.opts.Metrics == nil {

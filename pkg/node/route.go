@@ -44,6 +44,10 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	if werr != nil {
 		return &pb.CallReply{Code: werr.Code, Message: werr.Message}
 	}
+	if rs := req.GetSession(); rs != nil && n.tls != nil && peerNode(ctx) != rs.GetGatewayId() {
+		// Only a session's gateway speaks for it.
+		return &pb.CallReply{Code: pb.Code_CODE_PERMISSION_DENIED, Message: "a session call from another node than its gateway"}
+	}
 	obj, err := keyspace.ParseObject(req.GetObject())
 	if err != nil {
 		code := pb.Code_CODE_INVALID_ARGUMENT

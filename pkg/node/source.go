@@ -92,7 +92,8 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 	m := relocation.NewSource(cfg)
 	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})
-	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, group: primary.Kind == keyspace.KindGroup, units: units}
+	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, targetGen: target.Generation,
+		group: primary.Kind == keyspace.KindGroup, units: units}
 	return &sourceRelocation{n: n, id: id, rec: rec, machine: m, mailbox: mb, target: target, deadline: now.Add(timeout)}
 }
 

@@ -15,6 +15,9 @@
 //	          hash                     {"size":n,"sha256":hex}
 //	ticker    start PERIOD_MS [skip|fireonce|catchup] [MAXCATCHUP]
 //	          read, stop               {"count":n,"last":i,"ok":bool}
+//	room      join NAME                {"members":[...]}
+//	          say TEXT                 {"n":k}, published to every session: {"n":k,"text":...}
+//	          history N                {"messages":[...]}
 //
 // Each type also exists as a durable variant named with the prefix "d"
 // (dcounter, dregister, dlist, dbank, dblob, dticker: DurableTypes): the
@@ -66,6 +69,7 @@ func Types() []actor.Type {
 		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes, Methods: []string{"transfer", "read"}},
 		{Name: BlobType, New: func() actor.Object { return &blob{} }, MaxStateBytes: MaxBlobBytes, Methods: []string{"fill", "hash", "size"}},
 		{Name: TickerType, New: func() actor.Object { return &ticker{} }, Methods: []string{"start", "read", "stop"}},
+		{Name: RoomType, New: func() actor.Object { return &room{} }, Methods: []string{"join", "say", "history"}},
 	}
 }
 

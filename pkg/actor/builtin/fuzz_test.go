@@ -26,7 +26,7 @@ var fuzzTypes = append(Types(), DurableTypes()...)
 // readMethod is a method of each type that reads: it must succeed on any
 // restored state, and leave it as it was.
 var readMethod = map[string]string{
-	CounterType: "get", RegisterType: "get", ListType: "read", BankType: "read", BlobType: "hash", TickerType: "read",
+	CounterType: "get", RegisterType: "get", ListType: "read", BankType: "read", BlobType: "hash", TickerType: "read", RoomType: "history",
 }
 
 // fuzzMethods are the methods the Handle fuzzer calls, by type; the
@@ -38,6 +38,7 @@ var fuzzMethods = map[string][]string{
 	BankType:     {"transfer", "read"},
 	BlobType:     {"fill", "hash", "size"},
 	TickerType:   {"start", "read", "stop"},
+	RoomType:     {"join", "say", "history"},
 }
 
 func baseName(typ string) string {
@@ -95,6 +96,8 @@ func seedStates(f *testing.F) map[string][][]byte {
 			script = [][]string{{"fill", "33", "seed"}}
 		case TickerType:
 			script = [][]string{{"start", "10", "catchup", "3"}}
+		case RoomType:
+			script = [][]string{{"join", "ann"}, {"join", "bo"}, {"say", "hi \"all\""}, {"say", ""}}
 		}
 		for _, cl := range script {
 			if _, err := obj.Handle(ctx, cl[0], args(cl[1:])); err != nil {
