@@ -54,6 +54,7 @@ const (
 	TargetAfterCommit    = "target.after-commit"     // commit applied, its reply not yet read
 	TargetBeforeReplay   = "target.before-replay"    // committed, before captured requests run
 	TargetBeforeRelay    = "target.before-relay"     // before a reply relay is sent
+	SessionBeforeRoute   = "session.before-route"    // before a session's route is sent after a move (error: never sent)
 	DrainStep            = "drain"                   // during drain, between objects
 	// NodeBeforeReply: an owner executed a request and passed its last lease
 	// check; the reply is about to leave the node (the verification plan's

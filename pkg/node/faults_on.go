@@ -12,6 +12,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/session"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -31,6 +32,13 @@ func withFaults(s seams) seams {
 		st, box := target(m, mb)
 		fs := &targetStoreFaults{Store: st, m: m, mb: mb}
 		return fs, &targetMailboxFaults{TargetMailbox: box, store: fs}
+	}
+	route := s.sessionRoute
+	s.sessionRoute = func(ref session.Ref, req *pb.SessionRouteRequest) pb.Code {
+		if failpoint.Hit(failpoint.SessionBeforeRoute) != nil {
+			return pb.Code_CODE_UNAVAILABLE // never sent: the gateway's seal times out
+		}
+		return route(ref, req)
 	}
 	s.relayReply = func(w *work, r *pb.CallReply) {
 		if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {

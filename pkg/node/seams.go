@@ -3,6 +3,7 @@ package node
 import (
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/relocation"
+	"github.com/meshloc/meshloc/pkg/session"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -21,6 +22,9 @@ type seams struct {
 	target     func(m *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox)
 	// relayReply sends the reply of a relocated request to its requester.
 	relayReply func(w *work, r *pb.CallReply)
+	// sessionRoute tells a session's gateway where its object is after a
+	// move (session_move.go); it answers the gateway's code.
+	sessionRoute func(ref session.Ref, req *pb.SessionRouteRequest) pb.Code
 }
 
 // plainSeams are the node's seams without faults.
@@ -33,6 +37,7 @@ func (n *Node) plainSeams() seams {
 		target: func(_ *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox) {
 			return n.store, mb
 		},
-		relayReply: n.relayReply,
+		relayReply:   n.relayReply,
+		sessionRoute: n.sendRoute,
 	}
 }

@@ -67,7 +67,7 @@ func (s *sessionServer) Open(stream rpcpb.SessionService_OpenServer) error {
 	g := &gwSession{n: n, id: id, obj: obj, events: make(chan session.Event, 64), ctx: ctx,
 		answers: map[int]chan session.Answer{}, done: make(chan struct{})}
 	self := session.Ref{Session: id, Gateway: n.self.ID, Generation: n.self.Generation, RoutingID: n.rid, Address: n.selfNode.Address}
-	g.m = session.NewGateway(session.GatewayConfig{Self: self, Object: obj.String(), Resume: resume})
+	g.m = session.NewGateway(session.GatewayConfig{Self: self, Object: obj.String(), Resume: resume, NowMs: n.clock.Now().UnixMilli()})
 	if old := n.gw.put(g); old != nil {
 		old.post(session.ClientGone{}) // the client came back here: the old stream is gone
 	}
@@ -216,7 +216,7 @@ func (g *gwSession) do(a session.Action, stream rpcpb.SessionService_OpenServer)
 			ctx, cancel := context.WithTimeout(g.ctx, n.cfg.CallTimeout)
 			defer cancel()
 			rep, err := n.peers.call(ctx, a.Owner.Address, req)
-			return session.CallResult{Seq: a.Call.Seq, Reply: rep, Err: err}
+			return session.CallResult{Seq: a.Call.Seq, Binding: a.Binding, Reply: rep, Err: err}
 		})
 	case session.SendAck:
 		ref := g.m.Ref()

@@ -120,7 +120,7 @@ func (h *hosted) routeSessions(relocationID []byte, commit bool) {
 	h.mu.Unlock()
 	for _, r := range routes {
 		n.work.Go(func() {
-			code := n.sendRoute(r.b.j.Gateway, r.req)
+			code := n.seams.sessionRoute(r.b.j.Gateway, r.req)
 			n.metrics.sessionsRouted.WithLabelValues(wire.CodeName(code)).Inc()
 			if code == pb.Code_CODE_OK {
 				h.deliver(r.b)

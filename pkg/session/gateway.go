@@ -63,6 +63,9 @@ type GatewayConfig struct {
 	// KnownObjectGeneration: the object generation the session was bound to
 	// before (0: none), from the resumed session's gateway state if any.
 	KnownObjectGeneration int64
+	// NowMs is the time the session starts (Unix ms; Tick moves it on), so
+	// that a seal or a failed bind before the first Tick is timed from now.
+	NowMs int64
 }
 
 // Events.
@@ -97,9 +100,10 @@ type (
 	}
 	// CallResult is the result of Forward.
 	CallResult struct {
-		Seq   uint64
-		Reply *pb.CallReply
-		Err   error // no answer (the owner unreachable)
+		Seq     uint64
+		Binding uint64 // the Forward's
+		Reply   *pb.CallReply
+		Err     error // no answer (the owner unreachable)
 	}
 	// AckResult is the result of SendAck.
 	AckResult struct{ Err error }
@@ -203,6 +207,7 @@ type Gateway struct {
 	queue    []ClientCall // calls not forwarded yet, in seq order
 	inflight *ClientCall  // forwarded, no result yet (or to send again)
 	sent     bool         // inflight is with the owner now
+	sentWith uint64       // ... under this binding
 	lastFwd  uint64
 
 	delivered uint64 // the highest push sent to the client
@@ -229,7 +234,7 @@ type sealState struct {
 
 // NewGateway returns a machine about to bind.
 func NewGateway(cfg GatewayConfig) *Gateway {
-	g := &Gateway{cfg: cfg, phase: Binding, nextSeq: 1}
+	g := &Gateway{cfg: cfg, phase: Binding, nextSeq: 1, nowMs: cfg.NowMs}
 	if r := cfg.Resume; r != nil {
 		g.nextSeq, g.delivered, g.acked, g.ackSent = r.LastCall+1, r.ReceivedPush, r.ReceivedPush, r.ReceivedPush
 	}
@@ -293,7 +298,7 @@ func (g *Gateway) next() []Action {
 		g.queue = g.queue[1:]
 		g.inflight = &c
 	}
-	g.sent = true
+	g.sent, g.sentWith = true, g.binding
 	g.lastFwd = max(g.lastFwd, g.inflight.Seq)
 	return []Action{Forward{Call: *g.inflight, Owner: g.owner, Binding: g.binding}}
 }
@@ -392,6 +397,16 @@ func (g *Gateway) clientCall(c ClientCall) ([]Action, error) {
 
 func (g *Gateway) bound(e BindResult) []Action {
 	g.bindBusy = false
+	if g.phase != Binding {
+		// A route bound the session while this bind was under way. The bind
+		// took a newer binding (the owner's journal counts them all): the
+		// owner expects that one now. An older or failed one changes nothing.
+		if g.phase == Open && e.Err == nil && e.Code == pb.Code_CODE_OK && e.Binding > g.binding {
+			g.owner, g.binding = e.Owner, e.Binding
+			g.sent = false // sent again under the new binding; its first answer is STALE_FENCE
+		}
+		return append(g.next(), g.ack()...)
+	}
 	switch {
 	case e.Err == nil && e.Code == pb.Code_CODE_OK:
 		g.binds = 0
@@ -425,28 +440,37 @@ func (g *Gateway) bound(e BindResult) []Action {
 
 func (g *Gateway) callResult(e CallResult) []Action {
 	if g.inflight == nil || e.Seq != g.inflight.Seq {
-		return nil // a late result of a call sent again meanwhile
+		return nil // a late result of a call answered already
 	}
-	g.sent = false
 	code := e.Reply.GetCode()
-	switch {
-	case e.Err != nil || code == pb.Code_CODE_UNAVAILABLE || code == pb.Code_CODE_SHUTTING_DOWN ||
-		code == pb.Code_CODE_NOT_OWNER || code == pb.Code_CODE_RELOCATING:
-		// The owner moved or is gone: unless a seal explains it (the call is
-		// sent again after the route), bind again where the object is now.
-		if g.phase == Sealed {
-			return nil
+	staleBinding := code == pb.Code_CODE_STALE_FENCE && e.Reply.GetFence() == nil
+	retry := e.Err != nil || code == pb.Code_CODE_UNAVAILABLE || code == pb.Code_CODE_SHUTTING_DOWN ||
+		code == pb.Code_CODE_NOT_OWNER || code == pb.Code_CODE_RELOCATING || staleBinding
+	if current := g.sent && e.Binding == g.sentWith; !current {
+		if retry {
+			return nil // an earlier send's: the call went again (or goes after the bind) and that answers
 		}
-		return g.bind(e.Reply.GetHint().GetAddress())
-	case code == pb.Code_CODE_STALE_FENCE && e.Reply.GetFence() == nil:
-		// The owner knows a newer binding: another gateway took the session.
+	} else {
+		g.sent = false
+	}
+	switch {
+	case retry && (g.phase == Sealed || g.bindBusy):
+		return nil // a seal explains it (sent again after the route), or a bind is under way
+	case staleBinding && g.sentWith == g.binding:
+		// The owner knows a newer binding, not this gateway's: another
+		// gateway took the session.
 		return g.close(pb.Code_CODE_STALE_FENCE, "another gateway holds the session now: "+e.Reply.GetMessage(), false)
+	case staleBinding:
+		return g.next() // the binding moved on since the send: sent again under the new one
+	case retry:
+		// The owner moved or is gone: bind again where the object is now.
+		return g.bind(e.Reply.GetHint().GetAddress())
 	case code == pb.Code_CODE_STATE_LOST:
 		out := []Action{ToClient{Frame: replyFrame(g.inflight.Seq, e.Reply)}}
 		return append(out, g.close(pb.Code_CODE_STATE_LOST, e.Reply.GetMessage(), false)...)
 	}
 	out := []Action{ToClient{Frame: replyFrame(g.inflight.Seq, e.Reply)}}
-	g.inflight = nil
+	g.inflight, g.sent = nil, false
 	return append(out, g.next()...)
 }
 
@@ -530,7 +554,7 @@ func (g *Gateway) routeAsked(e RouteAsked) []Action {
 
 func (g *Gateway) applyRoute(e RouteAsked) []Action {
 	g.owner, g.binding, g.phase, g.seal = e.From, e.Binding, Open, nil
-	g.bindBusy, g.bindAt, g.binds = false, 0, 0
+	g.bindAt, g.binds = 0, 0 // a bind under way still answers (bound)
 	g.lastRouted, g.lastRouteOK = e.RelocationID, pb.Code_CODE_OK
 	out := []Action{Answer{Token: e.Token, Code: pb.Code_CODE_OK}}
 	out = append(out, g.next()...)

@@ -163,17 +163,30 @@ func TestGatewayRouteLost(t *testing.T) {
 	w.want(ClientCall{Seq: 1}, "forward 1 to n2 binding 2")
 }
 
+// A seal before the machine's first Tick is timed from the session's start
+// (GatewayConfig.NowMs), not from the epoch: the first Tick does not time
+// it out at once.
+func TestGatewaySealBeforeFirstTick(t *testing.T) {
+	const start = 1_700_000_000_000
+	w := &gw{t: t, g: NewGateway(GatewayConfig{Self: ref(0), Object: "actor/room/r1", NowMs: start})}
+	w.g.Start()
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0")
+	w.want(SealAsked{Token: 1, RelocationID: "r1", From: n1, Binding: 1, TargetID: "n2", TargetGen: 7}, "answer 1 CODE_OK 0")
+	w.want(Tick{NowMs: start + 100}, "")
+	w.want(Tick{NowMs: start + SealTimeoutMs}, `bind "" received=0 last=0`)
+}
+
 // The owner went away: a call fails, the gateway binds again where the
 // object is (the hint), and sends the call again (same operation id).
 func TestGatewayRebind(t *testing.T) {
 	w := open(t)
 	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
-	w.want(CallResult{Seq: 1, Reply: &pb.CallReply{Code: pb.Code_CODE_NOT_OWNER, Hint: &pb.Location{Address: "n2:1"}}}, `bind "n2:1" received=0 last=0`)
+	w.want(CallResult{Seq: 1, Binding: 1, Reply: &pb.CallReply{Code: pb.Code_CODE_NOT_OWNER, Hint: &pb.Location{Address: "n2:1"}}}, `bind "n2:1" received=0 last=0`)
 	w.want(ClientCall{Seq: 2}, "")
 	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 3, Owner: n2}, "forward 1 to n2 binding 3")
 	w.want(ok(1), "client: reply 1 CODE_OK; forward 2 to n2 binding 3")
 	// Unreachable: binds again every BindRetryMs, then gives up (resumable).
-	w.want(CallResult{Seq: 2, Err: fmt.Errorf("down")}, `bind "" received=0 last=1`)
+	w.want(CallResult{Seq: 2, Binding: 3, Err: fmt.Errorf("down")}, `bind "" received=0 last=1`)
 	for i := range MaxBinds - 1 {
 		w.want(BindResult{Err: fmt.Errorf("down")}, "")
 		w.want(Tick{NowMs: int64(i+1) * BindRetryMs}, `bind "" received=0 last=1`)
@@ -185,7 +198,7 @@ func TestGatewayRebind(t *testing.T) {
 	// A re-created memory object: the session ends, not resumable.
 	w = open(t)
 	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
-	w.want(CallResult{Seq: 1, Err: fmt.Errorf("down")}, `bind "" received=0 last=0`)
+	w.want(CallResult{Seq: 1, Binding: 1, Err: fmt.Errorf("down")}, `bind "" received=0 last=0`)
 	w.want(BindResult{Code: pb.Code_CODE_STATE_LOST, Message: "generation 2"}, "client: closed CODE_STATE_LOST resumable=false; close CODE_STATE_LOST")
 }
 
@@ -200,4 +213,30 @@ func TestGatewayResume(t *testing.T) {
 	w.want(ClientCall{Seq: 3}, "forward 3 to n1 binding 4") // executed already: answered from the table
 	w.want(Delivery{Token: 1, From: n1, Binding: 4, Pushes: []Push{{Seq: 4}, {Seq: 5}}}, "client: push 5; answer 1 CODE_OK 5")
 	w.want(Stop{}, "client: closed CODE_SHUTTING_DOWN resumable=true; close CODE_SHUTTING_DOWN")
+}
+
+// A route binds the session while a bind of the gateway's is under way.
+// The bind's binding, newer, holds (the owner expects it): the call goes
+// again under it, and the STALE_FENCE that answers the send under the
+// route's binding is an earlier send's, not another gateway's. An older
+// bind result changes nothing. A STALE_FENCE for the binding the gateway
+// holds is another gateway's: the session ends.
+func TestGatewayBindingMovesOn(t *testing.T) {
+	stale := func(binding uint64) CallResult {
+		return CallResult{Seq: 1, Binding: binding, Reply: &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE}}
+	}
+	w := open(t)
+	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
+	w.want(CallResult{Seq: 1, Binding: 1, Err: fmt.Errorf("down")}, `bind "" received=0 last=0`)
+	w.want(RouteAsked{Token: 1, RelocationID: "r2", Commit: true, From: n2, Binding: 3}, "answer 1 CODE_OK 0; forward 1 to n2 binding 3")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n2}, "forward 1 to n2 binding 4")
+	w.want(stale(3), "")
+	w.want(CallResult{Seq: 1, Binding: 4, Reply: &pb.CallReply{Code: pb.Code_CODE_OK}}, "client: reply 1 CODE_OK")
+
+	w = open(t)
+	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
+	w.want(CallResult{Seq: 1, Binding: 1, Err: fmt.Errorf("down")}, `bind "" received=0 last=0`)
+	w.want(RouteAsked{Token: 1, RelocationID: "r2", Commit: true, From: n2, Binding: 5}, "answer 1 CODE_OK 0; forward 1 to n2 binding 5")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n1}, "")
+	w.want(stale(5), "client: closed CODE_STALE_FENCE resumable=false; close CODE_STALE_FENCE")
 }
