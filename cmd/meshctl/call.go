@@ -103,17 +103,11 @@ A change that would make a durable object's state larger than the node's
 					return usageError{err: fmt.Errorf("--op-id: %w", err)}
 				}
 			}
-			cfg := client.Config{Timeout: g.timeout, TLS: g.tls, EtcdTLS: g.etcd}
-			if len(g.etcdEndpoints) > 0 {
-				cfg.EtcdEndpoints = g.etcdEndpoints
-			} else {
-				cfg.Nodes = []string{g.node} // host:port, checked by the root's PersistentPreRunE
-			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
-			c, err := client.New(ctx, cfg)
+			c, err := g.objectClient(ctx)
 			if err != nil {
-				return &wire.Error{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("etcd %s: %v", strings.Join(g.etcdEndpoints, ","), err)}
+				return err
 			}
 			defer c.Close()
 			argv := make([][]byte, len(args)-2)
@@ -160,4 +154,22 @@ A change that would make a durable object's state larger than the node's
 	}
 	cmd.Flags().StringVar(&opID, "op-id", "", "operation id (a UUIDv7) of an earlier call to retry: executed at most once")
 	return cmd
+}
+
+// objectClient is the client of the objects: through the gateway --node, or
+// routed from etcd with --etcd-endpoints.
+func (g *globals) objectClient(ctx context.Context) (*client.Client, error) {
+	cfg := client.Config{Timeout: g.timeout, TLS: g.tls, EtcdTLS: g.etcd}
+	if len(g.etcdEndpoints) > 0 {
+		cfg.EtcdEndpoints = g.etcdEndpoints
+	} else {
+		cfg.Nodes = []string{g.node} // host:port, checked by the root's PersistentPreRunE
+	}
+	ctx, cancel := context.WithTimeout(ctx, g.timeout)
+	defer cancel()
+	c, err := client.New(ctx, cfg)
+	if err != nil {
+		return nil, &wire.Error{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("etcd %s: %v", strings.Join(g.etcdEndpoints, ","), err)}
+	}
+	return c, nil
 }

@@ -116,7 +116,7 @@ func newRoot(stdout io.Writer, lookup func(string) (string, bool)) *cobra.Comman
 		Short: "inspect a meshloc cluster through locationd, and call its objects",
 		Long: `meshctl inspects a meshloc cluster through locationd's API (owners,
 objects, get, relocations, controllers), operates it (relocate, rebalance),
-and calls objects through a meshnode gateway (call).
+and calls objects through a meshnode gateway (call, session).
 
 Global flags can also be set by the environment: MESHCTL_<FLAG>, e.g.
 MESHCTL_LOCATIOND=http://10.0.0.5:7070; a flag given wins. A secured cluster
@@ -178,7 +178,7 @@ URL) are checked before any request: one that does not parse is a usage error,
 	root.SetOut(stdout)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
 
-	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
+	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), sessionCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
 		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout), certsCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

@@ -223,3 +223,36 @@ func TestSessionStateLost(t *testing.T) {
 func errorsIsCode(err error, code string) bool {
 	return err != nil && (strings.Contains(err.Error(), code) || strings.Contains(err.Error(), "STATE_LOST"))
 }
+
+// A call refused before it runs (an unknown method) leaves a gap in the
+// session's call numbers: the next calls run, and a resume from a token
+// that counts the refused call goes on.
+func TestSessionRefusedCallLeavesGap(t *testing.T) {
+	m := startMesh(t, 1)
+	c := newClient(t, client.Config{Nodes: m.addrs()})
+	ctx := context.Background()
+	s, err := c.OpenSession(ctx, "actor/room/gap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	say(t, s, "a")
+	if _, err := s.Call(ctx, "nope"); !errorsIsCode(err, "unknown_method") {
+		t.Fatalf("unknown method: %v", err)
+	}
+	if n := say(t, s, "b"); n != 2 {
+		t.Fatalf("say after the refused call: %d", n)
+	}
+	tok := s.Token()
+	s.Close()
+	s2, err := c.ResumeSession(ctx, tok)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if n := say(t, s2, "c"); n != 3 || tok.LastCall != 3 {
+		t.Fatalf("say after the resume: %d (token %+v)", n, tok)
+	}
+	if got := recvN(t, s2, 3); fmt.Sprint(got) != "[1 2 3]" {
+		t.Fatalf("pushes %v", got)
+	}
+}

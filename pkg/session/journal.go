@@ -27,8 +27,6 @@ var (
 	// ErrStale: a message names another binding or gateway than the
 	// session's now.
 	ErrStale = wire.Sentinel(pb.Code_CODE_STALE_FENCE, "session: stale")
-	// ErrOutOfOrder: a call's seq is not the next one.
-	ErrOutOfOrder = wire.Sentinel(pb.Code_CODE_PROTOCOL_ERROR, "session: call out of order")
 )
 
 // Journal is the object's side of one session, kept by the object's owner
@@ -112,17 +110,19 @@ func (j *Journal) After(seq uint64) []Push {
 	return nil
 }
 
-// Call checks a call's seq against the journal before it runs: the next
-// one runs (Executed then records it); an earlier one is a retry, answered
-// from the de-duplication table (retry true); a later one is out of order.
+// Call checks a call's seq against the journal before it runs: a later one
+// than the last executed runs (Executed then records it); an earlier one,
+// or the same, is a retry, answered from the de-duplication table (retry
+// true). A gap is no error: the gateway forwards one call at a time and the
+// next only after an answer, so the calls between were answered without
+// running (refused before they reached the object: an unknown method, an
+// expired operation id), and their retries are refused the same way.
 func (j *Journal) Call(seq uint64) (retry bool, err error) {
 	switch {
 	case seq == 0:
 		return false, fmt.Errorf("%w: call seq 0", ErrInvalid)
 	case seq <= j.LastCall:
 		return true, nil
-	case seq != j.LastCall+1:
-		return false, fmt.Errorf("%w: call %d after %d", ErrOutOfOrder, seq, j.LastCall)
 	}
 	return false, nil
 }

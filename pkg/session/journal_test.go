@@ -39,11 +39,11 @@ func TestJournal(t *testing.T) {
 	if err != nil || b != 2 || !j.Gateway.SameGateway(g2) || len(j.Pending) != 1 || j.AckedPush != 4 {
 		t.Fatalf("bind: %d %v %+v", b, err, j)
 	}
-	// Calls in order, retries, out of order.
+	// Calls in order; a gap (calls refused before they ran); retries.
 	for _, tc := range []struct {
 		seq          uint64
 		retry, fails bool
-	}{{1, false, false}, {3, false, true}, {0, false, true}} {
+	}{{1, false, false}, {3, false, false}, {2, true, false}, {3, true, false}, {0, false, true}} {
 		retry, err := j.Call(tc.seq)
 		if retry != tc.retry || (err != nil) != tc.fails {
 			t.Errorf("call %d: retry %v err %v", tc.seq, retry, err)
