@@ -229,7 +229,7 @@ func (g *gwSession) do(a session.Action, stream rpcpb.SessionService_OpenServer)
 			if err == nil && r.GetCode() != pb.Code_CODE_OK {
 				err = &wire.Error{Code: r.GetCode(), Message: "ack refused"}
 			}
-			return session.AckResult{Err: err}
+			return session.AckResult{Binding: a.Binding, Err: err}
 		})
 	}
 	return nil

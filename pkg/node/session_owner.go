@@ -25,6 +25,7 @@ type boundSession struct {
 	j          *session.Journal
 	sealed     bool   // the object moves: nothing is delivered
 	delivering bool   // a delivery goroutine runs
+	kicked     bool   // ... and something happened since it read the journal
 	gwHas      uint64 // the highest push the gateway said it holds
 }
 
@@ -103,12 +104,19 @@ type pendingPush struct {
 	payload []byte
 }
 
-// deliver starts the delivery of b's pending pushes unless one runs, the
-// object moves, or nothing is pending: a goroutine of the node's that ends
-// once the gateway holds everything.
+// deliver starts the delivery of b's pending pushes unless the object
+// moves or nothing is pending: a goroutine of the node's that ends once the
+// gateway holds everything. When one runs already it is kicked: it looks
+// again before it ends (a push or a new binding may have come after its
+// last look, and a kick dropped there would leave pushes undelivered).
 func (h *hosted) deliver(b *boundSession) {
 	h.mu.Lock()
-	if b.delivering || b.sealed || h.closed || len(b.j.After(b.gwHas)) == 0 {
+	if b.delivering {
+		b.kicked = true
+		h.mu.Unlock()
+		return
+	}
+	if b.sealed || h.closed || len(b.j.After(b.gwHas)) == 0 {
 		h.mu.Unlock()
 		return
 	}
@@ -118,18 +126,29 @@ func (h *hosted) deliver(b *boundSession) {
 }
 
 func (h *hosted) deliverLoop(b *boundSession) {
-	n := h.n
-	defer func() {
+	for {
+		h.deliverPending(b)
 		h.mu.Lock()
-		b.delivering = false
+		again := b.kicked && !b.sealed && !h.closed && h.sessions[b.j.Gateway.Session] == b
+		b.kicked, b.delivering = false, again
 		h.mu.Unlock()
-	}()
+		if !again {
+			return
+		}
+	}
+}
+
+// deliverPending sends b's pending pushes to its gateway until it holds
+// them all, the gateway refuses the binding, or it stays out of reach.
+func (h *hosted) deliverPending(b *boundSession) {
+	n := h.n
 	for failures := 0; failures < deliverAttempts; {
 		h.mu.Lock()
 		if b.sealed || h.closed || h.sessions[b.j.Gateway.Session] != b {
 			h.mu.Unlock()
 			return
 		}
+		b.kicked = false // this look sees everything before it
 		pushes := b.j.After(b.gwHas)
 		if len(pushes) > deliverBatch {
 			pushes = pushes[:deliverBatch]
@@ -155,7 +174,9 @@ func (h *hosted) deliverLoop(b *boundSession) {
 			n.metrics.sessionPushes.Add(float64(len(pushes)))
 			continue
 		case err == nil && (r.GetCode() == pb.Code_CODE_STALE_FENCE || r.GetCode() == pb.Code_CODE_NOT_FOUND):
-			return // the gateway holds another binding, or none: its next bind says where to resume
+			// The gateway holds another binding (or has not taken this
+			// one yet: its ack of it kicks the delivery), or none.
+			return
 		}
 		failures++
 		if !clock.Sleep(n.clock, time.Duration(failures)*deliverBackoff, n.life.Done()) {
@@ -258,13 +279,19 @@ func (s *peerServer) SessionAck(ctx context.Context, m *pb.SessionAckRequest) (*
 		return &pb.SessionAckReply{Code: pb.Code_CODE_NOT_OWNER}, nil
 	}
 	h.mu.Lock()
-	defer h.mu.Unlock()
 	b := h.sessions[ref.Session]
 	if b == nil || !b.j.Gateway.SameGateway(ref) || b.j.Gateway.Binding != ref.Binding {
+		h.mu.Unlock()
 		return &pb.SessionAckReply{Code: pb.Code_CODE_STALE_FENCE}, nil
 	}
 	if err := b.j.Ack(m.GetPush()); err != nil {
+		h.mu.Unlock()
 		return &pb.SessionAckReply{Code: pb.Code_CODE_PROTOCOL_ERROR}, nil
 	}
+	b.gwHas = max(b.gwHas, m.GetPush())
+	h.mu.Unlock()
+	// The gateway holds this binding: what it refused before it took it
+	// goes now.
+	h.deliver(b)
 	return &pb.SessionAckReply{Code: pb.Code_CODE_OK}, nil
 }

@@ -106,7 +106,10 @@ type (
 		Err     error // no answer (the owner unreachable)
 	}
 	// AckResult is the result of SendAck.
-	AckResult struct{ Err error }
+	AckResult struct {
+		Binding uint64 // the SendAck's
+		Err     error
+	}
 	// Delivery: pushes from the object's owner; answered by Answer.
 	Delivery struct {
 		Token   int
@@ -213,7 +216,9 @@ type Gateway struct {
 	delivered uint64 // the highest push sent to the client
 	acked     uint64 // the highest push the client acknowledged
 	ackSent   uint64 // ... and the owner has
-	ackBusy   uint64 // the ack in flight (0: none)
+	ackBusy   bool   // an ack is in flight
+	ackFor    uint64 // ... of this push
+	announced uint64 // the highest binding an ack reached the owner with
 
 	seal        *sealState
 	binds       int   // binds in a row that failed
@@ -304,12 +309,14 @@ func (g *Gateway) next() []Action {
 }
 
 // ack sends the client's acknowledgement on when one is due and none is in
-// flight.
+// flight. A new binding is always acknowledged once: the owner delivers
+// what it holds when it hears the gateway holds its binding (its deliveries
+// before that, racing the bind's reply, were refused as stale).
 func (g *Gateway) ack() []Action {
-	if g.phase != Open || g.ackBusy != 0 || g.acked <= g.ackSent {
+	if g.phase != Open || g.ackBusy || (g.acked <= g.ackSent && g.binding <= g.announced) {
 		return nil
 	}
-	g.ackBusy = g.acked
+	g.ackBusy, g.ackFor = true, g.acked
 	return []Action{SendAck{Owner: g.owner, Binding: g.binding, Push: g.acked}}
 }
 
@@ -340,12 +347,12 @@ func (g *Gateway) Step(ev Event) ([]Action, error) {
 	case CallResult:
 		return g.callResult(e), nil
 	case AckResult:
-		sent := g.ackBusy
-		g.ackBusy = 0
+		g.ackBusy = false
 		if e.Err != nil {
 			return nil, nil // the next tick sends it again
 		}
-		g.ackSent = max(g.ackSent, sent)
+		g.ackSent = max(g.ackSent, g.ackFor)
+		g.announced = max(g.announced, e.Binding)
 		return g.ack(), nil
 	case Delivery:
 		return g.delivery(e), nil
@@ -556,6 +563,7 @@ func (g *Gateway) applyRoute(e RouteAsked) []Action {
 	g.owner, g.binding, g.phase, g.seal = e.From, e.Binding, Open, nil
 	g.bindAt, g.binds = 0, 0 // a bind under way still answers (bound)
 	g.lastRouted, g.lastRouteOK = e.RelocationID, pb.Code_CODE_OK
+	g.announced = max(g.announced, e.Binding) // the route's answer tells the owner
 	out := []Action{Answer{Token: e.Token, Code: pb.Code_CODE_OK}}
 	out = append(out, g.next()...)
 	return append(out, g.ack()...)

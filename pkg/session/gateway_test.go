@@ -78,7 +78,9 @@ func open(t *testing.T) *gw {
 	if got := render(w.g.Start()); got != `bind "" received=0 last=0` {
 		t.Fatalf("start: %s", got)
 	}
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0")
+	// The owner hears the gateway holds its binding: it delivers then.
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0; ack 0 to n1")
+	w.want(AckResult{Binding: 1}, "")
 	return w
 }
 
@@ -135,7 +137,7 @@ func TestGatewaySealFences(t *testing.T) {
 	w := newGW(t, nil)
 	w.g.Start()
 	w.want(SealAsked{Token: 1, RelocationID: "r1", From: n1, Binding: 1, TargetID: "n2", TargetGen: 7}, "answer 1 CODE_UNAVAILABLE 0")
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0; ack 0 to n1")
 	w.want(SealAsked{Token: 2, RelocationID: "r1", From: n2, Binding: 1, TargetID: "n2", TargetGen: 7}, "answer 2 CODE_STALE_FENCE 0")
 	w.want(SealAsked{Token: 3, RelocationID: "r1", From: n1, Binding: 3, TargetID: "n2", TargetGen: 7}, "answer 3 CODE_STALE_FENCE 0")
 	w.want(SealAsked{Token: 4, RelocationID: "r1", From: n1, Binding: 1, TargetID: "n2", TargetGen: 7}, "answer 4 CODE_OK 0")
@@ -156,7 +158,7 @@ func TestGatewayRouteLost(t *testing.T) {
 	w.want(ClientCall{Seq: 1}, "")
 	w.want(Tick{NowMs: 1000 + SealTimeoutMs - 1}, "")
 	w.want(Tick{NowMs: 1000 + SealTimeoutMs}, `bind "" received=0 last=0`)
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 2, Owner: n2}, "forward 1 to n2 binding 2")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 2, Owner: n2}, "forward 1 to n2 binding 2; ack 0 to n2")
 
 	w = open(t)
 	w.want(RouteAsked{Token: 1, RelocationID: "r9", Commit: true, From: n2, Binding: 2}, "answer 1 CODE_OK 0")
@@ -170,7 +172,7 @@ func TestGatewaySealBeforeFirstTick(t *testing.T) {
 	const start = 1_700_000_000_000
 	w := &gw{t: t, g: NewGateway(GatewayConfig{Self: ref(0), Object: "actor/room/r1", NowMs: start})}
 	w.g.Start()
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 1, Owner: n1}, "client: opened last=0; ack 0 to n1")
 	w.want(SealAsked{Token: 1, RelocationID: "r1", From: n1, Binding: 1, TargetID: "n2", TargetGen: 7}, "answer 1 CODE_OK 0")
 	w.want(Tick{NowMs: start + 100}, "")
 	w.want(Tick{NowMs: start + SealTimeoutMs}, `bind "" received=0 last=0`)
@@ -183,7 +185,7 @@ func TestGatewayRebind(t *testing.T) {
 	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
 	w.want(CallResult{Seq: 1, Binding: 1, Reply: &pb.CallReply{Code: pb.Code_CODE_NOT_OWNER, Hint: &pb.Location{Address: "n2:1"}}}, `bind "n2:1" received=0 last=0`)
 	w.want(ClientCall{Seq: 2}, "")
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 3, Owner: n2}, "forward 1 to n2 binding 3")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 3, Owner: n2}, "forward 1 to n2 binding 3; ack 0 to n2")
 	w.want(ok(1), "client: reply 1 CODE_OK; forward 2 to n2 binding 3")
 	// Unreachable: binds again every BindRetryMs, then gives up (resumable).
 	w.want(CallResult{Seq: 2, Binding: 3, Err: fmt.Errorf("down")}, `bind "" received=0 last=1`)
@@ -209,7 +211,7 @@ func TestGatewayResume(t *testing.T) {
 	if got := render(w.g.Start()); got != `bind "" received=4 last=2` {
 		t.Fatalf("start: %s", got)
 	}
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n1, LastCall: 3}, "client: opened last=3")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n1, LastCall: 3}, "client: opened last=3; ack 4 to n1")
 	w.want(ClientCall{Seq: 3}, "forward 3 to n1 binding 4") // executed already: answered from the table
 	w.want(Delivery{Token: 1, From: n1, Binding: 4, Pushes: []Push{{Seq: 4}, {Seq: 5}}}, "client: push 5; answer 1 CODE_OK 5")
 	w.want(Stop{}, "client: closed CODE_SHUTTING_DOWN resumable=true; close CODE_SHUTTING_DOWN")
@@ -229,7 +231,7 @@ func TestGatewayBindingMovesOn(t *testing.T) {
 	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
 	w.want(CallResult{Seq: 1, Binding: 1, Err: fmt.Errorf("down")}, `bind "" received=0 last=0`)
 	w.want(RouteAsked{Token: 1, RelocationID: "r2", Commit: true, From: n2, Binding: 3}, "answer 1 CODE_OK 0; forward 1 to n2 binding 3")
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n2}, "forward 1 to n2 binding 4")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n2}, "forward 1 to n2 binding 4; ack 0 to n2")
 	w.want(stale(3), "")
 	w.want(CallResult{Seq: 1, Binding: 4, Reply: &pb.CallReply{Code: pb.Code_CODE_OK}}, "client: reply 1 CODE_OK")
 

@@ -21,7 +21,7 @@ func TestSeedBug16_RouteNeverComes(t *testing.T) {
 	w.want(SealAsked{Token: 1, RelocationID: "r1", From: n1, Binding: 1, TargetID: "n2", TargetGen: 7}, "answer 1 CODE_OK 0")
 	w.want(ClientCall{Seq: 1}, "")
 	w.want(Tick{NowMs: SealTimeoutMs}, `bind "" received=0 last=0`)
-	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 2, Owner: n2}, "forward 1 to n2 binding 2")
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 2, Owner: n2}, "forward 1 to n2 binding 2; ack 0 to n2")
 }
 
 // 17: a seal was installed without a route to the target. Here the gateway
