@@ -82,6 +82,8 @@ FUZZ_TARGETS = \
 	./pkg/keyspace/               FuzzParseObject \
 	./pkg/lease/                  FuzzDecodeDescriptor \
 	./pkg/node/              FuzzDecodeDurableState \
+	./pkg/session/                FuzzJournalOf \
+	./pkg/client/                 FuzzParseToken \
 	./internal/locationd/         FuzzRequestBodies
 fuzz:
 	@missing=; for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' cmd internal pkg test | sed 's/^func //' | sort -u); do \

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/session"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
@@ -55,6 +56,9 @@ func ParseToken(s string) (Token, error) {
 	}
 	id, err := wire.ParseOperationIDBytes(m.GetSessionId())
 	if err != nil {
+		return Token{}, fmt.Errorf("%w: token: %v", wire.ErrInvalidArgument, err)
+	}
+	if _, err := keyspace.ParseObject(m.GetObject()); err != nil {
 		return Token{}, fmt.Errorf("%w: token: %v", wire.ErrInvalidArgument, err)
 	}
 	return Token{Session: id, Object: m.GetObject(), ReceivedPush: m.GetReceivedPush(), LastCall: m.GetLastCall()}, nil
