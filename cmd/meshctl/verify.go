@@ -40,7 +40,7 @@ func verifyCmd(g *globals, out io.Writer) *cobra.Command {
 		Short: "run a checked chaos run on a local process cluster and print its report",
 		Long: `Start a local cluster of processes — locationd (its embedded etcd; 3 members
 with --etcd-members 3) and meshnodes, with TCP proxies on their links — run
-the verification workloads (bank, register, list, counter) with a relocation
+the verification workloads (bank, register, list, counter, sessions) with a relocation
 storm for --duration, inject the --faults one after another, heal, read
 every object, check everything (lost, duplicated, porcupine, the etcd watch
 audit, the nodes' execution logs, stale replies, liveness) and print the

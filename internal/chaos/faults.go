@@ -24,6 +24,7 @@ const (
 	KillOwner      = "kill-owner"       // SIGKILL the node owning the most workload objects; restart it
 	KillSource     = "kill-source"      // SIGKILL the source of a relocation in flight; restart it
 	KillTarget     = "kill-target"      // SIGKILL the target of a relocation in flight; restart it
+	KillGateway    = "kill-gateway"     // SIGKILL the node holding the most sessions (owning no workload object if one does); restart it
 	PauseNode      = "pause-node"       // SIGSTOP an owner for 3 lease TTLs, then SIGCONT
 	PartitionNode  = "partition-node"   // every connection to a node blackholed (peers and clients)
 	PartitionEtcd  = "partition-etcd"   // a node cut off from etcd (not from peers and clients) past its TTL
@@ -44,7 +45,7 @@ const (
 
 // Kinds are the fault kinds that need no failpoint build, in the order
 // "all" schedules them.
-var Kinds = []string{KillOwner, KillSource, KillTarget, PauseNode, PartitionNode, PartitionEtcd, LinkDelay,
+var Kinds = []string{KillOwner, KillSource, KillTarget, KillGateway, PauseNode, PartitionNode, PartitionEtcd, LinkDelay,
 	LinkDuplicate, LinkCorrupt, KillEtcdMember, MoveLeader, RollingRestart}
 
 // FailpointSpecs are the failpoints a "failpoint" fault cycles through: a
@@ -94,7 +95,7 @@ func (f *Faults) Need(kind string) string {
 		if f.c.cfg.EtcdMembers < 3 {
 			return kind + " needs 3 etcd members"
 		}
-	case KillOwner, KillSource, KillTarget, PauseNode, Failpoint, RollingRestart:
+	case KillOwner, KillSource, KillTarget, KillGateway, PauseNode, Failpoint, RollingRestart:
 	default:
 		if !strings.HasPrefix(kind, Failpoint+":") {
 			return "unknown fault kind " + kind
@@ -149,6 +150,11 @@ func (f *Faults) injector(kind string) func(ctx context.Context) error {
 		role := strings.TrimPrefix(kind, "kill-")
 		return func(ctx context.Context) error {
 			n, why := f.inRelocation(ctx, role)
+			return f.kill(ctx, n, why)
+		}
+	case KillGateway:
+		return func(ctx context.Context) error {
+			n, why := f.gateway(ctx)
 			return f.kill(ctx, n, why)
 		}
 	case PauseNode:
@@ -264,17 +270,7 @@ func sleep(ctx context.Context, d time.Duration) {
 // busiest is the live node owning the most workload objects (any live node
 // when etcd cannot say).
 func (f *Faults) busiest(ctx context.Context) *Node {
-	per := map[string]int{}
-	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	snaps, _, err := f.c.store.List(lctx, authority.ListOptions{Kind: keyspace.KindActor})
-	cancel()
-	if err == nil {
-		for _, s := range snaps {
-			if f.objects[s.Object.String()] {
-				per[s.Record.Owner.ID]++
-			}
-		}
-	}
+	per := f.owned(ctx)
 	var best *Node
 	for _, n := range f.c.nodes {
 		if !n.proc.Alive() {
@@ -288,6 +284,23 @@ func (f *Faults) busiest(ctx context.Context) *Node {
 		best = f.c.nodes[0]
 	}
 	return best
+}
+
+// owned counts the workload objects each node owns (empty when etcd cannot
+// say).
+func (f *Faults) owned(ctx context.Context) map[string]int {
+	per := map[string]int{}
+	lctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	snaps, _, err := f.c.store.List(lctx, authority.ListOptions{Kind: keyspace.KindActor})
+	cancel()
+	if err == nil {
+		for _, s := range snaps {
+			if f.objects[s.Object.String()] {
+				per[s.Record.Owner.ID]++
+			}
+		}
+	}
+	return per
 }
 
 // inRelocation finds a node that is the source (or target) of a relocation

@@ -11,7 +11,7 @@ import (
 )
 
 // Workloads are the workload names Spec accepts.
-var Workloads = []string{"bank", "register", "list", "counter"}
+var Workloads = []string{"bank", "register", "list", "counter", "sessions"}
 
 // Spec is one checked run over a process cluster.
 type Spec struct {
@@ -95,6 +95,8 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 			out = append(out, &verify.List{Prefix: prefix, N: 6, Think: think, Rotate: rotate, Groups: groups})
 		case "counter":
 			out = append(out, &verify.Counter{Prefix: prefix, N: 6, Think: think, Groups: groups})
+		case "sessions":
+			out = append(out, &verify.Sessions{Prefix: prefix, Rooms: 3, PerStream: 4, Think: think})
 		default:
 			return nil, fmt.Errorf("chaos: unknown workload %q (want %s)", n, strings.Join(Workloads, ", "))
 		}

@@ -373,6 +373,14 @@ type Stream struct {
 	Timeout time.Duration
 }
 
+// opTimeout bounds one operation of s.
+func (s Stream) opTimeout() time.Duration {
+	if s.Timeout <= 0 {
+		return 5 * time.Second
+	}
+	return s.Timeout
+}
+
 // definite are the codes after which a call certainly had no effect.
 func definite(c pb.Code) bool {
 	switch c {
@@ -390,6 +398,24 @@ func fenced(c pb.Code) bool {
 	return c == pb.Code_CODE_STATE_LOST || c == pb.Code_CODE_APPLICATION_ERROR
 }
 
+// settle records the outcome of a call that returned rep or err.
+func settle(rec *Op, rep *client.Reply, err error) {
+	rec.Return = rec.End
+	if err == nil {
+		rec.Outcome, rec.Output, rec.Fence, rec.Replayed = OK, rep.Payload, FenceOf(rep.Fence), rep.Replayed
+		return
+	}
+	rec.Err = err.Error()
+	var we *wire.Error
+	if errors.As(err, &we) {
+		rec.Code = we.Code
+	}
+	rec.Outcome = Unknown
+	if definite(rec.Code) {
+		rec.Outcome = Fail
+	}
+}
+
 // Invoke calls method on object through s with a new operation id, records
 // the operation in h and returns it. A call whose outcome is unknown is not
 // retried here (the workload decides: its next call on that object is a
@@ -404,36 +430,18 @@ func invoke(ctx context.Context, s Stream, h *History, final bool, workload, obj
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	timeout := s.Timeout
-	if timeout <= 0 {
-		timeout = 5 * time.Second
-	}
 	// Not cancelled with ctx: an operation in flight when the load stops
 	// completes or times out on its own.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.opTimeout())
 	defer cancel()
 	rec := Op{Client: s.ID, Workload: workload, Object: object, Kind: method, Input: args, OpID: op.String(), Final: final}
 	rec.Call = h.Now()
 	rep, err := s.Caller.CallOp(cctx, op, object, method, b)
 	rec.End = h.Now()
-	rec.Return = rec.End
-	switch {
-	case err == nil:
-		rec.Outcome, rec.Output, rec.Fence, rec.Replayed = OK, rep.Payload, FenceOf(rep.Fence), rep.Replayed
-	default:
-		rec.Err = err.Error()
-		var we *wire.Error
-		if errors.As(err, &we) {
-			rec.Code = we.Code
-		}
-		rec.Outcome = Unknown
-		if definite(rec.Code) {
-			rec.Outcome = Fail
-			if fenced(rec.Code) {
-				if f, ok := s.Caller.Fence(object); ok {
-					rec.Fence = FenceOf(f)
-				}
-			}
+	settle(&rec, rep, err)
+	if rec.Outcome == Fail && fenced(rec.Code) {
+		if f, ok := s.Caller.Fence(object); ok {
+			rec.Fence = FenceOf(f)
 		}
 	}
 	rec.ID = h.Add(rec)

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/session"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -36,11 +37,15 @@ type Token struct {
 	Object       string
 	ReceivedPush uint64
 	LastCall     uint64
+	// ObjectGeneration is the life of the object the session was bound to:
+	// resumed on a re-created memory object, the session ends STATE_LOST.
+	ObjectGeneration int64
 }
 
 // String is the token's text form (ParseToken reads it).
 func (t Token) String() string {
-	b, _ := proto.Marshal(&pb.SessionToken{SessionId: t.Session[:], Object: t.Object, ReceivedPush: t.ReceivedPush, LastCall: t.LastCall})
+	b, _ := proto.Marshal(&pb.SessionToken{SessionId: t.Session[:], Object: t.Object, ReceivedPush: t.ReceivedPush, LastCall: t.LastCall,
+		ObjectGeneration: t.ObjectGeneration})
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
@@ -61,7 +66,11 @@ func ParseToken(s string) (Token, error) {
 	if _, err := keyspace.ParseObject(m.GetObject()); err != nil {
 		return Token{}, fmt.Errorf("%w: token: %v", wire.ErrInvalidArgument, err)
 	}
-	return Token{Session: id, Object: m.GetObject(), ReceivedPush: m.GetReceivedPush(), LastCall: m.GetLastCall()}, nil
+	if m.GetObjectGeneration() < 0 {
+		return Token{}, fmt.Errorf("%w: token: object generation %d", wire.ErrInvalidArgument, m.GetObjectGeneration())
+	}
+	return Token{Session: id, Object: m.GetObject(), ReceivedPush: m.GetReceivedPush(), LastCall: m.GetLastCall(),
+		ObjectGeneration: m.GetObjectGeneration()}, nil
 }
 
 // Push is one message from the object.
@@ -91,6 +100,8 @@ type Session struct {
 	stream      rpcpb.SessionService_OpenClient
 	cancel      context.CancelFunc
 	gateway     string
+	gen         int64           // the object life the session is bound to
+	fence       authority.Fence // the newest fence heard (after STATE_LOST: the new life's)
 	sendMu      sync.Mutex
 	err         error // the session ended
 	closed      bool
@@ -115,6 +126,7 @@ func (c *Client) openSession(ctx context.Context, object string, t *Token) (*Ses
 	s.cond = sync.NewCond(&s.mu)
 	if t != nil {
 		s.id, s.nextSeq, s.lastCall, s.consumed, s.queued = t.Session, t.LastCall+1, t.LastCall, t.ReceivedPush, t.ReceivedPush
+		s.gen = t.ObjectGeneration
 	}
 	if err := s.connect(ctx, t != nil, ""); err != nil {
 		return nil, err
@@ -182,7 +194,7 @@ func (s *Session) connectTo(ctx context.Context, addr string, resume bool) error
 	open := &pb.SessionOpen{Version: wire.Version, Object: s.object}
 	s.mu.Lock()
 	if resume {
-		open.Resume = &pb.SessionToken{SessionId: s.id[:], Object: s.object, ReceivedPush: s.queued, LastCall: s.lastCall}
+		open.Resume = &pb.SessionToken{SessionId: s.id[:], Object: s.object, ReceivedPush: s.queued, LastCall: s.lastCall, ObjectGeneration: s.gen}
 	}
 	s.mu.Unlock()
 	if err := stream.Send(&pb.SessionClientFrame{Frame: &pb.SessionClientFrame_Open{Open: open}}); err != nil {
@@ -209,6 +221,9 @@ func (s *Session) connectTo(ctx context.Context, addr string, resume bool) error
 	}
 	if c := f.GetClosed(); c != nil {
 		cancel()
+		s.mu.Lock()
+		s.heard(c.GetFence())
+		s.mu.Unlock()
 		return &wire.Error{Code: c.GetCode(), Message: c.GetMessage()}
 	}
 	o := f.GetOpened()
@@ -223,12 +238,21 @@ func (s *Session) connectTo(ctx context.Context, addr string, resume bool) error
 	}
 	s.mu.Lock()
 	s.id, s.stream, s.cancel, s.gateway = id, stream, cancel, addr
-	s.lastCall = max(s.lastCall, o.GetLastCall())
+	s.heard(o.GetFence())
+	s.gen = max(s.gen, s.fence.ObjectGeneration)
+	// Every call without a reply goes again, with its operation id: one
+	// that ran already (o.LastCall may say so) is answered from the
+	// object's de-duplication table, so its caller gets its reply.
 	var again []*pb.SessionCall
 	for seq := s.lastCall + 1; seq < s.nextSeq; seq++ {
 		if c := s.outstanding[seq]; c != nil {
 			again = append(again, c)
 		}
+	}
+	if len(s.outstanding) == 0 && o.GetLastCall() > s.lastCall {
+		// Resumed from a token another process left: calls after it ran
+		// (their replies went with that process); number on after them.
+		s.lastCall, s.nextSeq = o.GetLastCall(), max(s.nextSeq, o.GetLastCall()+1)
 	}
 	s.mu.Unlock()
 	for _, c := range again { // sent again, in order, with their operation ids
@@ -265,6 +289,10 @@ func (s *Session) receive(stream rpcpb.SessionService_OpenClient) {
 			s.mu.Lock()
 			seq := fr.Reply.GetSeq()
 			if ch := s.replies[seq]; ch != nil {
+				if r := fr.Reply.GetReply(); r.GetCode() == pb.Code_CODE_OK {
+					s.heard(r.GetFence())
+					s.gen = max(s.gen, s.fence.ObjectGeneration) // a durable object's new life
+				}
 				delete(s.replies, seq)
 				delete(s.outstanding, seq)
 				s.lastCall = max(s.lastCall, seq)
@@ -281,6 +309,9 @@ func (s *Session) receive(stream rpcpb.SessionService_OpenClient) {
 			s.mu.Unlock()
 		case *pb.SessionServerFrame_Closed:
 			c := fr.Closed
+			s.mu.Lock()
+			s.heard(c.GetFence())
+			s.mu.Unlock()
 			s.broken(stream, &wire.Error{Code: c.GetCode(), Message: c.GetMessage()}, c.GetResumable())
 			return
 		}
@@ -423,7 +454,24 @@ func (s *Session) Recv(ctx context.Context) (Push, error) {
 func (s *Session) Token() Token {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return Token{Session: s.id, Object: s.object, ReceivedPush: s.consumed, LastCall: s.lastCall}
+	return Token{Session: s.id, Object: s.object, ReceivedPush: s.consumed, LastCall: s.lastCall, ObjectGeneration: s.gen}
+}
+
+// Fence is the newest fence of the object the session heard: the one it
+// was bound with, a reply's, or, once it ended STATE_LOST, the new life's.
+func (s *Session) Fence() (authority.Fence, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.fence, s.fence.ObjectGeneration > 0
+}
+
+// heard keeps f when it is newer than the fence the session knows (s.mu
+// held).
+func (s *Session) heard(f *pb.Fence) {
+	if f.GetObjectGeneration() > s.fence.ObjectGeneration ||
+		(f.GetObjectGeneration() == s.fence.ObjectGeneration && f.GetAuthorityGeneration() > s.fence.OwnerGeneration) {
+		s.fence = fenceOf(f)
+	}
 }
 
 // Gateway is the node that holds the session now.

@@ -104,10 +104,11 @@ func (n *Node) checkOpen(o *pb.SessionOpen) (keyspace.Object, *session.Token, er
 		return obj, nil, nil
 	}
 	id, err := wire.ParseOperationIDBytes(r.GetSessionId())
-	if err != nil || r.GetObject() != obj.String() {
+	if err != nil || r.GetObject() != obj.String() || r.GetObjectGeneration() < 0 {
 		return keyspace.Object{}, nil, fmt.Errorf("%w: resume token of session %x for %q", session.ErrInvalid, r.GetSessionId(), r.GetObject())
 	}
-	return obj, &session.Token{Session: id, Object: obj.String(), ReceivedPush: r.GetReceivedPush(), LastCall: r.GetLastCall()}, nil
+	return obj, &session.Token{Session: id, Object: obj.String(), ReceivedPush: r.GetReceivedPush(), LastCall: r.GetLastCall(),
+		ObjectGeneration: r.GetObjectGeneration()}, nil
 }
 
 func closedFrame(code pb.Code, msg string, resumable bool) *pb.SessionServerFrame {
@@ -261,7 +262,7 @@ func (g *gwSession) bind(addr string, req *pb.SessionBindRequest) session.Event 
 	}
 	f := r.GetFence()
 	return session.BindResult{Code: r.GetCode(), Message: r.GetMessage(), Binding: r.GetBinding(), LastCall: r.GetLastCall(), Hint: r.GetHint().GetAddress(),
-		Owner: session.Owner{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration(), Address: addr, ObjectGeneration: f.GetObjectGeneration()}}
+		Owner: ownerOf(f, addr)}
 }
 
 // gwPeer calls a node's PeerService at addr (an address the node's
@@ -354,7 +355,13 @@ func (n *Node) gatewayOf(ctx context.Context, rs *pb.SessionRef, f *pb.Fence) (*
 		// protocol error of the sender's.
 		return nil, session.Owner{}, pb.Code_CODE_UNAVAILABLE, "no such session at this gateway"
 	}
-	return g, session.Owner{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration(), ObjectGeneration: f.GetObjectGeneration()}, pb.Code_CODE_OK, ""
+	return g, ownerOf(f, ""), pb.Code_CODE_OK, ""
+}
+
+// ownerOf is the object owner a fence names, at addr.
+func ownerOf(f *pb.Fence, addr string) session.Owner {
+	return session.Owner{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration(), Address: addr,
+		ObjectGeneration: f.GetObjectGeneration(), AuthorityGeneration: f.GetAuthorityGeneration()}
 }
 
 // SessionDeliver (PeerService): pushes for a session this node holds.

@@ -238,7 +238,8 @@ func (s *peerServer) SessionBind(ctx context.Context, m *pb.SessionBindRequest) 
 		return &pb.SessionBindReply{Code: pb.Code_CODE_RELOCATING, Message: h.name + " is moving"}, nil
 	case rep.GetCode() == pb.Code_CODE_STATE_LOST ||
 		(m.GetKnownObjectGeneration() != 0 && m.GetKnownObjectGeneration() < h.fence.ObjectGeneration && !h.typ.Durable):
-		return &pb.SessionBindReply{Code: pb.Code_CODE_STATE_LOST, Message: fmt.Sprintf("%s was re-created (object generation %d)", h.name, h.fence.ObjectGeneration)}, nil
+		return &pb.SessionBindReply{Code: pb.Code_CODE_STATE_LOST, Message: fmt.Sprintf("%s was re-created (object generation %d)", h.name, h.fence.ObjectGeneration),
+			Fence: n.wireFence(h.fence, h.version, n.rid.Hex())}, nil
 	}
 	b := h.sessions[ref.Session]
 	var binding uint64

@@ -256,3 +256,86 @@ func TestSessionRefusedCallLeavesGap(t *testing.T) {
 		t.Fatalf("pushes %v", got)
 	}
 }
+
+// The gateway and the owner of a memory room stop together: the client
+// resumes on another gateway with its token, which names the room's life;
+// the room there is a new life, so the session ends STATE_LOST (the new
+// life's fence in hand) instead of going on silently in the new one.
+func TestSessionResumeOnRecreatedObject(t *testing.T) {
+	m := startMesh(t, 3)
+	c := newClient(t, client.Config{Nodes: m.addrs()})
+	ctx := context.Background()
+	const room = "actor/room/r5"
+	var s *client.Session
+	for range 20 { // a session whose gateway is the room's owner
+		var err error
+		if s, err = c.OpenSession(ctx, room); err != nil {
+			t.Fatal(err)
+		}
+		say(t, s, "x")
+		if ownerNode(t, m, room).Address() == s.Gateway() {
+			break
+		}
+		s.Close()
+	}
+	defer s.Close()
+	before, _ := s.Fence()
+	tok := s.Token()
+	if tok.ObjectGeneration != before.ObjectGeneration || before.ObjectGeneration == 0 {
+		t.Fatalf("token %+v, fence %+v", tok, before)
+	}
+	owner := ownerNode(t, m, room)
+	if owner.Address() != s.Gateway() {
+		t.Skip("the room's owner never was the session's gateway")
+	}
+	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := owner.Stop(sctx); err != nil {
+		t.Fatal(err)
+	}
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	for s.Err() == nil && cctx.Err() == nil {
+		if _, err := s.Call(cctx, "say", "y"); err != nil {
+			break
+		}
+	}
+	if err := s.Err(); !errorsIsCode(err, "state_lost") {
+		t.Fatalf("session resumed on a re-created room: %v", err)
+	}
+	if after, ok := s.Fence(); !ok || after.ObjectGeneration <= before.ObjectGeneration {
+		t.Errorf("fence after STATE_LOST %+v, before %+v: want the new life's", after, before)
+	}
+	// The old token, resumed by hand, says the same.
+	if _, err := c.ResumeSession(cctx, tok); !errorsIsCode(err, "state_lost") {
+		t.Errorf("resume of the old token: %v, want STATE_LOST", err)
+	}
+}
+
+// A token resumed by another process may be older than the object's
+// journal (calls after it ran; their replies went with the process that
+// sent them): the resumed session numbers its calls on after them.
+func TestSessionResumeFromOlderToken(t *testing.T) {
+	m := startMesh(t, 2)
+	ctx := context.Background()
+	const room = "actor/room/r6"
+	s, err := newClient(t, client.Config{Nodes: m.addrs()}).OpenSession(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	say(t, s, "a")
+	old := s.Token()
+	say(t, s, "b")
+	s.Close()
+	r, err := newClient(t, client.Config{Nodes: m.addrs()}).ResumeSession(ctx, old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if n := say(t, r, "c"); n != 3 {
+		t.Fatalf("say after resuming an older token: message %d, want 3", n)
+	}
+	if tok := r.Token(); tok.LastCall != 3 {
+		t.Fatalf("token after: %+v", tok)
+	}
+}

@@ -27,6 +27,8 @@ type Owner struct {
 	Generation       int64
 	Address          string
 	ObjectGeneration int64
+	// AuthorityGeneration of the record the owner's fence came from.
+	AuthorityGeneration int64
 }
 
 func (o Owner) same(p Owner) bool { return o.ID == p.ID && o.Generation == p.Generation }
@@ -37,6 +39,8 @@ type Token struct {
 	Object       string
 	ReceivedPush uint64
 	LastCall     uint64
+	// ObjectGeneration the session was bound to (0: unknown).
+	ObjectGeneration int64
 }
 
 // Gateway timing and bounds.
@@ -207,6 +211,7 @@ type Gateway struct {
 	binding uint64
 
 	nextSeq  uint64       // the seq the client's next call must have
+	skipTo   uint64       // ... or, resumed with nothing outstanding, this one (0: none)
 	queue    []ClientCall // calls not forwarded yet, in seq order
 	inflight *ClientCall  // forwarded, no result yet (or to send again)
 	sent     bool         // inflight is with the owner now
@@ -242,6 +247,7 @@ func NewGateway(cfg GatewayConfig) *Gateway {
 	g := &Gateway{cfg: cfg, phase: Binding, nextSeq: 1, nowMs: cfg.NowMs}
 	if r := cfg.Resume; r != nil {
 		g.nextSeq, g.delivered, g.acked, g.ackSent = r.LastCall+1, r.ReceivedPush, r.ReceivedPush, r.ReceivedPush
+		g.cfg.KnownObjectGeneration = max(g.cfg.KnownObjectGeneration, r.ObjectGeneration)
 	}
 	return g
 }
@@ -279,14 +285,29 @@ func (g *Gateway) outstanding() int {
 }
 
 func (g *Gateway) close(code pb.Code, msg string, resumable bool) []Action {
+	return g.closeWith(&pb.SessionClosed{Code: code, Message: msg, Resumable: resumable})
+}
+
+// lost closes the session: the object was re-created (fence: its new
+// life's, when known), what the session had with the old one is gone.
+func (g *Gateway) lost(msg string, fence *pb.Fence) []Action {
+	return g.closeWith(&pb.SessionClosed{Code: pb.Code_CODE_STATE_LOST, Message: msg, Fence: fence})
+}
+
+func (g *Gateway) closeWith(c *pb.SessionClosed) []Action {
 	if g.phase == Closed {
 		return nil
 	}
 	g.phase = Closed
 	return []Action{
-		ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Closed{Closed: &pb.SessionClosed{Code: code, Message: msg, Resumable: resumable}}}},
-		Close{Code: code, Message: msg, Resumable: resumable},
+		ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Closed{Closed: c}}},
+		Close{Code: c.GetCode(), Message: c.GetMessage(), Resumable: c.GetResumable()},
 	}
+}
+
+// fence is the wire form of an owner's fence as the gateway knows it.
+func (o Owner) fence() *pb.Fence {
+	return &pb.Fence{OwnerId: o.ID, OwnerGeneration: o.Generation, ObjectGeneration: o.ObjectGeneration, AuthorityGeneration: o.AuthorityGeneration}
 }
 
 // next forwards the next call when the session is open and none is with
@@ -391,6 +412,12 @@ func (g *Gateway) tick() []Action {
 }
 
 func (g *Gateway) clientCall(c ClientCall) ([]Action, error) {
+	if c.Seq == g.skipTo && c.Seq > g.nextSeq && g.outstanding() == 0 {
+		// A client resumed from a token older than the object's journal
+		// (another process's): the calls between ran, their replies are
+		// gone; it numbers on after the last that ran.
+		g.nextSeq = c.Seq
+	}
 	if c.Seq != g.nextSeq {
 		return g.close(pb.Code_CODE_PROTOCOL_ERROR, fmt.Sprintf("call %d, expected %d", c.Seq, g.nextSeq), false), nil
 	}
@@ -420,15 +447,18 @@ func (g *Gateway) bound(e BindResult) []Action {
 		first := g.owner.ID == ""
 		g.owner, g.binding, g.phase = e.Owner, e.Binding, Open
 		var out []Action
+		if g.cfg.Resume != nil && e.LastCall >= g.nextSeq {
+			g.skipTo = e.LastCall + 1
+		}
 		if first || g.cfg.Resume != nil {
 			out = append(out, ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Opened{Opened: &pb.SessionOpened{
-				SessionId: g.cfg.Self.Session[:], LastCall: e.LastCall}}}})
+				SessionId: g.cfg.Self.Session[:], LastCall: e.LastCall, Fence: g.owner.fence()}}}})
 			g.cfg.Resume = nil
 		}
 		out = append(out, g.next()...)
 		return append(out, g.ack()...)
 	case e.Err == nil && e.Code == pb.Code_CODE_STATE_LOST:
-		return g.close(pb.Code_CODE_STATE_LOST, "the object was re-created: "+e.Message, false)
+		return g.lost("the object was re-created: "+e.Message, e.Owner.fence())
 	case e.Err == nil && (e.Code == pb.Code_CODE_NOT_OWNER || e.Code == pb.Code_CODE_RELOCATING) && e.Hint != "":
 		g.bindAddr = e.Hint
 	case e.Err == nil && e.Code != pb.Code_CODE_UNAVAILABLE && e.Code != pb.Code_CODE_SHUTTING_DOWN &&
@@ -474,7 +504,7 @@ func (g *Gateway) callResult(e CallResult) []Action {
 		return g.bind(e.Reply.GetHint().GetAddress())
 	case code == pb.Code_CODE_STATE_LOST:
 		out := []Action{ToClient{Frame: replyFrame(g.inflight.Seq, e.Reply)}}
-		return append(out, g.close(pb.Code_CODE_STATE_LOST, e.Reply.GetMessage(), false)...)
+		return append(out, g.lost(e.Reply.GetMessage(), e.Reply.GetFence())...)
 	}
 	out := []Action{ToClient{Frame: replyFrame(g.inflight.Seq, e.Reply)}}
 	g.inflight, g.sent = nil, false

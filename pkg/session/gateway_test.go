@@ -215,6 +215,30 @@ func TestGatewayResume(t *testing.T) {
 	w.want(ClientCall{Seq: 3}, "forward 3 to n1 binding 4") // executed already: answered from the table
 	w.want(Delivery{Token: 1, From: n1, Binding: 4, Pushes: []Push{{Seq: 4}, {Seq: 5}}}, "client: push 5; answer 1 CODE_OK 5")
 	w.want(Stop{}, "client: closed CODE_SHUTTING_DOWN resumable=true; close CODE_SHUTTING_DOWN")
+
+	// Resumed by another process from an older token: calls 3 to 5 ran,
+	// their replies went with the process that sent them; it numbers on
+	// from 6. Any other number is still a protocol error.
+	w = newGW(t, &Token{LastCall: 2, ObjectGeneration: 1})
+	w.g.Start()
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n1, LastCall: 5}, "client: opened last=5; ack 0 to n1")
+	w.want(ClientCall{Seq: 6}, "forward 6 to n1 binding 4")
+	w.want(ClientCall{Seq: 8}, "client: closed CODE_PROTOCOL_ERROR resumable=false; close CODE_PROTOCOL_ERROR")
+}
+
+// A resumed token names the object's life: the bind says so, and a bind
+// answered STATE_LOST closes the session with the new life's fence.
+func TestGatewayResumeKnowsTheLife(t *testing.T) {
+	w := newGW(t, &Token{LastCall: 2, ObjectGeneration: 3})
+	acts := w.g.Start()
+	if b, ok := acts[0].(Bind); !ok || b.KnownObjectGeneration != 3 {
+		t.Fatalf("start: %+v", acts)
+	}
+	acts, _ = w.g.Step(BindResult{Code: pb.Code_CODE_STATE_LOST, Owner: Owner{ID: "n2", Generation: 7, ObjectGeneration: 4, AuthorityGeneration: 9}})
+	c := acts[0].(ToClient).Frame.GetClosed()
+	if c.GetCode() != pb.Code_CODE_STATE_LOST || c.GetResumable() || c.GetFence().GetObjectGeneration() != 4 || c.GetFence().GetAuthorityGeneration() != 9 {
+		t.Fatalf("closed: %v", c)
+	}
 }
 
 // A route binds the session while a bind of the gateway's is under way.

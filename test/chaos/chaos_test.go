@@ -117,6 +117,11 @@ func TestWorkloads(t *testing.T) {
 		// Issue 6: counters and lists in groups (the storm moves whole
 		// groups), through a rolling restart (SIGTERM drains each node)
 		// and a paused owner.
+		// Issue 17: sessions on rooms that move, whose gateways are
+		// killed (the clients resume elsewhere), whose owners are killed
+		// (the sessions end STATE_LOST and are opened again), and a
+		// rolling restart (every node drained in turn).
+		{"sessions", []string{chaos.KillGateway, chaos.KillOwner, chaos.RollingRestart}, nil},
 		{"groups", []string{chaos.RollingRestart, chaos.PauseNode}, func(s *chaos.Spec) {
 			s.Workloads = []string{"counter", "list"}
 			s.Groups = 2

@@ -26,15 +26,18 @@ const (
 )
 
 // SessionToken resumes a session on any gateway: what the client received
-// and what it knows was executed.
+// and what it knows was executed, and the object generation it was bound
+// to (a resume on a re-created memory object is then STATE_LOST, not a
+// silent start in the new life).
 type SessionToken struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	SessionId     []byte                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
-	Object        string                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
-	ReceivedPush  uint64                 `protobuf:"varint,3,opt,name=received_push,json=receivedPush,proto3" json:"received_push,omitempty"`
-	LastCall      uint64                 `protobuf:"varint,4,opt,name=last_call,json=lastCall,proto3" json:"last_call,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	SessionId        []byte                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
+	Object           string                 `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
+	ReceivedPush     uint64                 `protobuf:"varint,3,opt,name=received_push,json=receivedPush,proto3" json:"received_push,omitempty"`
+	LastCall         uint64                 `protobuf:"varint,4,opt,name=last_call,json=lastCall,proto3" json:"last_call,omitempty"`
+	ObjectGeneration int64                  `protobuf:"varint,5,opt,name=object_generation,json=objectGeneration,proto3" json:"object_generation,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *SessionToken) Reset() {
@@ -91,6 +94,13 @@ func (x *SessionToken) GetReceivedPush() uint64 {
 func (x *SessionToken) GetLastCall() uint64 {
 	if x != nil {
 		return x.LastCall
+	}
+	return 0
+}
+
+func (x *SessionToken) GetObjectGeneration() int64 {
+	if x != nil {
+		return x.ObjectGeneration
 	}
 	return 0
 }
@@ -487,8 +497,10 @@ type SessionOpened struct {
 	SessionId []byte                 `protobuf:"bytes,1,opt,name=session_id,json=sessionId,proto3" json:"session_id,omitempty"`
 	// The object's fence when bound.
 	Fence *Fence `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
-	// The highest call seq the object executed for this session (a resumed
-	// client sends again the calls after it, with their operation ids).
+	// The highest call seq the object executed for this session. A resumed
+	// client sends again every call it has no reply for, with its operation
+	// id: one that ran already is answered from the object's de-duplication
+	// table.
 	LastCall      uint64 `protobuf:"varint,3,opt,name=last_call,json=lastCall,proto3" json:"last_call,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -602,7 +614,9 @@ type SessionClosed struct {
 	Code    Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
 	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	// Resumable: open it again with the token (on any gateway).
-	Resumable     bool `protobuf:"varint,3,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	Resumable bool `protobuf:"varint,3,opt,name=resumable,proto3" json:"resumable,omitempty"`
+	// STATE_LOST: the fence of the object's new life (when known).
+	Fence         *Fence `protobuf:"bytes,4,opt,name=fence,proto3" json:"fence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -656,6 +670,13 @@ func (x *SessionClosed) GetResumable() bool {
 		return x.Resumable
 	}
 	return false
+}
+
+func (x *SessionClosed) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
 }
 
 type SessionBindRequest struct {
@@ -1342,13 +1363,14 @@ var File_meshloc_v1_session_proto protoreflect.FileDescriptor
 const file_meshloc_v1_session_proto_rawDesc = "" +
 	"\n" +
 	"\x18meshloc/v1/session.proto\x12\n" +
-	"meshloc.v1\x1a\x18meshloc/v1/meshloc.proto\x1a\x1emeshloc/v1/session_types.proto\"\x87\x01\n" +
+	"meshloc.v1\x1a\x18meshloc/v1/meshloc.proto\x1a\x1emeshloc/v1/session_types.proto\"\xb4\x01\n" +
 	"\fSessionToken\x12\x1d\n" +
 	"\n" +
 	"session_id\x18\x01 \x01(\fR\tsessionId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12#\n" +
 	"\rreceived_push\x18\x03 \x01(\x04R\freceivedPush\x12\x1b\n" +
-	"\tlast_call\x18\x04 \x01(\x04R\blastCall\"\xa7\x01\n" +
+	"\tlast_call\x18\x04 \x01(\x04R\blastCall\x12+\n" +
+	"\x11object_generation\x18\x05 \x01(\x03R\x10objectGeneration\"\xa7\x01\n" +
 	"\x12SessionClientFrame\x12-\n" +
 	"\x04open\x18\x01 \x01(\v2\x17.meshloc.v1.SessionOpenH\x00R\x04open\x12-\n" +
 	"\x04call\x18\x02 \x01(\v2\x17.meshloc.v1.SessionCallH\x00R\x04call\x12*\n" +
@@ -1379,11 +1401,12 @@ const file_meshloc_v1_session_proto_rawDesc = "" +
 	"\tlast_call\x18\x03 \x01(\x04R\blastCall\"M\n" +
 	"\fSessionReply\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12+\n" +
-	"\x05reply\x18\x02 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"m\n" +
+	"\x05reply\x18\x02 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"\x96\x01\n" +
 	"\rSessionClosed\x12$\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12\x1c\n" +
-	"\tresumable\x18\x03 \x01(\bR\tresumable\"\xd8\x01\n" +
+	"\tresumable\x18\x03 \x01(\bR\tresumable\x12'\n" +
+	"\x05fence\x18\x04 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\"\xd8\x01\n" +
 	"\x12SessionBindRequest\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x120\n" +
 	"\asession\x18\x02 \x01(\v2\x16.meshloc.v1.SessionRefR\asession\x12#\n" +
@@ -1485,27 +1508,28 @@ var file_meshloc_v1_session_proto_depIdxs = []int32{
 	20, // 8: meshloc.v1.SessionOpened.fence:type_name -> meshloc.v1.Fence
 	21, // 9: meshloc.v1.SessionReply.reply:type_name -> meshloc.v1.CallReply
 	22, // 10: meshloc.v1.SessionClosed.code:type_name -> meshloc.v1.Code
-	23, // 11: meshloc.v1.SessionBindRequest.session:type_name -> meshloc.v1.SessionRef
-	22, // 12: meshloc.v1.SessionBindReply.code:type_name -> meshloc.v1.Code
-	20, // 13: meshloc.v1.SessionBindReply.fence:type_name -> meshloc.v1.Fence
-	24, // 14: meshloc.v1.SessionBindReply.hint:type_name -> meshloc.v1.Location
-	23, // 15: meshloc.v1.SessionAckRequest.session:type_name -> meshloc.v1.SessionRef
-	22, // 16: meshloc.v1.SessionAckReply.code:type_name -> meshloc.v1.Code
-	20, // 17: meshloc.v1.SessionDelivery.fence:type_name -> meshloc.v1.Fence
-	23, // 18: meshloc.v1.SessionDelivery.session:type_name -> meshloc.v1.SessionRef
-	19, // 19: meshloc.v1.SessionDelivery.pushes:type_name -> meshloc.v1.Push
-	22, // 20: meshloc.v1.SessionDeliveryReply.code:type_name -> meshloc.v1.Code
-	20, // 21: meshloc.v1.SessionSealRequest.fence:type_name -> meshloc.v1.Fence
-	23, // 22: meshloc.v1.SessionSealRequest.session:type_name -> meshloc.v1.SessionRef
-	22, // 23: meshloc.v1.SessionSealReply.code:type_name -> meshloc.v1.Code
-	20, // 24: meshloc.v1.SessionRouteRequest.fence:type_name -> meshloc.v1.Fence
-	23, // 25: meshloc.v1.SessionRouteRequest.session:type_name -> meshloc.v1.SessionRef
-	22, // 26: meshloc.v1.SessionRouteReply.code:type_name -> meshloc.v1.Code
-	27, // [27:27] is the sub-list for method output_type
-	27, // [27:27] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	20, // 11: meshloc.v1.SessionClosed.fence:type_name -> meshloc.v1.Fence
+	23, // 12: meshloc.v1.SessionBindRequest.session:type_name -> meshloc.v1.SessionRef
+	22, // 13: meshloc.v1.SessionBindReply.code:type_name -> meshloc.v1.Code
+	20, // 14: meshloc.v1.SessionBindReply.fence:type_name -> meshloc.v1.Fence
+	24, // 15: meshloc.v1.SessionBindReply.hint:type_name -> meshloc.v1.Location
+	23, // 16: meshloc.v1.SessionAckRequest.session:type_name -> meshloc.v1.SessionRef
+	22, // 17: meshloc.v1.SessionAckReply.code:type_name -> meshloc.v1.Code
+	20, // 18: meshloc.v1.SessionDelivery.fence:type_name -> meshloc.v1.Fence
+	23, // 19: meshloc.v1.SessionDelivery.session:type_name -> meshloc.v1.SessionRef
+	19, // 20: meshloc.v1.SessionDelivery.pushes:type_name -> meshloc.v1.Push
+	22, // 21: meshloc.v1.SessionDeliveryReply.code:type_name -> meshloc.v1.Code
+	20, // 22: meshloc.v1.SessionSealRequest.fence:type_name -> meshloc.v1.Fence
+	23, // 23: meshloc.v1.SessionSealRequest.session:type_name -> meshloc.v1.SessionRef
+	22, // 24: meshloc.v1.SessionSealReply.code:type_name -> meshloc.v1.Code
+	20, // 25: meshloc.v1.SessionRouteRequest.fence:type_name -> meshloc.v1.Fence
+	23, // 26: meshloc.v1.SessionRouteRequest.session:type_name -> meshloc.v1.SessionRef
+	22, // 27: meshloc.v1.SessionRouteReply.code:type_name -> meshloc.v1.Code
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_session_proto_init() }

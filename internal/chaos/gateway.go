@@ -1,0 +1,72 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// gateway picks the victim of a kill-gateway fault: the live node holding
+// the most open sessions (as its /metrics says), among the nodes that own
+// no workload object when one of them holds sessions, so that the fault
+// kills gateways and not the objects behind them.
+func (f *Faults) gateway(ctx context.Context) (*Node, string) {
+	owned := f.owned(ctx)
+	var best *Node
+	bestOpen, bestPure := -1.0, false
+	for _, n := range f.c.nodes {
+		if !n.proc.Alive() || n.stopped {
+			continue
+		}
+		open, err := sessionsOpen(ctx, n.HTTP)
+		if err != nil {
+			continue
+		}
+		// Better: a pure gateway (sessions, no workload object) first;
+		// then more sessions.
+		pure := open > 0 && owned[n.Name] == 0
+		if best == nil || (pure && !bestPure) || (pure == bestPure && open > bestOpen) {
+			best, bestOpen, bestPure = n, open, pure
+		}
+	}
+	if best == nil {
+		return f.busiest(ctx), "no node's metrics answered: the busiest node"
+	}
+	return best, fmt.Sprintf("gateway of %v sessions, owning %d workload objects", bestOpen, owned[best.Name])
+}
+
+// sessionsOpen scrapes meshloc_sessions_open from a node's /metrics.
+func sessionsOpen(ctx context.Context, addr string) (float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
+	if err != nil {
+		return 0, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("chaos: %s/metrics: %s", addr, resp.Status)
+	}
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := p.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	fam := fams["meshloc_sessions_open"]
+	if fam == nil {
+		return 0, nil
+	}
+	var sum float64
+	for _, m := range fam.GetMetric() {
+		sum += m.GetGauge().GetValue()
+	}
+	return sum, nil
+}
