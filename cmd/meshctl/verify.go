@@ -67,6 +67,9 @@ Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`
 				return usageError{err: fmt.Errorf("--nodes %d: at least 2", s.Cluster.Nodes)}
 			}
 			s.Workloads = strings.Split(workloads, ",")
+			if selfTest && !cmd.Flags().Changed("workloads") {
+				s.Workloads = chaos.DefaultWorkloads // what the planted bugs' triggers are tuned to
+			}
 			if _, err := chaos.NewWorkloads(s.Workloads, "x", 0, "", 0, 0); err != nil {
 				return usageError{err: err}
 			}

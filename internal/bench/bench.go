@@ -13,7 +13,8 @@
 // states with and without a call load; relocations per second with 1, 8 and
 // 64 in flight; objects per second moved in groups of 8; streaming GiB/s of a
 // 256 MiB state; calls per second and latency direct and through a gateway,
-// with and without a relocation storm. Each figure has its baseline, the
+// with and without a relocation storm; a session's call and push latency
+// through a gateway, idle and while its object moves. Each figure has its baseline, the
 // ratio, and the target where there is one, marked met or not.
 package bench
 
@@ -96,7 +97,7 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "relocations", "groups", "streaming", "interruption"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption"}
 
 type run struct {
 	cfg Config
@@ -159,7 +160,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer m.close()
 	x.m = m
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.relocationRates, x.groups, x.streaming, x.interruption} {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption} {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, Sections[i]) {
 			continue
 		}

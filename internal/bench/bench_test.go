@@ -85,15 +85,16 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 	// 1 KiB: CAS p50, CAS p99 and the peer; 64 KiB: the peer; relocations
-	// at 64 in flight; groups; streaming; the Go client's call p50.
-	if targets != 8 {
-		t.Errorf("%d figures with a target, want 8", targets)
+	// at 64 in flight; groups; streaming; the Go client's call p50; the
+	// session call p50.
+	if targets != 9 {
+		t.Errorf("%d figures with a target, want 9", targets)
 	}
 	var text, js bytes.Buffer
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BASELINE", "MESHLOC FIGURE", "stop-persist-reload p50, 64 KiB", "relocations/s, 64 in flight", "targets met:"} {
+	for _, want := range []string{"BASELINE", "MESHLOC FIGURE", "stop-persist-reload p50, 64 KiB", "relocations/s, 64 in flight", "session push p99, relocation storm", "targets met:"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text report has no %q:\n%s", want, text.String())
 		}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/chaos"
 	"github.com/meshloc/meshloc/internal/failpoint"
+	"github.com/meshloc/meshloc/internal/verify"
 )
 
 var binDir string
@@ -108,12 +109,12 @@ func TestWorkloads(t *testing.T) {
 	cases := []struct {
 		workload string
 		faults   []string
-		setup    func(*chaos.Spec)
+		setup    func(*testing.T, *chaos.Spec)
 	}{
-		{"bank", []string{chaos.KillEtcdMember, chaos.MoveLeader}, func(s *chaos.Spec) { s.Cluster.EtcdMembers = 3 }},
+		{"bank", []string{chaos.KillEtcdMember, chaos.MoveLeader}, func(_ *testing.T, s *chaos.Spec) { s.Cluster.EtcdMembers = 3 }},
 		{"register", []string{chaos.PauseNode}, nil},
-		{"list", []string{chaos.Failpoint, chaos.LinkDuplicate, chaos.Failpoint}, func(s *chaos.Spec) { s.Cluster.Proxies = true }},
-		{"counter", []string{chaos.PartitionEtcd, chaos.KillSource}, func(s *chaos.Spec) { s.Cluster.Proxies = true }},
+		{"list", []string{chaos.Failpoint, chaos.LinkDuplicate, chaos.Failpoint}, func(_ *testing.T, s *chaos.Spec) { s.Cluster.Proxies = true }},
+		{"counter", []string{chaos.PartitionEtcd, chaos.KillSource}, func(_ *testing.T, s *chaos.Spec) { s.Cluster.Proxies = true }},
 		// Issue 6: counters and lists in groups (the storm moves whole
 		// groups), through a rolling restart (SIGTERM drains each node)
 		// and a paused owner.
@@ -121,8 +122,17 @@ func TestWorkloads(t *testing.T) {
 		// killed (the clients resume elsewhere), whose owners are killed
 		// (the sessions end STATE_LOST and are opened again), and a
 		// rolling restart (every node drained in turn).
-		{"sessions", []string{chaos.KillGateway, chaos.KillOwner, chaos.RollingRestart}, nil},
-		{"groups", []string{chaos.RollingRestart, chaos.PauseNode}, func(s *chaos.Spec) {
+		{"sessions", []string{chaos.KillGateway, chaos.KillOwner, chaos.RollingRestart}, func(t *testing.T, s *chaos.Spec) {
+			s.Duration = 32 * time.Second // the rolling restart at 21 s
+			s.Inspect = func(_ *chaos.Cluster, rep *verify.Report) {
+				for _, w := range rep.Workloads {
+					if w.Workload == "sessions" && w.Figures["resumed-elsewhere"] == 0 {
+						t.Errorf("no session resumed on another gateway after kill-gateway: %v", w.Figures)
+					}
+				}
+			}
+		}},
+		{"groups", []string{chaos.RollingRestart, chaos.PauseNode}, func(_ *testing.T, s *chaos.Spec) {
 			s.Workloads = []string{"counter", "list"}
 			s.Groups = 2
 			s.FaultEvery = 12 * time.Second
@@ -136,7 +146,7 @@ func TestWorkloads(t *testing.T) {
 			s.FirstFault, s.FaultEvery = 3*time.Second, 9*time.Second
 			s.Duration = 25 * time.Second
 			if c.setup != nil {
-				c.setup(&s)
+				c.setup(t, &s)
 			}
 			run(t, s)
 		})
