@@ -85,10 +85,11 @@ func TestTinyRun(t *testing.T) {
 		}
 	}
 	// 1 KiB: CAS p50, CAS p99 and the peer; 64 KiB: the peer; relocations
-	// at 64 in flight; groups; streaming; the Go client's call p50; the
-	// session call p50.
-	if targets != 9 {
-		t.Errorf("%d figures with a target, want 9", targets)
+	// at 64 in flight; groups; streaming; idle calls: the Go client's p50,
+	// the gateway's p50 and calls/s; storm: both paths' calls/s and the
+	// p99 of objects not moving; the session call p50.
+	if targets != 14 {
+		t.Errorf("%d figures with a target, want 14", targets)
 	}
 	var text, js bytes.Buffer
 	if err := r.WriteText(&text); err != nil {
