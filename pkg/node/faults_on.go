@@ -242,6 +242,11 @@ func (s *targetStoreFaults) Commit(ctx context.Context, req authority.CommitRequ
 	if err := failpoint.Hit(failpoint.TargetBeforeCommit); err != nil {
 		return authority.CommitResult{}, err
 	}
+	// A sleep here models a commit delayed on its way to etcd: the request
+	// still lands, however long it took, so the time it waited does not
+	// cut it short (the driver's context may have expired meanwhile).
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relocator.DefaultOpTimeout)
+	defer cancel()
 	commit := s.Store.Commit
 	if failpoint.Planted(failpoint.BugCommitWithoutCompare) {
 		commit = s.mb.n.store.CommitWithoutCompare
