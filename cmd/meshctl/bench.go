@@ -23,6 +23,7 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		quick, strict, secured bool
 		dir, profile           string
 		only                   []string
+		eager                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -46,6 +47,12 @@ not be made, or --strict and a target was missed (1).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.Config{Plan: bench.FullPlan(), Dir: dir, Progress: os.Stderr, Only: only}
+			if cmd.Flags().Changed("eager-cutover-bytes") {
+				if eager < 0 {
+					return usageError{err: fmt.Errorf("--eager-cutover-bytes %d: 0 or more", eager)}
+				}
+				cfg.EagerCutoverBytes = &eager
+			}
 			if quick {
 				cfg.Plan = bench.QuickPlan()
 			}
@@ -101,6 +108,7 @@ not be made, or --strict and a target was missed (1).`,
 	f.BoolVar(&secured, "tls", false, "run the plan twice, plaintext then secured (mutual TLS, etcd over TLS with authentication), and print every measure of both side by side")
 	f.StringSliceVar(&only, "only", nil, "run only these sections: "+strings.Join(bench.Sections, ","))
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.IntVar(&eager, "eager-cutover-bytes", 0, "the nodes' --eager-cutover-bytes (default: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")
 	return cmd
 }

@@ -70,6 +70,10 @@ type Config struct {
 	ForwardWindow time.Duration
 	// ChunkBytes is the STATE chunk size (default 1 MiB).
 	ChunkBytes int
+	// EagerCutoverBytes: a state of at most this many bytes moves with an
+	// eager cutover (PREPARE, STATE, DATA and CUTOVER sent at once, without
+	// waiting for READY; default 64 KiB; 0: never), if it is one chunk.
+	EagerCutoverBytes int
 	// NodeBudgetBytes bounds STATE bytes in flight from this node (default 64 MiB).
 	NodeBudgetBytes int64
 	// PeerBudgetBytes bounds STATE bytes in flight to one peer (default 16 MiB).
@@ -182,6 +186,7 @@ func DefaultConfig() Config {
 		RelayWait:          5 * time.Second,
 		ForwardWindow:      5 * time.Second,
 		ChunkBytes:         1 << 20,
+		EagerCutoverBytes:  64 << 10,
 		NodeBudgetBytes:    64 << 20,
 		PeerBudgetBytes:    16 << 20,
 		DurableMaxBytes:    DefaultDurableMaxBytes,
@@ -240,6 +245,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RelayWait, "relay-wait", c.RelayWait, "how long a source waits for a relayed reply")
 	fs.DurationVar(&c.ForwardWindow, "forward-window", c.ForwardWindow, "how long requests for a moved object are forwarded to its new owner")
 	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
+	fs.IntVar(&c.EagerCutoverBytes, "eager-cutover-bytes", c.EagerCutoverBytes, "a state of at most this many bytes is sent with DATA and CUTOVER at once, without waiting for READY (0: never; a state of one chunk only)")
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
 	fs.StringVar(&c.ExecLog, "exec-log", c.ExecLog, "append one JSON line per executed request or timer tick to this file (verification runs; empty: off)")
@@ -323,6 +329,9 @@ func (c *Config) Validate() error {
 	}
 	if c.ChunkBytes < 1024 || c.ChunkBytes > 16<<20 {
 		return bad("--chunk-bytes", "%d is outside [1 KiB, 16 MiB]", c.ChunkBytes)
+	}
+	if c.EagerCutoverBytes < 0 {
+		return bad("--eager-cutover-bytes", "%d is negative", c.EagerCutoverBytes)
 	}
 	if c.PeerBudgetBytes < int64(c.ChunkBytes) || c.NodeBudgetBytes < c.PeerBudgetBytes {
 		return bad("--peer-budget-bytes", "need chunk-bytes <= peer budget <= node budget")

@@ -89,6 +89,7 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 	cfg.Target = relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
 	cfg.AppVersion, cfg.DeadlineMs, cfg.ChunkSize = n.cfg.ApplicationVersion, now.Add(timeout).UnixMilli(), n.cfg.ChunkBytes
+	cfg.EagerMaxBytes = n.cfg.EagerCutoverBytes
 	m := relocation.NewSource(cfg)
 	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})

@@ -89,6 +89,7 @@ func TestTranscripts(t *testing.T) {
 					d.MaybeScanArgs(t, "fallback", &cfg.FallbackMs)
 					d.MaybeScanArgs(t, "members", &cfg.Members)
 					d.MaybeScanArgs(t, "maxahead", &cfg.MaxDeadlineMs)
+					d.MaybeScanArgs(t, "eager", &cfg.EagerMaxBytes)
 					cfg.Join = d.HasArg("join")
 					s = newSim(cfg, &out)
 					s.allowProtoE = true

@@ -34,6 +34,14 @@
 // always preserves before it reopens, so a target whose READY was lost can
 // never commit behind a source that serves again.
 //
+// Eager cutover (SourceConfig.EagerMaxBytes, Prepare.eager_cutover): a
+// payload of one chunk goes with DATA and CUTOVER at once (capturing →
+// cutover, no READY awaited); the target keeps them while it assembles and
+// restores, checks them as after READY, and commits as soon as it
+// restored. Sending CUTOVER is then the source's point of no return
+// (invariant 1 holds with "CUTOVER sent" for "READY"); a FAILED from such
+// a target before READY makes the source preserve at once.
+//
 // # Invariants (DESIGN.md §9)
 //
 //  1. READY is the point of no return: after it the source reopens the object

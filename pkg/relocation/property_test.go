@@ -107,6 +107,11 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 	case 1:
 		cfg.Join = true
 	}
+	// A third move their state with an eager cutover (one chunk: DATA and
+	// CUTOVER sent without waiting for READY).
+	if r.IntN(3) == 0 {
+		cfg.EagerMaxBytes, cfg.ChunkSize = 1<<10, 1<<10
+	}
 	s := newSim(cfg, out)
 	// Each class of fault is on in about a third of the runs, so that clean
 	// runs, lossy ones and crashing ones all occur.

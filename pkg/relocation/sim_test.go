@@ -248,6 +248,8 @@ type simConfig struct {
 	Join bool
 	// MaxDeadlineMs: TargetConfig.MaxDeadlineMs.
 	MaxDeadlineMs int64
+	// EagerMaxBytes: SourceConfig.EagerMaxBytes.
+	EagerMaxBytes int
 }
 
 // sim drives one Source and one Target. Frames a side sends wait in flight
@@ -309,7 +311,7 @@ func newSim(cfg simConfig, out *strings.Builder) *sim {
 		ID: simRelocID, Object: st.rec, Self: s.self, SelfRoutingID: simRID("s1"),
 		Target:     TargetRef{Owner: s.tgtID, Node: simNode("t1")},
 		AppVersion: "v1", DeadlineMs: cfg.DeadlineMs, ChunkSize: cfg.ChunkSize,
-		Members: slices.Clone(st.members), JoinGroup: join, Nonce: simNonce,
+		Members: slices.Clone(st.members), JoinGroup: join, Nonce: simNonce, EagerMaxBytes: cfg.EagerMaxBytes,
 	})
 	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs, MaxDeadlineMs: cfg.MaxDeadlineMs})
 	s.observeStore()
@@ -817,7 +819,11 @@ func (s *sim) describe(a Action) string {
 func describeFrame(f *pb.RelocationFrame) string {
 	switch x := f.GetFrame().(type) {
 	case *pb.RelocationFrame_Prepare:
-		return fmt.Sprintf("PREPARE chunks=%d len=%d sv=%d deadline=%d", x.Prepare.GetChunkCount(), x.Prepare.GetPayloadLength(), x.Prepare.GetCoordinator().GetStoreVersion(), x.Prepare.GetDeadlineUnixMs())
+		eager := ""
+		if x.Prepare.GetEagerCutover() {
+			eager = " eager"
+		}
+		return fmt.Sprintf("PREPARE chunks=%d len=%d sv=%d deadline=%d%s", x.Prepare.GetChunkCount(), x.Prepare.GetPayloadLength(), x.Prepare.GetCoordinator().GetStoreVersion(), x.Prepare.GetDeadlineUnixMs(), eager)
 	case *pb.RelocationFrame_Chunk:
 		return fmt.Sprintf("STATE #%d len=%d", x.Chunk.GetIndex(), len(x.Chunk.GetData()))
 	case *pb.RelocationFrame_Failed:

@@ -187,6 +187,11 @@ type SourceConfig struct {
 	// Nonce is this relocation's secret (wire.NewNonce): the intent holds
 	// its hash, PREPARE carries it, and nothing else does.
 	Nonce []byte
+	// EagerMaxBytes: a payload of at most this many bytes (and one chunk)
+	// moves with an eager cutover (PREPARE, STATE, DATA and CUTOVER sent at
+	// once, without waiting for READY: one hop fewer each way); 0: never.
+	// Not for an Actor Join, whose caller is answered at READY.
+	EagerMaxBytes int
 }
 
 // Source is the source side of one relocation: a pure state machine.
@@ -310,14 +315,26 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			if segs == nil {
 				segs = [][]byte{e.Payload}
 			}
+			// The seal's time is the freshest the machine has heard (no
+			// Tick comes between the driver's results): settling times its
+			// first read from it after an eager cutover.
+			s.nowMs = max(s.nowMs, e.SealedUnixUs/1000)
 			s.manifest = PlanSegments(segs, s.cfg.ChunkSize)
 			s.prepare = s.buildPrepare()
 			s.prepare.SealedUnixUs = e.SealedUnixUs
+			s.prepare.EagerCutover = s.eager()
 			s.phase = SourcePreparing
-			return []Action{
+			out := []Action{
 				Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},
 				StreamChunks{Segments: segs, Manifest: s.manifest},
-			}, nil
+			}
+			if s.prepare.EagerCutover {
+				// Past the point of no return now, as after READY: from
+				// here the source serves again only through a preserve.
+				s.phase = SourceCutover
+				out = append(out, SendBoundary{})
+			}
+			return out, nil
 		case Tick, StreamBroken, Observed:
 			return nil, nil // the capture result comes next
 		case Stop:
@@ -401,6 +418,11 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 }
 
 func (s *Source) sameID(b []byte) bool { return string(b) == string(s.cfg.ID[:]) }
+
+// eager reports whether this relocation cuts over eagerly (EagerMaxBytes).
+func (s *Source) eager() bool {
+	return s.cfg.EagerMaxBytes > 0 && s.cfg.JoinGroup == "" && s.manifest.Length <= uint64(s.cfg.EagerMaxBytes) && s.manifest.Chunks <= 1
+}
 
 func (s *Source) buildPrepare() *pb.Prepare {
 	r := s.seen.Record

@@ -145,14 +145,28 @@ func (s *Source) stepSettling(ev Event) ([]Action, error) {
 	case Observed:
 		return s.observe(e.Location), nil
 	case Received:
-		if o, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Outcome); ok && s.sameID(o.Outcome.GetRelocationId()) {
-			s.noteOutcome(o.Outcome)
+		switch f := e.Frame.GetFrame().(type) {
+		case *pb.RelocationFrame_Outcome:
+			if !s.sameID(f.Outcome.GetRelocationId()) {
+				break
+			}
+			s.noteOutcome(f.Outcome)
 			if s.st.observed != nil {
 				return s.drop(*s.st.observed, record.View{}), nil // the commit was seen, the count is here now
 			}
-			if o.Outcome.GetCode() == pb.Code_CODE_OK {
+			if f.Outcome.GetCode() == pb.Code_CODE_OK {
 				s.st.graceUntil = s.nowMs + WatchGraceMs
 				return s.admitted(), nil
+			}
+		case *pb.RelocationFrame_Ready:
+			return nil, nil // an eager cutover's target restored after CUTOVER came: nothing new
+		case *pb.RelocationFrame_Failed:
+			if s.prepare.GetEagerCutover() && !s.ready && s.sameID(f.Failed.GetRelocationId()) && s.st.observed == nil {
+				// An eager cutover's target gave up before READY (its
+				// assembly or restore failed): preserve now rather than
+				// at the deadline. A compare-and-swap: if a commit landed
+				// after all, the preserve fails and a read settles.
+				return s.abort(f.Failed.GetCode(), "target failed: "+f.Failed.GetMessage()), nil
 			}
 		}
 		return s.read(), nil // the store decides, not the target's word

@@ -135,6 +135,10 @@ type Target struct {
 	code         pb.Code
 	msg          string
 	cutover      bool
+	// early: an eager cutover's CUTOVER that came before the restore ended
+	// (checked and acted on then); earlyErr: a DATA gap seen then.
+	early    *pb.Cutover
+	earlyErr string
 	// draining is sticky: once the node drains (or stops) no stage finishes
 	// restoring and no cutover is self-ordered (seed-inventory §8 bugs 11-12).
 	draining bool
@@ -271,8 +275,11 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 	case TargetNew:
 		switch e := ev.(type) {
 		case Received:
-			if _, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk); ok {
-				return nil, nil // its PREPARE was lost: a stray chunk, ignored (seed §2.6)
+			switch e.Frame.GetFrame().(type) {
+			case *pb.RelocationFrame_Chunk, *pb.RelocationFrame_Data, *pb.RelocationFrame_Cutover:
+				// Its PREPARE was lost: a stray chunk (seed §2.6), or an
+				// eager cutover's DATA or CUTOVER, ignored.
+				return nil, nil
 			}
 			return nil, fmt.Errorf("%w: %s before PREPARE", ErrProtocol, frameName(e.Frame))
 		case Tick, StreamBroken, Stop:
@@ -281,6 +288,9 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 	case TargetAssembling:
 		switch e := ev.(type) {
 		case Received:
+			if t.eagerFrame(e.Frame) {
+				return nil, nil
+			}
 			c, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk)
 			if !ok {
 				return t.fail(pb.Code_CODE_PROTOCOL_ERROR, frameName(e.Frame)+" while assembling", false), nil
@@ -319,14 +329,26 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 			if t.nowMs >= t.prepare.GetDeadlineUnixMs() {
 				return t.fail(pb.Code_CODE_DEADLINE_EXCEEDED, "READY would be past the deadline", true), nil
 			}
+			if t.earlyErr != "" {
+				return t.fail(pb.Code_CODE_PROTOCOL_ERROR, t.earlyErr, true), nil
+			}
 			t.phase = TargetReady
 			t.readyAtMs = t.nowMs
+			if c := t.early; c != nil {
+				// Eager cutover: CUTOVER came during the assembly or the
+				// restore; commit now, no READY to wait on.
+				t.early = nil
+				return t.onCutover(c)
+			}
 			f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Ready{Ready: &pb.Ready{RelocationId: t.id[:]}}}
 			t.lastAnswer = f
 			return []Action{Send{Frame: f}}, nil
 		case Received:
 			if _, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk); ok {
 				return nil, nil // a duplicate of a chunk already assembled
+			}
+			if t.eagerFrame(e.Frame) {
+				return nil, nil
 			}
 			return nil, fmt.Errorf("%w: %s before READY", ErrProtocol, frameName(e.Frame))
 		case Tick, StreamBroken, Stop:
@@ -561,6 +583,38 @@ func (t *Target) onChunk(c *pb.StateChunk) ([]Action, error) {
 	t.asm = nil
 	t.phase = TargetRestoring
 	return []Action{Restore{Payload: payload}}, nil
+}
+
+// eagerFrame keeps a DATA or CUTOVER frame that an eager cutover sends
+// before READY (during the assembly or the restore); it reports whether f
+// was one. Each is checked as after READY, once the restore ended.
+func (t *Target) eagerFrame(f *pb.RelocationFrame) bool {
+	if !t.prepare.GetEagerCutover() {
+		return false
+	}
+	switch f := f.GetFrame().(type) {
+	case *pb.RelocationFrame_Data:
+		if string(f.Data.GetRelocationId()) != string(t.id[:]) {
+			return true
+		}
+		switch seq := int(f.Data.GetSequence()); {
+		case seq < len(t.data):
+		case seq > len(t.data) || t.early != nil:
+			if t.earlyErr == "" {
+				t.earlyErr = fmt.Sprintf("DATA %d after %d", seq, len(t.data))
+			}
+		default:
+			t.data = append(t.data, f.Data.GetRequest())
+			t.dataCRC = wire.UpdateCRC32C(t.dataCRC, RequestBytes(f.Data.GetRequest()))
+		}
+		return true
+	case *pb.RelocationFrame_Cutover:
+		if string(f.Cutover.GetRelocationId()) == string(t.id[:]) && t.early == nil {
+			t.early = f.Cutover
+		}
+		return true
+	}
+	return false
 }
 
 func (t *Target) onData(d *pb.Data) ([]Action, error) {

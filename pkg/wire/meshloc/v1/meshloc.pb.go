@@ -727,7 +727,13 @@ type Prepare struct {
 	// etcd holds its SHA-256 (intent.nonceHash). The record is public, the
 	// nonce travels only here, so the target knows the PREPARE comes from the
 	// node that wrote the intent; its commit then compares that exact record.
-	Nonce         []byte `protobuf:"bytes,13,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	Nonce []byte `protobuf:"bytes,13,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	// Eager cutover: the source does not wait for READY; DATA and CUTOVER
+	// follow the STATE chunks at once (a state of at most one chunk). The
+	// target commits as soon as it restored, and never waits for CUTOVER
+	// after READY. The source is past its point of no return as it sends
+	// them: it serves again only through a winning preserve, as after READY.
+	EagerCutover  bool `protobuf:"varint,14,opt,name=eager_cutover,json=eagerCutover,proto3" json:"eager_cutover,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -851,6 +857,13 @@ func (x *Prepare) GetNonce() []byte {
 		return x.Nonce
 	}
 	return nil
+}
+
+func (x *Prepare) GetEagerCutover() bool {
+	if x != nil {
+		return x.EagerCutover
+	}
+	return false
 }
 
 type StateChunk struct {
@@ -2728,7 +2741,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
 	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
-	"\x06record\x18\x06 \x01(\fR\x06record\"\xfb\x03\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xa0\x04\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
@@ -2745,7 +2758,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\n" +
 	"join_group\x18\v \x01(\tR\tjoinGroup\x12$\n" +
 	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\x12\x14\n" +
-	"\x05nonce\x18\r \x01(\fR\x05nonce\"\x83\x01\n" +
+	"\x05nonce\x18\r \x01(\fR\x05nonce\x12#\n" +
+	"\reager_cutover\x18\x0e \x01(\bR\feagerCutover\"\x83\x01\n" +
 	"\n" +
 	"StateChunk\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x14\n" +
