@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/bench"
+	"github.com/meshloc/meshloc/pkg/node"
 )
 
 // errTargetsMissed: --strict and a figure missed its target (exit status 1).
@@ -24,6 +25,7 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		dir, profile           string
 		only                   []string
 		eager                  int
+		batch                  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -47,11 +49,14 @@ not be made, or --strict and a target was missed (1).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg := bench.Config{Plan: bench.FullPlan(), Dir: dir, Progress: os.Stderr, Only: only}
-			if cmd.Flags().Changed("eager-cutover-bytes") {
-				if eager < 0 {
-					return usageError{err: fmt.Errorf("--eager-cutover-bytes %d: 0 or more", eager)}
+			if eager < -1 {
+				return usageError{err: fmt.Errorf("--eager-cutover-bytes %d: 0 or more", eager)}
+			}
+			cfg.Tune = func(c *node.Config) {
+				if eager >= 0 {
+					c.EagerCutoverBytes = eager
 				}
-				cfg.EagerCutoverBytes = &eager
+				c.BatchWrites = batch
 			}
 			if quick {
 				cfg.Plan = bench.QuickPlan()
@@ -108,7 +113,8 @@ not be made, or --strict and a target was missed (1).`,
 	f.BoolVar(&secured, "tls", false, "run the plan twice, plaintext then secured (mutual TLS, etcd over TLS with authentication), and print every measure of both side by side")
 	f.StringSliceVar(&only, "only", nil, "run only these sections: "+strings.Join(bench.Sections, ","))
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
-	f.IntVar(&eager, "eager-cutover-bytes", 0, "the nodes' --eager-cutover-bytes (default: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
+	f.IntVar(&eager, "eager-cutover-bytes", -1, "the nodes' --eager-cutover-bytes (-1: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
+	f.BoolVar(&batch, "batch-writes", true, "the nodes' --batch-writes, for an A/B of batched relocation writes")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")
 	return cmd
 }

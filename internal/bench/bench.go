@@ -30,6 +30,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/meshloc/meshloc/pkg/node"
 )
 
 // Size is one state size the interruption figures and the
@@ -90,9 +92,9 @@ type Config struct {
 	// over TLS with certificate authentication (meshctl bench --tls runs
 	// the plan both ways; Compare puts the two side by side).
 	TLS bool
-	// EagerCutoverBytes, when not nil, is the nodes' --eager-cutover-bytes
-	// (an A/B of the eager cutover: 0 turns it off).
-	EagerCutoverBytes *int
+	// Tune, when set, changes the nodes' configuration (an A/B of a
+	// feature: meshctl bench --eager-cutover-bytes, --batch-writes).
+	Tune func(*node.Config)
 }
 
 // Sections are the parts of a run, in the order they run.
@@ -157,7 +159,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	x := &run{cfg: cfg, ctx: ctx, r: &Report{Started: time.Now(), Plan: cfg.Plan.Name, Machine: machine(), TLS: cfg.TLS}}
 	x.step("starting embedded etcd, nodes n1 and n2, gateway gw (mutual TLS: %v)", cfg.TLS)
-	m, err := startMesh(ctx, dir, cfg.TLS, cfg.EagerCutoverBytes)
+	m, err := startMesh(ctx, dir, cfg.TLS, cfg.Tune)
 	if err != nil {
 		return nil, err
 	}

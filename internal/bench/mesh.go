@@ -42,7 +42,7 @@ type mesh struct {
 // present certificates of one CA, the clients present admin's (the run's
 // own etcd client is root: the baselines write outside the cluster's
 // prefix).
-func startMesh(ctx context.Context, dir string, secured bool, eager *int) (_ *mesh, err error) {
+func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Config)) (_ *mesh, err error) {
 	m := &mesh{dir: dir, nodes: map[string]*node.Node{}}
 	defer func() {
 		if err != nil {
@@ -103,8 +103,8 @@ func startMesh(ctx context.Context, dir string, secured bool, eager *int) (_ *me
 		cfg.Listen, cfg.HTTP = "127.0.0.1:0", ""
 		cfg.LeaseTTL = 5 * time.Second
 		cfg.RelocationTimeout = time.Minute
-		if eager != nil {
-			cfg.EagerCutoverBytes = *eager
+		if tune != nil {
+			tune(&cfg)
 		}
 		if name == "gw" {
 			cfg.Weight = 0

@@ -13,8 +13,9 @@ import (
 // Store reads and writes authority records. Every write is one etcd Txn guarded
 // by a ModRevision compare and an owner key's CreateRevision (DESIGN.md §3).
 type Store struct {
-	c    *clientv3.Client
-	keys keyspace.Keys
+	c     *clientv3.Client
+	keys  keyspace.Keys
+	batch *batcher // relocation writes batched (nil: each alone): batch.go
 }
 
 // New returns a Store over an etcd client.

@@ -272,7 +272,7 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	gets = append(gets, clientv3.OpGet(ownerKey))
 	// The relocation is over once committed: its intent key goes with it.
 	puts = append(puts, clientv3.OpDelete(s.keys.Relocation(req.RelocationID)))
-	resp, err := s.c.Txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+	resp, err := s.txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
 		res, rerr := s.ResolveCommit(ctx, req)
 		if rerr != nil {
@@ -449,7 +449,7 @@ func (s *Store) writeOne(ctx context.Context, seen Snapshot, owner OwnerRef, rec
 	k := s.keys.Authority(seen.Object)
 	ok := s.keys.Owner(owner.ID)
 	planned := rec.Encode()
-	resp, err := s.c.Txn(ctx).If(
+	resp, err := s.txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(k), "=", seen.StoreVersion),
 		clientv3.Compare(clientv3.CreateRevision(ok), "=", owner.Generation),
 	).Then(append([]clientv3.Op{clientv3.OpPut(k, string(planned))}, extra...)...).Else(

@@ -70,6 +70,10 @@ type Config struct {
 	ForwardWindow time.Duration
 	// ChunkBytes is the STATE chunk size (default 1 MiB).
 	ChunkBytes int
+	// BatchWrites: the relocation writes in flight on this node (intents,
+	// commits, preserves) share etcd round trips, each its own nested
+	// transaction (default true).
+	BatchWrites bool
 	// EagerCutoverBytes: a state of at most this many bytes moves with an
 	// eager cutover (PREPARE, STATE, DATA and CUTOVER sent at once, without
 	// waiting for READY; default 64 KiB; 0: never), if it is one chunk.
@@ -187,6 +191,7 @@ func DefaultConfig() Config {
 		ForwardWindow:      5 * time.Second,
 		ChunkBytes:         1 << 20,
 		EagerCutoverBytes:  64 << 10,
+		BatchWrites:        true,
 		NodeBudgetBytes:    64 << 20,
 		PeerBudgetBytes:    16 << 20,
 		DurableMaxBytes:    DefaultDurableMaxBytes,
@@ -245,6 +250,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RelayWait, "relay-wait", c.RelayWait, "how long a source waits for a relayed reply")
 	fs.DurationVar(&c.ForwardWindow, "forward-window", c.ForwardWindow, "how long requests for a moved object are forwarded to its new owner")
 	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
+	fs.BoolVar(&c.BatchWrites, "batch-writes", c.BatchWrites, "relocation writes in flight (intents, commits, preserves) share etcd round trips, each its own nested transaction")
 	fs.IntVar(&c.EagerCutoverBytes, "eager-cutover-bytes", c.EagerCutoverBytes, "a state of at most this many bytes is sent with DATA and CUTOVER at once, without waiting for READY (0: never; a state of one chunk only)")
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")

@@ -219,6 +219,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		n.ownEtcd = true
 	}
 	n.store = authority.New(n.etcd, n.keys)
+	if n.cfg.BatchWrites {
+		n.store = n.store.Batched(authority.Limits{MaxTxnOps: n.cfg.MaxTxnOps, MaxRequestBytes: n.cfg.MaxRequestBytes})
+	}
 	n.seams = withFaults(n.plainSeams())
 	n.cache = authority.NewCache(n.etcd, n.keys)
 	n.dir = lease.NewDirectory(n.etcd, n.keys)

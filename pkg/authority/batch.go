@@ -1,0 +1,211 @@
+package authority
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Batched writes: the relocations in flight on one node (their intents,
+// commits and preserves) share etcd round trips. Each write stays its own
+// transaction with its own compares and outcome, nested in one outer
+// transaction without compares (etcd's OpTxn): one raft entry, one apply,
+// one reply for many. A write that finds no batch in flight goes at once
+// (no added wait when idle); the writes that come while one is in flight go
+// together in the next. No goroutine of its own: the first writer of a
+// batch sends it, and hands the next batch to the first writer waiting.
+//
+// A batch etcd refuses as a whole (two writes of one key, too many
+// operations, too large) goes again one write at a time. A batch whose
+// outcome is unknown (a timeout, a lost leader) reports that to each of its
+// writes, which resolve it by reading back, as alone.
+
+// batchTimeout bounds one batch's round trip.
+const batchTimeout = 5 * time.Second
+
+type batcher struct {
+	kv     clientv3.KV
+	limits Limits
+
+	mu    sync.Mutex
+	busy  bool // a batch is being sent, or handed to its sender
+	queue []*batchWrite
+}
+
+// batchWrite is one transaction waiting for its batch.
+type batchWrite struct {
+	cmps         []clientv3.Cmp
+	thens, elses []clientv3.Op
+	size         int
+	done         chan batchResult // its result (buffered)
+	lead         chan struct{}    // it sends the next batch (buffered)
+	queued       bool             // in queue, not taken into a batch
+	leads        bool             // chosen to send the next batch
+}
+
+type batchResult struct {
+	resp *clientv3.TxnResponse
+	err  error
+}
+
+// Batched returns a Store whose relocation writes (Intend, Preserve,
+// Commit, and their group forms) share etcd round trips with the other
+// writes of this Store in flight, each within the cluster's limits.
+func (s *Store) Batched(l Limits) *Store {
+	c := *s
+	c.batch = &batcher{kv: s.c, limits: l.orDefault()}
+	return &c
+}
+
+// txn is the transaction a relocation write uses: batched when the Store
+// is.
+func (s *Store) txn(ctx context.Context) clientv3.Txn {
+	if s.batch == nil {
+		return s.c.Txn(ctx)
+	}
+	return &batchTxn{b: s.batch, ctx: ctx}
+}
+
+// batchTxn is a clientv3.Txn that commits through the batcher.
+type batchTxn struct {
+	b            *batcher
+	ctx          context.Context
+	cmps         []clientv3.Cmp
+	thens, elses []clientv3.Op
+}
+
+func (t *batchTxn) If(cs ...clientv3.Cmp) clientv3.Txn {
+	t.cmps = append(t.cmps, cs...)
+	return t
+}
+
+func (t *batchTxn) Then(ops ...clientv3.Op) clientv3.Txn {
+	t.thens = append(t.thens, ops...)
+	return t
+}
+
+func (t *batchTxn) Else(ops ...clientv3.Op) clientv3.Txn {
+	t.elses = append(t.elses, ops...)
+	return t
+}
+
+func (t *batchTxn) Commit() (*clientv3.TxnResponse, error) {
+	w := &batchWrite{cmps: t.cmps, thens: t.thens, elses: t.elses, done: make(chan batchResult, 1), lead: make(chan struct{}, 1), queued: true}
+	w.size = opsSize(w.thens) + opsSize(w.elses) + 64*len(w.cmps)
+	return t.b.do(t.ctx, w)
+}
+
+// opsSize estimates the bytes of ops on the wire (keys and values, and a
+// margin per operation).
+func opsSize(ops []clientv3.Op) int {
+	n := 0
+	for _, op := range ops {
+		n += len(op.KeyBytes()) + len(op.ValueBytes()) + 32
+	}
+	return n
+}
+
+func (b *batcher) do(ctx context.Context, w *batchWrite) (*clientv3.TxnResponse, error) {
+	b.mu.Lock()
+	b.queue = append(b.queue, w)
+	if !b.busy {
+		b.busy, w.leads = true, true
+		w.lead <- struct{}{}
+	}
+	b.mu.Unlock()
+	done := ctx.Done()
+	for {
+		select {
+		case r := <-w.done:
+			return r.resp, r.err
+		case <-w.lead:
+			b.send()
+		case <-done:
+			b.mu.Lock()
+			if w.queued && !w.leads {
+				b.queue = slices.DeleteFunc(b.queue, func(x *batchWrite) bool { return x == w })
+				b.mu.Unlock()
+				return nil, ctx.Err() // never sent
+			}
+			b.mu.Unlock()
+			done = nil // sent, or about to be by w itself: its result decides
+		}
+	}
+}
+
+// send sends the next batch from the queue's head, delivers each write's
+// result, and hands the batch after it to the first write still waiting.
+func (b *batcher) send() {
+	b.mu.Lock()
+	n, size := 0, 0
+	for n < len(b.queue) && n < b.limits.MaxTxnOps && (n == 0 || size+b.queue[n].size <= b.limits.MaxRequestBytes/2) {
+		size += b.queue[n].size
+		n++
+	}
+	batch := slices.Clone(b.queue[:n])
+	b.queue = slices.Delete(b.queue, 0, n)
+	for _, w := range batch {
+		w.queued = false
+	}
+	b.mu.Unlock()
+
+	b.commit(batch)
+
+	b.mu.Lock()
+	if len(b.queue) > 0 {
+		next := b.queue[0]
+		next.leads = true
+		next.lead <- struct{}{}
+	} else {
+		b.busy = false
+	}
+	b.mu.Unlock()
+}
+
+// commit sends batch as one transaction (a single write as itself).
+func (b *batcher) commit(batch []*batchWrite) {
+	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
+	defer cancel()
+	if len(batch) == 1 {
+		b.alone(ctx, batch[0])
+		return
+	}
+	ops := make([]clientv3.Op, len(batch))
+	for i, w := range batch {
+		ops[i] = clientv3.OpTxn(w.cmps, w.thens, w.elses)
+	}
+	resp, err := b.kv.Txn(ctx).Then(ops...).Commit()
+	switch {
+	case err != nil && refusedWhole(err):
+		for _, w := range batch {
+			b.alone(ctx, w)
+		}
+		return
+	case err != nil:
+		for _, w := range batch {
+			w.done <- batchResult{err: err}
+		}
+		return
+	}
+	for i, w := range batch {
+		inner := resp.Responses[i].GetResponseTxn()
+		inner.Header = resp.Header
+		w.done <- batchResult{resp: (*clientv3.TxnResponse)(inner)}
+	}
+}
+
+func (b *batcher) alone(ctx context.Context, w *batchWrite) {
+	resp, err := b.kv.Txn(ctx).If(w.cmps...).Then(w.thens...).Else(w.elses...).Commit()
+	w.done <- batchResult{resp: resp, err: err}
+}
+
+// refusedWhole: etcd refused the batch before applying anything, for what
+// it holds together (not for any one write).
+func refusedWhole(err error) bool {
+	return errors.Is(err, rpctypes.ErrDuplicateKey) || errors.Is(err, rpctypes.ErrTooManyOps) || errors.Is(err, rpctypes.ErrRequestTooLarge)
+}
