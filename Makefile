@@ -111,7 +111,7 @@ fmt:
 
 ## proto: regenerate pkg/wire from proto/ (buf.yaml, buf.gen.yaml). buf and the
 ## protoc plugins run with `go tool` from the separate tools/ module, so the
-## product's go.mod lists only what it runs (CONVENTIONS.md, "Wire").
+## product's go.mod lists only what it runs (docs/contributing.md, "Wire").
 BUF = $(GO) tool -modfile=tools/go.mod buf
 proto:
 	$(BUF) lint

@@ -1,5 +1,5 @@
 // Command locationd serves meshloc's location API over an embedded etcd (the
-// default) or an existing etcd cluster. See DESIGN.md §8 and §10, and
+// default) or an existing etcd cluster. See docs/design.md §8 and §10, and
 // internal/locationd for what it serves.
 //
 // Flags, environment (LOCATIOND_<FLAG>, e.g. LOCATIOND_DATA_DIR) and signals

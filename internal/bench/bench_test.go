@@ -58,7 +58,7 @@ func TestRunRefusesAnEmptyPlan(t *testing.T) {
 // TestTinyRun runs every measurement with a few samples each, on the real
 // embedded etcd and real nodes: every baseline and figure is measured, and
 // every target of the issue is there with a verdict. The numbers are not
-// checked: this machine is shared (TESTING.md: no timed assertions).
+// checked: this machine is shared (docs/contributing.md: no timed assertions).
 func TestTinyRun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and three nodes")

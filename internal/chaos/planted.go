@@ -32,7 +32,7 @@ func faults(first, every time.Duration, kinds ...string) func(*Spec) {
 	}
 }
 
-// Plants are the planted bugs of TESTING.md, each with its trigger.
+// Plants are the planted bugs of docs/verification.md, each with its trigger.
 var Plants = []Plant{
 	{Bug: failpoint.BugAckBeforeCommit, Trigger: "requests queue 100 ms at the source before CUTOVER (source.before-cutover=sleep:100ms); every 3rd commit waits past the relocation deadline, so the source preserves (target.before-commit=sleep:7s%3)",
 		apply: failpoints("source.before-cutover=sleep:100ms;target.before-commit=sleep:7s%3")},

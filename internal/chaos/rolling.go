@@ -13,7 +13,7 @@ import (
 const rollingExitWait = 90 * time.Second
 
 // rollingRestart is the fault RollingRestart: every node in turn gets
-// SIGTERM — it drains (DESIGN.md §7: its objects are relocated to the other
+// SIGTERM — it drains (design.md §7: its objects are relocated to the other
 // nodes, then its lease is revoked) and exits — and is restarted with the
 // same name and addresses; the next one goes once it serves again. A node
 // that does not exit in rollingExitWait is killed (the fault then fails), and

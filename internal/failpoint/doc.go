@@ -1,5 +1,5 @@
 // Package failpoint injects faults at named points of meshloc's code: the
-// steps of a relocation and of drain (TESTING.md "Named failpoints"). It is
+// steps of a relocation and of drain (docs/verification.md, "Faults"). It is
 // compiled in only with the build tag `failpoints`; without it every call is
 // an empty function the compiler removes.
 //
@@ -25,8 +25,8 @@
 // # Planted bugs
 //
 // The same build tag compiles in switches that plant known bugs, so that the
-// verification suite can prove its checkers catch them (TESTING.md, "Checking
-// the checkers"). Planted(bug) reports whether a bug is planted; the code
+// verification suite can prove its checkers catch them (docs/verification.md,
+// "Planted bugs"). Planted(bug) reports whether a bug is planted; the code
 // that the bug changes asks it only at the place where the correct code
 // would act (refuse, compare, check), and the first time it answers true for
 // a bug it logs "planted: <bug>" on stderr. Bugs are planted for a whole

@@ -54,7 +54,7 @@ const (
 	ClusterStateExisting = "existing"
 )
 
-// Config of one locationd process (DESIGN.md §8, flags of §10).
+// Config of one locationd process (docs/design.md §8, flags of §10).
 type Config struct {
 	// DataDir (--data-dir, default ./data/locationd) holds the embedded etcd's
 	// data in DataDir/etcd, so that the directory can later hold other files of
@@ -146,7 +146,7 @@ type Config struct {
 	// on 0.0.0.0 or behind NAT.
 	AdvertiseHTTP string
 	// Prefix (--prefix, default /meshloc) and Cluster (--cluster, default
-	// "default") select the keys /<prefix>/<cluster>/... (DESIGN.md §2), so
+	// "default") select the keys /<prefix>/<cluster>/... (design.md §2), so
 	// several meshloc clusters can share one etcd.
 	Prefix  string
 	Cluster string
@@ -261,7 +261,7 @@ const NodeListTimeout = 2 * time.Second
 // linearizable read in 1s is reported not ready.
 const ReadyTimeout = time.Second
 
-// DefaultConfig is the configuration of DESIGN.md §10.
+// DefaultConfig is the configuration of docs/design.md §10.
 func DefaultConfig() Config {
 	return Config{
 		DataDir:          "./data/locationd",

@@ -19,7 +19,7 @@ func TestDefaultConfigValid(t *testing.T) {
 	}
 	if !c.Embedded() || c.HTTP != "127.0.0.1:7070" || c.ListenClient != "http://127.0.0.1:2379" ||
 		c.ListenPeer != "http://127.0.0.1:2380" || c.DataDir != "./data/locationd" || c.Prefix != "/meshloc" || c.Cluster != "default" {
-		t.Fatalf("defaults differ from DESIGN.md §10: %+v", c)
+		t.Fatalf("defaults differ from docs/design.md §10: %+v", c)
 	}
 }
 

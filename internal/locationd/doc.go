@@ -1,4 +1,4 @@
-// Package locationd is the server logic of the locationd binary (DESIGN.md
+// Package locationd is the server logic of the locationd binary (docs/design.md
 // §8): it runs an embedded etcd (or uses an existing cluster), and serves the
 // location API over HTTP — who the live owners are, who owns which object, and
 // which objects lost their owner — with /healthz, /readyz and /metrics; and it
@@ -78,5 +78,5 @@
 // (authority.Store.ReadMany). So "ownerAlive" and "orphaned" are true
 // statements about one revision, never a mix of two moments. An owner is alive
 // while owners/<id> exists with CreateRevision equal to the record's
-// owner.generation (DESIGN.md §2): a restarted node is a different owner.
+// owner.generation (docs/design.md §2): a restarted node is a different owner.
 package locationd

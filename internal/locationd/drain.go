@@ -19,7 +19,7 @@ import (
 
 // Drain (POST /v1/owners/{id}/drain): locationd finds the owner's address in
 // its live key and calls its AdminService.Drain; the node moves every object
-// it hosts away and, unless stopAfter is false, stops (DESIGN.md §7). The
+// it hosts away and, unless stopAfter is false, stops (docs/design.md §7). The
 // answer streams: once the node answered its first event, the status is 200
 // and the body is one JSON object per line (application/x-ndjson): progress
 // events, then a "report" line — or an "error" line if the node's stream

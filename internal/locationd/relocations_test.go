@@ -328,7 +328,7 @@ func TestRelocateOwnerGone(t *testing.T) {
 	}
 }
 
-// DESIGN.md §9.5 for the relocation routes: typed errors, nothing changed.
+// docs/design.md §9.5 for the relocation routes: typed errors, nothing changed.
 func TestRelocationsBadInput(t *testing.T) {
 	m := startMesh(t, 2)
 	ctx := context.Background()

@@ -280,7 +280,7 @@ func rawGet(t *testing.T, method, url string) (int, string, []byte) {
 	return resp.StatusCode, resp.Header.Get("Content-Type"), b
 }
 
-// DESIGN.md §9.5: bad input gets a typed error and changes nothing.
+// docs/design.md §9.5: bad input gets a typed error and changes nothing.
 func TestBadInput(t *testing.T) {
 	r := start(t, nil)
 	c := r.etcd(t)

@@ -121,7 +121,7 @@ type auditRecord struct {
 }
 
 // Replayer replays authority and owner key changes in revision order and
-// checks every authority write (DESIGN.md §3, §9):
+// checks every authority write (docs/design.md §3, §9):
 //
 //   - object and authority generations never decrease;
 //   - same generations ⇒ same owner (intent, preserve, rewrite), written

@@ -9,7 +9,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/record"
 )
 
-// The group check of the audit (DESIGN.md §6): at every etcd revision, for
+// The group check of the audit (docs/design.md §6): at every etcd revision, for
 // every group whose records changed at that revision,
 //
 //   - every member it lists has a record that names the group, with the

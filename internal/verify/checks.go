@@ -141,7 +141,7 @@ type RelocationCheck struct {
 // is in etcd's history; aborted ⇒ none is. With mustEnd, a request never
 // answered (result "unknown": the relocator's timeout, longer than the
 // relocation's own deadline, passed) is a violation too: every relocation
-// ends within its deadline (DESIGN.md §9.4).
+// ends within its deadline (docs/design.md §9.4).
 func CheckRelocations(rs []Relocation, audit *AuditResult, mustEnd bool) RelocationCheck {
 	c := RelocationCheck{Results: map[string]int{}, Samples: map[string][]string{}}
 	for _, r := range rs {

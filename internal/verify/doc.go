@@ -1,7 +1,7 @@
-// Package verify is meshloc's verification suite (TESTING.md, issue #5):
-// checked workloads over a running cluster, a relocation storm, fault hooks,
-// an etcd watch audit of the authority records, checkers, and the figures
-// report every verification run prints.
+// Package verify is meshloc's verification suite (docs/verification.md,
+// issue #5): checked workloads over a running cluster, a relocation storm,
+// fault hooks, an etcd watch audit of the authority records, checkers, and
+// the figures report every verification run prints.
 //
 // The pieces:
 //

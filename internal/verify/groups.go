@@ -7,7 +7,7 @@ import (
 	"sort"
 )
 
-// Groups in a run (DESIGN.md §6). A workload whose objects are put into
+// Groups in a run (docs/design.md §6). A workload whose objects are put into
 // groups (Counter.Groups, List.Groups) implements Grouped; Run asks the
 // cluster, which must implement GroupMaker, to create those groups before
 // the load starts, and the relocation storm then relocates the groups

@@ -61,7 +61,7 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 	return fmt.Errorf("verify: outcome %q", b)
 }
 
-// Fence is the identity a reply was served under (DESIGN.md §1): the owner
+// Fence is the identity a reply was served under (docs/design.md §1): the owner
 // pair and the object and authority-owner generations. Zero when unknown.
 type Fence struct {
 	Owner               string `json:"owner,omitempty"`

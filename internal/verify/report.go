@@ -55,8 +55,8 @@ type Totals struct {
 	Violations      int `json:"violations"`
 }
 
-// Report is the figures of one verification run (TESTING.md "Figures every
-// verification run prints").
+// Report is the figures every verification run prints (docs/verification.md,
+// "The pieces": report).
 type Report struct {
 	Started     time.Time       `json:"started"`
 	Seconds     float64         `json:"seconds"`

@@ -93,7 +93,7 @@ type Type struct {
 	// New returns a fresh instance with the initial state.
 	New func() Object
 	// Durable types persist every acknowledged change in etcd before the
-	// reply (DESIGN.md §5a). Memory types (the default) keep state in memory.
+	// reply (design.md §5a). Memory types (the default) keep state in memory.
 	//
 	// For a durable type the runtime calls Snapshot after every request and
 	// timer fire; when the bytes (or the timers) changed it writes them, with

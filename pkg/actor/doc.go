@@ -6,7 +6,7 @@
 // fresh instances; a Registry holds the types a node hosts. An instance is
 // an Object: Handle runs requests, Snapshot and Restore move its state, and
 // OnTimer (TimerObject) receives timer ticks. package builtin has the types
-// of DESIGN.md §10 as examples.
+// of docs/design.md §10 as examples.
 //
 // # The rules a type must follow
 //
@@ -56,7 +56,7 @@
 //     permission to run, or ErrOperationExpired for an operation id too old to
 //     tell (its UUIDv7 time is outside the window, or not after the newest
 //     id evicted). Record after running it. An evicted id is refused, never
-//     executed again, so exactly-once holds with a bounded table (DESIGN.md §5).
+//     executed again, so exactly-once holds with a bounded table (design.md §5).
 //
 // # What this package is not
 //

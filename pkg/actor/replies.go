@@ -25,7 +25,7 @@ var (
 
 // Defaults and limits of the reply table.
 const (
-	// DefaultReplyWindow is how long a caller may retry (DESIGN.md §5).
+	// DefaultReplyWindow is how long a caller may retry (docs/design.md §5).
 	DefaultReplyWindow = 60 * time.Second
 	// DefaultReplyEntries bounds the entries of one object's table.
 	DefaultReplyEntries = 4096
@@ -80,7 +80,7 @@ func ReplyOf(payload []byte, err error) Reply {
 }
 
 // ReplyTable is an object's table of recent operation ids and their replies
-// (DESIGN.md §5). It is part of the object's state: it travels with it
+// (docs/design.md §5). It is part of the object's state: it travels with it
 // across relocations (Encode), so a retry is answered from it and never
 // executed twice, on whichever node the object lives.
 //

@@ -2,7 +2,7 @@ package api
 
 import ()
 
-// Group routes (DESIGN.md §6):
+// Group routes (docs/design.md §6):
 //
 //	POST /v1/groups        GroupRequest{group, on}            create an empty group on a node      → Group
 //	POST /v1/groups/join   GroupRequest{group, actor, timeoutMs}  the actor joins (Actor Join if it lives elsewhere) → Group

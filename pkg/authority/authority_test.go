@@ -144,7 +144,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-// doc: DESIGN.md §3 — exactly one of commit and preserve wins.
+// doc: docs/design.md §3 — exactly one of commit and preserve wins.
 func TestCommitPreserveRace200(t *testing.T) {
 	c, s := setup(t)
 	src, _ := owner(t, c, "src", 60)

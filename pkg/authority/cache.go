@@ -125,7 +125,7 @@ func (c *Cache) Revision() int64 {
 }
 
 // FreshAt is when the cache was last known current: the end of a load, a
-// watch event or a progress notification (DESIGN.md §5: a gateway accepts
+// watch event or a progress notification (docs/design.md §5: a gateway accepts
 // replies only while this is within the lease TTL).
 func (c *Cache) FreshAt() time.Time {
 	c.mu.RLock()

@@ -1,5 +1,5 @@
 // Package authority reads and writes meshloc's authority records in etcd: who
-// owns each object (DESIGN.md §2–§3). It is the only writer of
+// owns each object (docs/design.md §2–§3). It is the only writer of
 // authority/, catalog/, relocations/ and state/ keys.
 //
 // Every write is one etcd transaction:
@@ -38,7 +38,7 @@
 //
 // Cache is a location cache fed by a watch on authority/; it only moves
 // forward in revision, re-lists after compaction, and records when it was last
-// known fresh (DESIGN.md §5).
+// known fresh (docs/design.md §5).
 //
 // Not here: deciding whether to relocate (pkg/relocation), lease keeping
 // (pkg/lease). This package does not fence by itself against an owner that

@@ -14,7 +14,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Groups (DESIGN.md §2, §6). A group record (group/<id>) lists its member
+// Groups (docs/design.md §2, §6). A group record (group/<id>) lists its member
 // actors in Members; each member's record names the group in Group. Both
 // sides are always written together, in one transaction, by the group's
 // owner, which also owns every member: at no revision does a member name a

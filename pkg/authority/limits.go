@@ -16,7 +16,7 @@ const (
 )
 
 // Limits are the etcd cluster's bounds on one transaction, which bound a
-// group (DESIGN.md §6): a group moves with one intent, one commit and
+// group (docs/design.md §6): a group moves with one intent, one commit and
 // perhaps one preserve transaction that each carry every participant.
 // Set them to the cluster's --max-txn-ops and --max-request-bytes.
 type Limits struct {

@@ -16,7 +16,7 @@ import (
 
 // ---------------------------------------------------------------- durable state
 
-// The state of a durable object (DESIGN.md §5a) lives in state/<object>,
+// The state of a durable object (docs/design.md §5a) lives in state/<object>,
 // and the replies of its persisted changes, one key each, under
 // state/<object>/replies/<operation id hex>. Both are written only by
 // PersistState, one transaction per acknowledged change:

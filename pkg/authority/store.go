@@ -11,7 +11,7 @@ import (
 )
 
 // Store reads and writes authority records. Every write is one etcd Txn guarded
-// by a ModRevision compare and an owner key's CreateRevision (DESIGN.md §3).
+// by a ModRevision compare and an owner key's CreateRevision (design.md §3).
 type Store struct {
 	c     *clientv3.Client
 	keys  keyspace.Keys
@@ -55,7 +55,7 @@ func (s *Store) Read(ctx context.Context, obj keyspace.Object) (Snapshot, error)
 }
 
 // ReadMany reads the objects and owner keys in one transaction, so at one
-// revision (the settle read of DESIGN.md §3).
+// revision (the settle read of docs/design.md §3).
 func (s *Store) ReadMany(ctx context.Context, objs []keyspace.Object, owners []string) (View, error) {
 	ops := make([]clientv3.Op, 0, len(objs)+len(owners))
 	for _, o := range objs {

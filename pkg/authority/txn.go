@@ -211,7 +211,7 @@ func (req CommitRequest) validate() error {
 	return nil
 }
 
-// Commit is the target's cutover transaction (DESIGN.md §3):
+// Commit is the target's cutover transaction (docs/design.md §3):
 //
 //	If Value(auth_i)=expected record_i ∀i ∧ CreateRevision(owners/target)=target.Generation
 //	Then put every participant owned by the target, ownerGeneration+1, intent cleared

@@ -1,4 +1,4 @@
-// Package keyspace is the codec of meshloc's etcd layout (DESIGN.md §2): object
+// Package keyspace is the codec of meshloc's etcd layout (design.md §2): object
 // names and the keys under /<prefix>/<cluster>/. It is the only place that
 // builds or parses a key; every other package asks it.
 //
@@ -121,7 +121,7 @@ type Keys struct {
 	base string // "/meshloc/default/"
 }
 
-// DefaultPrefix and DefaultCluster are the flag defaults of DESIGN.md §10.
+// DefaultPrefix and DefaultCluster are the flag defaults of docs/design.md §10.
 const (
 	DefaultPrefix  = "/meshloc"
 	DefaultCluster = "default"

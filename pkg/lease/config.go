@@ -59,7 +59,7 @@ type Config struct {
 	Logger zerolog.Logger
 }
 
-// DefaultConfig is the configuration of DESIGN.md §10 (--lease-ttl 5s) without
+// DefaultConfig is the configuration of design.md §10 (--lease-ttl 5s) without
 // an OwnerID. The derived durations are left at zero; WithDefaults shows the
 // values they take.
 func DefaultConfig() Config {

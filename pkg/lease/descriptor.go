@@ -11,7 +11,7 @@ import (
 // NodeState is the lifecycle state an owner advertises.
 type NodeState string
 
-// Owner states (DESIGN.md §2).
+// Owner states (docs/design.md §2).
 const (
 	StateJoining  NodeState = "joining"
 	StateServing  NodeState = "serving"

@@ -1,4 +1,4 @@
-// Package lease is the owner keeper of a meshnode (DESIGN.md §1, §2, §7): it
+// Package lease is the owner keeper of a meshnode (design.md §1, §2, §7): it
 // grants an etcd lease, creates the lease-bound key owners/<ownerId> whose
 // CreateRevision is the owner generation, keeps the lease alive, and turns the
 // loss of the lease into a cancelled context — before etcd can have let the
@@ -12,7 +12,7 @@
 // margin can still send a write after its lease is gone. Every ownership Txn
 // must therefore also compare CreateRevision(owners/<ownerId>) == generation
 // (Keeper.OwnerCmp), which etcd checks atomically: that compare, not this
-// package, is the fence of DESIGN.md §9.1. Nor does it know about objects,
+// package, is the fence of docs/design.md §9.1. Nor does it know about objects,
 // draining or relocation: Update only rewrites the descriptor.
 //
 // # Lifecycle

@@ -17,7 +17,7 @@ import (
 // ErrInvalidConfig: a Config field or a relation between fields is wrong.
 var ErrInvalidConfig = errors.New("node: invalid config")
 
-// Config of one meshnode (DESIGN.md §10). Every field has a flag and an
+// Config of one meshnode (docs/design.md §10). Every field has a flag and an
 // environment mirror MESHNODE_<FLAG> (e.g. MESHNODE_LEASE_TTL).
 type Config struct {
 	// Name is the owner id: stable across restarts (required).
@@ -93,7 +93,7 @@ type Config struct {
 	// 1 MiB): a change that would persist more is refused with
 	// CODE_STATE_TOO_LARGE and rolled back. It must stay below etcd's
 	// request limit (--max-request-bytes, 1.5 MiB by default); raise both
-	// together (DESIGN.md §5a).
+	// together (docs/design.md §5a).
 	DurableMaxBytes int
 	// MaxTxnOps must equal the etcd cluster's --max-txn-ops (default 128,
 	// etcd's default): a group moves in one transaction, so a group may have
@@ -171,7 +171,7 @@ func (c *Config) grpcMaxMessageBytes() int {
 	return max(wire.MaxMessageBytes, c.ChunkBytes+64<<10)
 }
 
-// DefaultConfig returns the defaults of DESIGN.md §10.
+// DefaultConfig returns the defaults of docs/design.md §10.
 func DefaultConfig() Config {
 	return Config{
 		EtcdEndpoints:      []string{"http://127.0.0.1:2379"},

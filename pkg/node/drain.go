@@ -16,7 +16,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Drain (DESIGN.md §7): a node that is going away first hands every object it
+// Drain (design.md §7): a node that is going away first hands every object it
 // hosts to other nodes, so that a rolling restart loses nothing. In order:
 //
 //  1. the node refuses new PREPAREs with ShuttingDown (before staging
@@ -33,8 +33,8 @@ import (
 //  5. the report lists what moved and what could not, with the reason.
 //
 // Drain does not revoke the lease: Stop does, after it, so that every
-// relocation that named this owner ended while its lease was alive (seed
-// §6.2: the lease must outlive every attempt it fenced). Objects that could
+// relocation that named this owner ended while its lease was alive (design.md
+// §7: the lease must outlive every attempt it fenced). Objects that could
 // not be moved are lost when the node stops, as with a plain Stop: their next
 // call re-creates them elsewhere and says so (CODE_STATE_LOST).
 
@@ -355,7 +355,7 @@ func (n *Node) awaitOwnState(ctx context.Context, state lease.NodeState, d time.
 }
 
 // refuseActivation is the answer of a draining node asked to activate or
-// recover an object: it takes nothing new (DESIGN.md §7). The code is
+// recover an object: it takes nothing new (docs/design.md §7). The code is
 // retryable: a gateway or client routes the call again, to a serving node.
 func (n *Node) refuseActivation(name string) *pb.CallReply {
 	if !n.draining.Load() {

@@ -13,7 +13,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/node"
 )
 
-// The failpoint drain (TESTING.md: "during drain, between objects"): an
+// The failpoint drain (hit during a drain, between its objects): an
 // error at the 3rd object ends the drain there; the objects already moved
 // serve on their new owner, the others are reported with the reason and
 // counted as failed, and nothing is lost before the node stops.

@@ -16,7 +16,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Durable objects (DESIGN.md §5a): a type with actor.Type.Durable set
+// Durable objects (docs/design.md §5a): a type with actor.Type.Durable set
 // persists every acknowledged change in etcd before the reply.
 //
 // What is persisted (pkg/authority state.go): at state/<object> the

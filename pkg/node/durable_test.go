@@ -22,7 +22,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Tests of durable objects (durable.go, DESIGN.md §5a).
+// Tests of durable objects (durable.go, docs/design.md §5a).
 
 func durableCode(err error) pb.Code {
 	var we *wire.Error

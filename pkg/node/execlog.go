@@ -19,7 +19,7 @@ import (
 // execLog is the node's execution log (Config.ExecLog, --exec-log): one JSON
 // line per real execution of a request (or timer tick) by a hosted object,
 // read back by internal/verify (ReadExecLogFiles) to cross-check etcd's
-// history (TESTING.md, invariants 1 and 2). A line is
+// history (docs/design.md §9.1 and §9.2). A line is
 //
 //	{"owner":"n1","ownerGeneration":7,"object":"actor/counter/c1","objectGeneration":1,"authorityGeneration":2,"op":"0199…","t":1732872000000000000}
 //

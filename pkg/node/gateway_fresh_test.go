@@ -14,7 +14,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// DESIGN.md §5: a gateway accepts an owner's reply only while its location
+// docs/design.md §5: a gateway accepts an owner's reply only while its location
 // cache is known fresh (etcd confirmed its watch within the lease TTL), so a
 // fresh cache holds any fence that would make a woken, superseded owner's
 // reply stale. A gateway cut off from etcd keeps routing, but after a TTL

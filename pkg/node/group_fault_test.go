@@ -2,8 +2,8 @@
 
 package node_test
 
-// Groups and Actor Join under faults: seed-inventory §8 bugs 22, 24–28
-// (docs/seed-bugs.md). Run with:
+// Groups and Actor Join under faults: the reference runtime's bugs 22,
+// 24–28 (docs/seed-bugs.md). Run with:
 //
 //	go test -tags failpoints -run 'SeedBug2[2-8]' ./pkg/node/
 

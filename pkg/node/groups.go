@@ -16,7 +16,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Groups (DESIGN.md §2, §6). A group is an authority record group/<id>
+// Groups (docs/design.md §2, §6). A group is an authority record group/<id>
 // whose Members are actors; each member's record names the group. The
 // group has no state and no instance: its owner is the node that owns every
 // member. The membership is changed only by the group's owner, on both

@@ -171,7 +171,7 @@ func TestGroupLifecycle(t *testing.T) {
 
 // A group of 1 + 20 counter members moves atomically under a call load: a
 // watch audit of etcd from the start checks that at no revision are members
-// split between owners (and the rest of DESIGN.md §9), and every counter
+// split between owners (and the rest of docs/design.md §9), and every counter
 // holds exactly its acknowledged adds after the moves.
 func TestGroupMovesAtomically(t *testing.T) {
 	m := startMesh(t, 3)

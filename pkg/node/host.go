@@ -331,7 +331,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	if n.xlog != nil {
 		n.xlog.request(h, w.op, now) // before the reply leaves
 	}
-	// Check again just before the reply leaves (DESIGN.md §5).
+	// Check again just before the reply leaves (docs/design.md §5).
 	if st := n.keeper.Status(n.now()); (st == lease.Expired || st == lease.Lost || st == lease.Closed) && !bugWokenOwnerServes() {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")

@@ -16,8 +16,8 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Actor Join (seed-inventory §5.4, bugs 24–28). An actor joining a group
-// that lives on another node is relocated there: its owner (the source)
+// Actor Join (design.md §6; docs/seed-bugs.md bugs 24–28). An actor joining a
+// group that lives on another node is relocated there: its owner (the source)
 // runs a relocation whose PREPARE names the group, and the target's commit
 // writes the membership with the move, in one transaction.
 //
@@ -127,9 +127,9 @@ func (n *Node) RecentJoins() []JoinTombstone {
 	return slices.Clone(n.joins.recent)
 }
 
-// retireJoin retires a profile once (seed bug 26): its clean-up ran (the
-// source run ended), so it leaves the pending set, is counted, and only
-// then gets its tombstone.
+// retireJoin retires a profile once (docs/seed-bugs.md bug 26): its
+// clean-up ran (the source run ended), so it leaves the pending set, is
+// counted, and only then gets its tombstone.
 func (n *Node) retireJoin(p *joinProfile, final *pb.RelocationStatus) {
 	p.retireOnce.Do(func() {
 		n.joinMetric().WithLabelValues(final.GetOutcome()).Inc()
@@ -148,10 +148,10 @@ func (n *Node) retireJoin(p *joinProfile, final *pb.RelocationStatus) {
 	})
 }
 
-// drainJoins waits, bounded by ctx, until every pending Actor Join's
-// clean-up is retired (seed bug 27): Stop calls it before it stops the
-// relocations in flight, so a join answered at READY still ends as its
-// commit or preserve decides.
+// drainJoins waits, bounded by ctx, until every pending Actor Join's clean-up
+// is retired (docs/seed-bugs.md bug 27): Stop calls it before it stops the
+// relocations in flight, so a join answered at READY still ends as its commit
+// or preserve decides.
 func (n *Node) drainJoins(ctx context.Context) {
 	n.joins.mu.Lock()
 	ps := make([]*joinProfile, 0, len(n.joins.pending))

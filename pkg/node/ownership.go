@@ -6,7 +6,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 )
 
-// An owner that notices (DESIGN.md §9.1). The location cache follows every
+// An owner that notices (docs/design.md §9.1). The location cache follows every
 // authority record; a hosted object whose record names another owner, or
 // another object generation, or was deleted, at a store version newer than
 // the one this node serves it under, was moved by a write this node did not

@@ -2,8 +2,8 @@
 
 package node_test
 
-// Planted bugs (internal/failpoint: Planted, Plant; TESTING.md, "Checking
-// the checkers"). Each test shows the mechanism of one bug with its trigger
+// Planted bugs (internal/failpoint: Planted, Plant; docs/verification.md,
+// "Planted bugs"). Each test shows the mechanism of one bug with its trigger
 // on in-process nodes: correct, the trigger does no harm; planted, the bad
 // outcome happens. The verification suite (internal/chaos) runs the same
 // triggers on real processes and must catch every bug.

@@ -16,7 +16,7 @@ import (
 // controller, which re-activated an orphan here (pkg/authority Recover,
 // objectGeneration+1) before anyone called it. The state of the previous
 // generation died with its owner, so the call is answered as the node's own
-// recovery answers it (DESIGN.md §5a, memory objects): CODE_STATE_LOST, not
+// recovery answers it (design.md §5a, memory objects): CODE_STATE_LOST, not
 // executed, with the new object generation; the next call runs on the fresh
 // state. (A caller that knew the old generation would be told by execute's
 // generation check anyway; this also tells a caller that did not, such as a

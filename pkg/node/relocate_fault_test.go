@@ -2,7 +2,7 @@
 
 package node_test
 
-// Fault tests of the relocation driver (DESIGN.md §4, §9): one named
+// Fault tests of the relocation driver (docs/design.md §4, §9): one named
 // failpoint (internal/failpoint) per test, in-process nodes on a real etcd.
 // Each test proves the invariants of §9 for its fault: every relocation ends
 // completed or aborted (the source kept it) and says why, the object has one
@@ -68,7 +68,7 @@ func TestFaultCorruptChunk(t *testing.T) {
 }
 
 // A draining target refuses PREPARE with SHUTTING_DOWN before staging
-// anything (DESIGN.md §4 step 4, §7; seed-inventory §8 bug 11); the source
+// anything (docs/design.md §4 step 4, §7; docs/seed-bugs.md bug 11); the source
 // keeps serving; the target's refusal is counted as shutdown (bug 33).
 func TestFaultDrainingTargetRefuses(t *testing.T) {
 	fm := startFaultMesh(t, 2)
@@ -96,7 +96,7 @@ func TestFaultDrainingTargetRefuses(t *testing.T) {
 // The target restores too slowly: READY would come after the deadline. The
 // target must answer DEADLINE_EXCEEDED (never READY) and drop its stage; the
 // source preserves at its deadline and serves on with its state intact
-// (DESIGN.md §4 step 4; seed-inventory §8 bug 15).
+// (docs/design.md §4 step 4; docs/seed-bugs.md bug 15).
 func TestFaultDeadlineBeforeReady(t *testing.T) {
 	fm := startFaultMesh(t, 2)
 	c := newClient(t, client.Config{Etcd: fm.etcd})
@@ -121,7 +121,7 @@ func TestFaultDeadlineBeforeReady(t *testing.T) {
 }
 
 // The commit transaction lands but its reply is lost: the target reads back
-// exactly the planned record and recognises its commit (DESIGN.md §3): the
+// exactly the planned record and recognises its commit (docs/design.md §3): the
 // relocation completes and the target serves the object with its state.
 func TestFaultCommitReplyLost(t *testing.T) {
 	fm := startFaultMesh(t, 2)
@@ -301,7 +301,7 @@ func TestFaultStopNotBlockedByFinishedStage(t *testing.T) {
 // The target is stuck before its commit past the deadline (after READY and
 // CUTOVER): the source, settling, preserves at its deadline and reopens; the
 // target's late commit then fails on the store version the preserve bumped,
-// and it discards its stage (DESIGN.md §3: exactly one of commit and
+// and it discards its stage (docs/design.md §3: exactly one of commit and
 // preserve wins). Every attempt ends promptly: the source's settle reads stop
 // with the relocation (repeated, since the end of settling races with the
 // watch event of the preserve).

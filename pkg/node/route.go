@@ -145,7 +145,7 @@ func (n *Node) attempt(ctx context.Context, obj keyspace.Object, typ actor.Type,
 	n.mu.Unlock()
 	if h == nil && req.GetDirect() {
 		if addr, ok := n.movedTo(name); ok {
-			// DESIGN.md §4 step 7: a straggler for an object that just moved
+			// design.md §4 step 7: a straggler for an object that just moved
 			// away is forwarded to the committed owner for a bounded window.
 			return n.forward(ctx, obj, addr, req)
 		}
@@ -186,7 +186,7 @@ func (n *Node) forward(ctx context.Context, obj keyspace.Object, addr string, re
 		return rep, true
 	}
 	if rep.GetFence() != nil && !n.cacheFresh() {
-		// DESIGN.md §5: an owner's reply is accepted only while this
+		// docs/design.md §5: an owner's reply is accepted only while this
 		// gateway's cache is known fresh, so it holds any newer fence a
 		// woken, superseded owner's reply would be refused against. The
 		// request ran (or was refused) there; a retry with the same

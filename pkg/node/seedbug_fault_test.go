@@ -2,11 +2,11 @@
 
 package node_test
 
-// Regression tests, one per bug of the reference runtime's 0.30.2 release
-// that applies to this design (seed-inventory §8; docs/seed-bugs.md maps all
-// 34), at the level of the node: the relocation driver, its gRPC streams,
-// reply relays and metrics. The pure machines' side of bugs 1, 2, 3, 11, 12
-// and 15 is specified by pkg/relocation/testdata/*.txt.
+// Regression tests, one per bug of the reference runtime's 0.30.2 release that
+// applies to this design (docs/seed-bugs.md maps all 34 of them), at the level
+// of the node: the relocation driver, its gRPC streams, reply relays and
+// metrics. The pure machines' side of bugs 1, 2, 3, 11, 12 and 15 is specified
+// by pkg/relocation/testdata/*.txt.
 
 import (
 	"context"

@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// CONVENTIONS.md: a pure core imports no network, clock, goroutine, context,
-// randomness or etcd package, directly or not.
+// docs/contributing.md: a pure core imports no network, clock, goroutine,
+// context, randomness or etcd package, directly or not.
 func TestImports(t *testing.T) {
 	deps, err := exec.Command("go", "list", "-deps", ".").Output()
 	if err != nil {

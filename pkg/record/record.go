@@ -1,5 +1,5 @@
 // Package record holds the pure data of meshloc's authority records
-// (DESIGN.md §2): the record, its snapshot at a store version, owner and node
+// (design.md §2): the record, its snapshot at a store version, owner and node
 // references, fences and multi-key views. It imports no etcd, so the pure
 // relocation machines can use it; pkg/authority reads and writes it.
 package record
@@ -64,7 +64,7 @@ func HashNonce(nonce []byte) string {
 }
 
 // ErrNotIntended: a record does not carry the relocation intent a commit or
-// a PREPARE claims (DESIGN.md §3: a commit is valid only for its own intent).
+// a PREPARE claims (design.md §3: a commit is valid only for its own intent).
 var ErrNotIntended = wire.Sentinel(pb.Code_CODE_PROTOCOL_ERROR, "authority: record does not carry this relocation's intent")
 
 // IntendedFor checks that r is relocating under the intent of relocation id
@@ -83,7 +83,7 @@ func (r *Record) IntendedFor(id string, target OwnerRef) error {
 	return nil
 }
 
-// Record is the authority record of one object (DESIGN.md §2): who owns it.
+// Record is the authority record of one object (design.md §2): who owns it.
 type Record struct {
 	Kind             string   `json:"kind"`
 	Type             string   `json:"type,omitempty"`

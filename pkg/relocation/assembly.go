@@ -16,7 +16,7 @@ const MaxChunkBytes = 16 << 20
 // Assembly errors.
 var (
 	// ErrDataLost: the assembled payload's length, chunk count or CRC32C does
-	// not match the manifest (DESIGN.md §4 step 4).
+	// not match the manifest (docs/design.md §4 step 4).
 	ErrDataLost = errors.New("relocation: data lost")
 	// ErrBadManifest: a PREPARE manifest that no payload can satisfy.
 	ErrBadManifest = errors.New("relocation: invalid payload manifest")

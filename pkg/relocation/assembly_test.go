@@ -9,7 +9,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
-// DESIGN.md §4 step 4: T assembles and checks length, count and CRC32C; a
+// docs/design.md §4 step 4: T assembles and checks length, count and CRC32C; a
 // mismatch is DataLost. assembly.go: "It never returns a payload whose
 // length or CRC32C differs from the manifest."
 

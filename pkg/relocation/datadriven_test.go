@@ -63,7 +63,7 @@ import (
 //	replay to=target|source   every frame ever sent to the side, again.
 //
 // Every step prints the actions (one per line), the phases, the store and
-// the frames in flight; a broken invariant of DESIGN.md §9 prints VIOLATION
+// the frames in flight; a broken invariant of design.md §9 prints VIOLATION
 // and fails the test.
 func TestTranscripts(t *testing.T) {
 	files, err := filepath.Glob("testdata/*.txt")
@@ -151,8 +151,8 @@ func TestTranscripts(t *testing.T) {
 				case "forge":
 					runForge(t, d, s)
 				case "resend":
-					// A retransmission (the seed resends PREPARE and the
-					// cutover window): the last frame of KIND sent to the side
+					// A retransmission (a peer that resends PREPARE or its
+					// cutover frames): the last frame of KIND sent to the side
 					// goes in flight again.
 					to := toArg(t, d)
 					kind := strings.ToUpper(d.CmdArgs[1].Key)

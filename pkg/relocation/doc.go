@@ -1,4 +1,4 @@
-// Package relocation is meshloc's live relocation protocol (DESIGN.md §4) as
+// Package relocation is meshloc's live relocation protocol (design.md §4) as
 // two pure state machines: Source (the owner that moves an object) and Target
 // (the node that receives it). Each takes events — peer frames, ticks, the
 // results of I/O — through Step(Event) ([]Action, error) and returns actions
@@ -42,7 +42,7 @@
 // (invariant 1 holds with "CUTOVER sent" for "READY"); a FAILED from such
 // a target before READY makes the source preserve at once.
 //
-// # Invariants (DESIGN.md §9)
+// # Invariants (docs/design.md §9)
 //
 //  1. READY is the point of no return: after it the source reopens the object
 //     only through a winning Preserve.
@@ -63,7 +63,7 @@
 //     bytes under the same identity get a protocol error and change nothing;
 //     duplicate chunks and DATA are ignored; frames after the end are ignored.
 //     A gap in DATA aborts the stage (the stream is ordered).
-//  7. A commit is valid only for its own intent (DESIGN.md §3): the target
+//  7. A commit is valid only for its own intent (docs/design.md §3): the target
 //     stages nothing unless every participant's record carries this
 //     relocation's intent naming this target (Record.IntendedFor), its node
 //     and PREPARE's deadline, owned by the coordinator at its node, with the

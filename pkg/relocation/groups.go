@@ -9,7 +9,7 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Groups and Actor Join (DESIGN.md §6, seed-inventory §1.6, §5.4).
+// Groups and Actor Join (docs/design.md §6).
 //
 // A group moves as one relocation: the group record is the primary
 // participant and every member actor follows it in PREPARE, each with its

@@ -8,11 +8,11 @@ import (
 	"testing"
 )
 
-// CONVENTIONS.md: the protocol core imports no network, clock, goroutine,
-// context or etcd package. Direct imports are checked exactly; the transitive
-// closure must hold no etcd and no gRPC transport (the standard library and
-// the uuid package reach net for their own reasons, which this package never
-// calls).
+// docs/contributing.md: the protocol core imports no network, clock,
+// goroutine, context or etcd package. Direct imports are checked exactly; the
+// transitive closure must hold no etcd and no gRPC transport (the standard
+// library and the uuid package reach net for their own reasons, which this
+// package never calls).
 func TestImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-f", "{{join .Imports \"\\n\"}}", ".").Output()
 	if err != nil {

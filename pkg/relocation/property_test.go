@@ -19,7 +19,7 @@ import (
 // the fallback wait; crashes of either side; lease expiry of either side;
 // uncertain commits, preserves and intents; failed captures, restores and
 // reads; draining; a broken stream. After every step it asserts the
-// invariants of DESIGN.md §9 as they apply to the machines (sim.check,
+// invariants of docs/design.md §9 as they apply to the machines (sim.check,
 // sim.afterStep, sim.handle):
 //
 //	(a) the store names exactly one owner; the target admits only after its

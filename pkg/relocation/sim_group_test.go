@@ -163,7 +163,7 @@ func (f *fakeStore) describeGroup(b *strings.Builder) {
 	}
 }
 
-// checkGroups asserts at every step what groups promise (DESIGN.md §6):
+// checkGroups asserts at every step what groups promise (docs/design.md §6):
 // every member has its group's owner (never split between owners), and a
 // membership is written on both sides or on neither.
 func (s *sim) checkGroups() {

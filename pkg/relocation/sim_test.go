@@ -17,12 +17,12 @@ import (
 // This file is the test bench shared by the transcripts (datadriven_test.go),
 // the property test (property_test.go) and the benchmark: one Source and one
 // Target machine, a simulated stream between them, and a fake store that
-// applies the transactions of DESIGN.md §3 with their exact compares. The
+// applies the transactions of docs/design.md §3 with their exact compares. The
 // etcd transactions themselves are tested against a real etcd in
 // pkg/authority; here only their compare semantics matter.
 
 // errUncertain stands for an etcd RPC error: the write may or may not have
-// landed (DESIGN.md §3, last point).
+// landed (docs/design.md §3, last point).
 var errUncertain = errors.New("etcdserver: request timed out")
 
 var (
@@ -370,7 +370,7 @@ func (s *sim) handle(on side, acts []Action, err error) {
 	if err != nil {
 		s.errs = append(s.errs, err)
 		s.printf("  %s: error: %v\n", on, err)
-		// DESIGN.md §9.5 / CONVENTIONS: an allowed event never gets
+		// design.md §9.5 / docs/contributing.md: an allowed event never gets
 		// ErrInvalidTransition; a protocol error only answers bad input.
 		if errors.Is(err, ErrInvalidTransition) || (errors.Is(err, ErrProtocol) && !s.allowProtoE) {
 			s.violate("%s refused an allowed event: %v", on, err)
@@ -642,7 +642,7 @@ func simRequest(i int) *pb.CallRequest {
 
 // ---------------------------------------------------------------- invariants
 
-// check asserts, as each action is emitted, what DESIGN.md §9 requires of it.
+// check asserts, as each action is emitted, what design.md §9 requires of it.
 func (s *sim) check(on side, a Action) {
 	st := s.store
 	rec := st.rec.Record
@@ -677,7 +677,7 @@ func (s *sim) check(on side, a Action) {
 	}
 }
 
-// checkFinish: the outcome agrees with the store (DESIGN.md §9.4):
+// checkFinish: the outcome agrees with the store (docs/design.md §9.4):
 // completed ⇔ the target owns it; aborted ⇔ the source owns it; failed ⇔
 // the source cannot serve it.
 func (s *sim) checkFinish(on side, f Finish) {
@@ -687,7 +687,7 @@ func (s *sim) checkFinish(on side, f Finish) {
 	case on == onSource && st.commitTo != nil && !st.recreated && f.Outcome != Completed && f.Outcome != Shutdown:
 		// The converse: once the target committed (whatever happened to
 		// it or the object since, short of a re-creation), the source's
-		// settle says committed (seed-inventory §8 bug 1).
+		// settle says committed (docs/seed-bugs.md bug 1).
 		s.violate("source finished %s but the target's commit is in the store", f.Outcome)
 	case on == onSource && f.Outcome == Completed:
 		if st.commitTo == nil || (!st.foreign && rec.Owner != s.tgtID) {
@@ -727,7 +727,7 @@ func (s *sim) afterStep() {
 	}
 }
 
-// observeStore: generations and store versions never decrease (DESIGN.md §9.3),
+// observeStore: generations and store versions never decrease (design.md §9.3),
 // and the record always names exactly one owner (§9.1).
 func (s *sim) observeStore() {
 	s.checkGroups()

@@ -180,7 +180,7 @@ type SourceConfig struct {
 	// the same relocation, with one intent, one commit and one preserve
 	// transaction over every participant (groups.go).
 	Members []record.Snapshot
-	// JoinGroup, for an Actor Join (seed-inventory §5.4): the group, owned
+	// JoinGroup, for an Actor Join (docs/design.md §6): the group, owned
 	// by the target, that the actor joins; the target's commit writes the
 	// membership. Object is then the actor and Members is empty.
 	JoinGroup string

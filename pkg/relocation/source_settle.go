@@ -235,7 +235,7 @@ func (s *Source) drop(loc record.Location, v record.View) []Action {
 	return append(out, Drop{Committed: loc, DataApplied: s.dataApplied(), Members: s.membersAfter(loc, v)}, s.finish(Completed, pb.Code_CODE_OK, ""))
 }
 
-// settle classifies one read (seed-inventory §2.10, 0.30.2 rules):
+// settle classifies one read (docs/design.md §4 step 7):
 // committed = same object generation, larger owner generation, another owner
 // pair; still ours = the record we wrote; anything else, or our own lease gone
 // while the record is still ours, = lost.

@@ -140,7 +140,7 @@ type Target struct {
 	early    *pb.Cutover
 	earlyErr string
 	// draining is sticky: once the node drains (or stops) no stage finishes
-	// restoring and no cutover is self-ordered (seed-inventory §8 bugs 11-12).
+	// restoring and no cutover is self-ordered (docs/seed-bugs.md bugs 11-12).
 	draining bool
 	// resolving: the last commit was uncertain and is being read back.
 	resolving bool
@@ -277,7 +277,7 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 		case Received:
 			switch e.Frame.GetFrame().(type) {
 			case *pb.RelocationFrame_Chunk, *pb.RelocationFrame_Data, *pb.RelocationFrame_Cutover:
-				// Its PREPARE was lost: a stray chunk (seed §2.6), or an
+				// Its PREPARE was lost: a stray chunk, or an
 				// eager cutover's DATA or CUTOVER, ignored.
 				return nil, nil
 			}
@@ -323,7 +323,7 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 				}
 				return t.fail(code, "restore: "+e.Err.Error(), true), nil
 			}
-			if t.draining { // seed §8 bug 12: a restore never finishes staging after drain began
+			if t.draining { // docs/seed-bugs.md bug 12: no staging once drain began
 				return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target shutting down during restore", true), nil
 			}
 			if t.nowMs >= t.prepare.GetDeadlineUnixMs() {
@@ -426,7 +426,7 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 	}
 	t.id, t.prepare, t.fingerprint = id, p, Fingerprint(p)
 	t.phase = TargetAssembling
-	// DESIGN.md §4 step 4: a node that is shutting down refuses before staging anything.
+	// design.md §4 step 4: a node that is shutting down refuses before staging anything.
 	if e.Draining {
 		return t.fail(pb.Code_CODE_SHUTTING_DOWN, "target is draining", false), nil
 	}
@@ -510,7 +510,7 @@ func participants(p *pb.Prepare) ([]record.Snapshot, error) {
 	return out, nil
 }
 
-// checkIntent refuses a PREPARE that is not bound to its intent (DESIGN.md
+// checkIntent refuses a PREPARE that is not bound to its intent (docs/design.md
 // §3), before anything is staged: every participant's record must carry
 // this relocation's intent naming this target, its node and the PREPARE's
 // deadline, owned by the coordinator at its node, and the intent's nonce
@@ -708,10 +708,10 @@ func (t *Target) onCommit(e CommitResult) []Action {
 		return nil
 	}
 	if !e.Committed && t.resolving && t.untouched(e.Records) {
-		// DESIGN.md §3: an uncertain commit is decided again, never taken
+		// docs/design.md §3: an uncertain commit is decided again, never taken
 		// as a failure. The read-back shows it did not land and nothing else
-		// wrote the records: commit again (the same compares keep it safe;
-		// seed §2.9 retries while the records are still the source's). A
+		// wrote the records: commit again (the same compares keep it safe,
+		// and the records are still the source's). A
 		// direct refusal of an untouched record is not retried: then the
 		// target's own owner key failed the compare.
 		t.resolving = false

@@ -130,9 +130,9 @@ func TestGatewaySealRoute(t *testing.T) {
 
 // Seals: only from the owner the session is bound to, at its binding; a
 // repeated seal gets the same answer; a seal after its route is never
-// installed again (the seed's bugs 17, 18: a seal replayed after the
-// terminal one re-sent it); a gateway that is not bound is unavailable, not
-// a protocol error (bug 21).
+// installed again (docs/seed-bugs.md bugs 17, 18: a seal replayed after
+// the terminal one re-sent it); a gateway that is not bound is unavailable,
+// not a protocol error (bug 21).
 func TestGatewaySealFences(t *testing.T) {
 	w := newGW(t, nil)
 	w.g.Start()
@@ -148,9 +148,9 @@ func TestGatewaySealFences(t *testing.T) {
 }
 
 // A seal whose route never comes (the target could not reach this gateway,
-// the seed's bug 16): after SealTimeoutMs the gateway binds through etcd.
-// A commit route that finds no seal (it was lost) is taken when its binding
-// is newer.
+// docs/seed-bugs.md bug 16): after SealTimeoutMs the gateway binds through
+// etcd. A commit route that finds no seal (it was lost) is taken when its
+// binding is newer.
 func TestGatewayRouteLost(t *testing.T) {
 	w := open(t)
 	w.want(Tick{NowMs: 1000}, "")

@@ -1,8 +1,9 @@
-// Package chaos_test is the CI tier of the verification suite (TESTING.md,
-// "Tiers"): one short checked run per workload with its faults, over real
-// processes (locationd with its embedded etcd, or three of them as a 3-member
-// etcd cluster, and meshnodes behind TCP proxies), and the planted-bug
-// self-test. The binaries are built once with -tags failpoints.
+// Package chaos_test is the CI tier of the verification suite
+// (docs/verification.md, "Running it"): one short checked run per workload
+// with its faults, over real processes (locationd with its embedded etcd, or
+// three of them as a 3-member etcd cluster, and meshnodes behind TCP proxies),
+// and the planted-bug self-test. The binaries are built once with -tags
+// failpoints.
 package chaos_test
 
 import (

@@ -1,5 +1,5 @@
 // Package integration runs meshloc's binaries as real processes against real
-// etcd (see ../../../shared/TESTING.md, "Workloads" and "Faults").
+// etcd (see docs/verification.md, "The pieces" and "Faults").
 package integration
 
 import (
@@ -66,7 +66,7 @@ func TestLocationdProcess(t *testing.T) {
 		t.Fatalf("/v1/objects/%s: %s %v", obj, raw, err)
 	}
 
-	// etcdctl sees readable JSON values (DESIGN.md §2).
+	// etcdctl sees readable JSON values (docs/design.md §2).
 	ectx, ecancel := context.WithTimeout(ctx, 5*time.Minute) // the first `go tool` run compiles etcdctl
 	defer ecancel()
 	ec := exec.CommandContext(ectx, "go", "tool", "etcdctl", "--endpoints", clientURL, "get", "--prefix", "/meshloc/")

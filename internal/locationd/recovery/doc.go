@@ -1,4 +1,4 @@
-// Package recovery is locationd's recovery controller (DESIGN.md §3
+// Package recovery is locationd's recovery controller (docs/design.md §3
 // "recover", §8): one active instance per cluster, chosen by an etcd
 // election among every locationd, watches for objects whose owner is gone
 // (orphans), reports them, and — when enabled — re-activates each on a live
@@ -51,7 +51,7 @@
 // of the top two. A group goes first, and its members follow to the group's
 // new owner. An orphan still relocating whose target is alive is left alone
 // until its intent's deadline plus Config.Grace: the target may yet commit
-// it with its state (DESIGN.md §4 step 5).
+// it with its state (docs/design.md §4 step 5).
 //
 // The node then serves the object as one re-created by recovery: a memory
 // object starts from fresh state, and the first call is answered

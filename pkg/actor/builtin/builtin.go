@@ -1,5 +1,5 @@
 // Package builtin holds the object types every meshnode can host
-// (DESIGN.md §10). They exist for tests, the demo and benchmarks, and as
+// (docs/design.md §10). They exist for tests, the demo and benchmarks, and as
 // worked examples of the actor API.
 //
 //	counter   add N                    {"value":v}
@@ -22,7 +22,7 @@
 // Each type also exists as a durable variant named with the prefix "d"
 // (dcounter, dregister, dlist, dbank, dblob, dticker: DurableTypes): the
 // same methods and replies, with every acknowledged change persisted in
-// etcd before the reply (DESIGN.md §5a).
+// etcd before the reply (docs/design.md §5a).
 //
 // Arguments are the strings of `meshctl call OBJ METHOD [ARG…]`; replies are
 // compact JSON objects. Every handler is deterministic given the state and

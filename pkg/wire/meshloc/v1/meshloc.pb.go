@@ -715,7 +715,7 @@ type Prepare struct {
 	Crc32C             uint32         `protobuf:"varint,8,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
 	ApplicationVersion string         `protobuf:"bytes,9,opt,name=application_version,json=applicationVersion,proto3" json:"application_version,omitempty"`
 	DeadlineUnixMs     int64          `protobuf:"varint,10,opt,name=deadline_unix_ms,json=deadlineUnixMs,proto3" json:"deadline_unix_ms,omitempty"`
-	// Actor Join (seed-inventory §5.4): the group, owned by the target, that the
+	// Actor Join (docs/design.md §6): the group, owned by the target, that the
 	// one actor participant joins; the commit writes the membership (the
 	// actor's group and the group's members) in the same transaction.
 	JoinGroup string `protobuf:"bytes,11,opt,name=join_group,json=joinGroup,proto3" json:"join_group,omitempty"`
@@ -2156,7 +2156,7 @@ func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
 	return nil
 }
 
-// DrainRequest asks a node to drain (AdminService.Drain, DESIGN.md §7).
+// DrainRequest asks a node to drain (AdminService.Drain, docs/design.md §7).
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Relocations at a time (0: the node's --drain-concurrency).

@@ -152,7 +152,7 @@ type AdminServiceClient interface {
 	// Drain marks the node draining, moves every object it hosts to other nodes
 	// and streams one progress event per step, then one report; unless
 	// stop_after is false, the node then stops (its lease revoked last; a
-	// meshnode process exits 0). DESIGN.md §7.
+	// meshnode process exits 0). docs/design.md §7.
 	Drain(ctx context.Context, in *v1.DrainRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.DrainEvent], error)
 	// CreateGroup creates an empty group owned by this node.
 	CreateGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error)
@@ -254,7 +254,7 @@ type AdminServiceServer interface {
 	// Drain marks the node draining, moves every object it hosts to other nodes
 	// and streams one progress event per step, then one report; unless
 	// stop_after is false, the node then stops (its lease revoked last; a
-	// meshnode process exits 0). DESIGN.md §7.
+	// meshnode process exits 0). docs/design.md §7.
 	Drain(*v1.DrainRequest, grpc.ServerStreamingServer[v1.DrainEvent]) error
 	// CreateGroup creates an empty group owned by this node.
 	CreateGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error)
