@@ -433,3 +433,24 @@ func BenchmarkPlan(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPlanMillion: 1,000,000 counters spread over 10 owners, one of
+// which holds half of them, the largest budget (issue 18: a plan of
+// 1,000,000 objects in under 5 s). ns/op is the time of one plan.
+func BenchmarkPlanMillion(b *testing.B) {
+	in := Input{Budget: MaxBudget, Tolerance: DefaultTolerance}
+	for i := range 10 {
+		in.Owners = append(in.Owners, serving(fmt.Sprintf("n%d", i), 1))
+		n := 500_000 / 9
+		if i == 0 {
+			n = 500_000
+		}
+		in.Objects = append(in.Objects, counters(fmt.Sprintf("n%d", i), len(in.Objects), n)...)
+	}
+	b.ReportMetric(float64(len(in.Objects)), "objects")
+	for b.Loop() {
+		if _, err := Make(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
