@@ -202,6 +202,12 @@ func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 		i, _ := slices.BinarySearchFunc(t.order, id, compareIDs)
 		t.order = slices.Insert(t.order, i, id)
 	}
+	t.evict(now)
+}
+
+// evict drops the replies older than the window at now, and the oldest
+// beyond maxEntries.
+func (t *ReplyTable) evict(now time.Time) {
 	cutoff := now.UnixMilli() - t.window.Milliseconds()
 	n := 0
 	for n < len(t.order) && (idMs(t.order[n]) < cutoff || len(t.order)-n > t.maxEntries) {
@@ -212,6 +218,17 @@ func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 	// Reslicing drops the front in O(1); append copies to a new array when
 	// the capacity runs out, which releases the evicted prefix.
 	t.order = t.order[n:]
+}
+
+// Prune drops the replies older than the window at now, as Record does,
+// and once none is left releases the table's memory: an object that is
+// called no more holds nothing after its window (a million idle objects
+// would otherwise each keep the map of their last calls).
+func (t *ReplyTable) Prune(now time.Time) {
+	t.evict(now)
+	if len(t.order) == 0 {
+		t.replies, t.order = nil, nil
+	}
 }
 
 func compareIDs(a, b wire.OperationID) int { return bytes.Compare(a[:], b[:]) }

@@ -286,3 +286,31 @@ func sampleReplyTable() *ReplyTable {
 	}
 	return rt
 }
+
+// Prune drops what the window passed, as Record does, keeps the rest, and
+// leaves an empty table that still refuses what it evicted and records
+// anew.
+func TestReplyTablePrune(t *testing.T) {
+	rt := NewReplyTable(time.Minute, 0)
+	rt.Record(opID(at(ms(0)), 1), okReply("a"), at(ms(0)))
+	rt.Record(opID(at(ms(30_000)), 2), okReply("b"), at(ms(30_000)))
+	rt.Prune(at(ms(61_000)))
+	if rt.Len() != 1 {
+		t.Fatalf("after the first expired: %d entries, want 1", rt.Len())
+	}
+	rt.Prune(at(ms(100_000)))
+	if rt.Len() != 0 || rt.replies != nil || rt.order != nil || !rt.Watermark().Equal(at(ms(30_000))) {
+		t.Fatalf("after both expired: len %d, map %v, watermark t0+%s", rt.Len(), rt.replies, rt.Watermark().Sub(t0))
+	}
+	if _, ran, err := rt.Check(opID(at(ms(30_000)), 2), at(ms(100_000))); ran || !errors.Is(err, ErrOperationExpired) {
+		t.Fatalf("an evicted operation: ran=%v err=%v", ran, err)
+	}
+	id := opID(at(ms(99_000)), 3)
+	rt.Record(id, okReply("c"), at(ms(100_000)))
+	if r, ran, err := rt.Check(id, at(ms(100_000))); !ran || err != nil || string(r.Payload) != "c" {
+		t.Fatalf("recorded after the prune: %v %v %v", r, ran, err)
+	}
+	if !bytes.Equal(rt.Encode(), rt.Encode()) {
+		t.Fatal("encode")
+	}
+}

@@ -243,7 +243,7 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 		return nil
 	}
 	v := rd.Value
-	inst, timers, table, replies, err := decodeDurable(h.typ, rd)
+	inst, timers, table, replies, err := decodeDurable(*h.typ, rd)
 	if err != nil {
 		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
 	}

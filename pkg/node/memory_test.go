@@ -47,7 +47,23 @@ func BenchmarkIdleCounters(b *testing.B) {
 		objects = n
 	}
 	const workers = 64
-	m := startMesh(b, 1, func(_ int, c *node.Config) { c.LeaseTTL = 5 * time.Second })
+	// MESHLOC_DEDUP_WINDOW (e.g. 1s): the node's de-duplication window; the
+	// heap is then measured after two windows, once the node's sweep has
+	// pruned the replies of the activating calls (the idle, settled state).
+	var window time.Duration
+	if s := os.Getenv("MESHLOC_DEDUP_WINDOW"); s != "" {
+		d, err := time.ParseDuration(s)
+		if err != nil || d < time.Second {
+			b.Fatalf("MESHLOC_DEDUP_WINDOW=%q: want a duration of 1s or more", s)
+		}
+		window = d
+	}
+	m := startMesh(b, 1, func(_ int, c *node.Config) {
+		c.LeaseTTL = 5 * time.Second
+		if window > 0 {
+			c.DedupWindow = window
+		}
+	})
 	c := newClient(b, client.Config{Etcd: m.etcd})
 	ctx := context.Background()
 	// Warm the connections and code paths so the baseline holds them.
@@ -94,6 +110,9 @@ func BenchmarkIdleCounters(b *testing.B) {
 
 	if got := m.nodes[0].Hosted(); got != objects+1 {
 		b.Fatalf("node hosts %d objects, want %d", got, objects+1)
+	}
+	if window > 0 {
+		time.Sleep(2*window + time.Second)
 	}
 	after := settledHeap()
 	rss, err := vmRSS()

@@ -53,6 +53,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	objects map[string]*hosted
+	types   sync.Map // type name → *actor.Type (typeRef)
 	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
 	// changeWanted: someone took changed since it was last closed.
 	changeWanted bool
@@ -319,6 +320,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.spawnBG(func() { n.watchFence(bgctx) })
 	n.spawnBG(func() { n.syncPeers(bgctx) })
+	n.spawnBG(func() { n.sweepReplies(bgctx) })
 	n.log.Info().Str("address", addr).Int64("generation", n.self.Generation).Str("routingId", n.rid.Hex()).Msg("serving")
 	if n.opts.onReady != nil {
 		n.opts.onReady()
