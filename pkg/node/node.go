@@ -53,7 +53,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	objects map[string]*hosted
-	types   sync.Map // type name → *actor.Type (typeRef)
+	types   sync.Map      // type name → *actor.Type (typeRef)
 	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
 	// changeWanted: someone took changed since it was last closed.
 	changeWanted bool

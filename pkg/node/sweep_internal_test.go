@@ -31,7 +31,7 @@ func TestSweepPrunesIdleReplies(t *testing.T) {
 	n := &Node{cfg: Config{DedupWindow: time.Minute}, clock: c, objects: map[string]*hosted{}}
 	t0 := time.Now()
 	old, young := &hosted{replies: actor.NewReplyTable(time.Minute, 0)}, &hosted{replies: actor.NewReplyTable(time.Minute, 0)}
-	old.replies.Record(wire.NewOperationID(), actor.Reply{}, t0) // before the sweep runs
+	old.replies.Record(wire.NewOperationID(), actor.Reply{}, t0)           // before the sweep runs
 	n.objects["a"], n.objects["b"], n.objects["c"] = old, young, &hosted{} // c: not activated, no table
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
