@@ -97,8 +97,11 @@ type ReplyTable struct {
 	window     time.Duration
 	maxEntries int
 	watermark  int64 // Unix ms; 0: nothing evicted yet
-	replies    map[wire.OperationID]Reply
-	order      []wire.OperationID // sorted by bytes, so by time (UUIDv7)
+	// entries sorted by id bytes, so by time (UUIDv7): a lookup is a
+	// binary search, a new id almost always an append, eviction a cut at
+	// the front, and encoding a walk, with no map to build when a table
+	// arrives with its object.
+	entries []ReplyEntry
 }
 
 // NewReplyTable returns an empty table. window ≤ 0 means DefaultReplyWindow,
@@ -116,7 +119,12 @@ func NewReplyTable(window time.Duration, maxEntries int) *ReplyTable {
 		maxEntries = DefaultReplyEntries
 	}
 	maxEntries = min(maxEntries, MaxReplyEntries)
-	return &ReplyTable{window: window, maxEntries: maxEntries, replies: map[wire.OperationID]Reply{}}
+	return &ReplyTable{window: window, maxEntries: maxEntries}
+}
+
+// find is the index of id in the entries, or where it would go.
+func (t *ReplyTable) find(id wire.OperationID) (int, bool) {
+	return slices.BinarySearchFunc(t.entries, id, func(e ReplyEntry, id wire.OperationID) int { return compareIDs(e.ID, id) })
 }
 
 // Window is the retry window.
@@ -134,7 +142,7 @@ func (t *ReplyTable) Watermark() time.Time {
 }
 
 // Len is the number of entries.
-func (t *ReplyTable) Len() int { return len(t.order) }
+func (t *ReplyTable) Len() int { return len(t.entries) }
 
 func idMs(id wire.OperationID) int64 {
 	// UUIDv7: the first 48 bits are the Unix time in milliseconds.
@@ -150,7 +158,8 @@ func (t *ReplyTable) Check(id wire.OperationID, now time.Time) (Reply, bool, err
 	if _, err := wire.ParseOperationIDBytes(id[:]); err != nil {
 		return Reply{}, false, fmt.Errorf("%w: %v", ErrInvalidOperation, err)
 	}
-	if r, ok := t.replies[id]; ok {
+	if i, ok := t.find(id); ok {
+		r := t.entries[i].Reply
 		r.Payload = bytes.Clone(r.Payload)
 		return r, true, nil
 	}
@@ -189,18 +198,13 @@ func CheckOperationTime(id wire.OperationID, now time.Time, window time.Duration
 // over maxEntries, the oldest ones, raising the watermark. Recording an id
 // twice keeps the first reply.
 func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
-	if t.replies == nil {
-		t.replies = map[wire.OperationID]Reply{}
-	}
-	if _, ok := t.replies[id]; !ok {
+	if i, ok := t.find(id); !ok {
 		if len(r.Payload) == 0 {
 			r.Payload = nil
 		} else {
 			r.Payload = bytes.Clone(r.Payload)
 		}
-		t.replies[id] = r
-		i, _ := slices.BinarySearchFunc(t.order, id, compareIDs)
-		t.order = slices.Insert(t.order, i, id)
+		t.entries = slices.Insert(t.entries, i, ReplyEntry{ID: id, Reply: r})
 	}
 	t.evict(now)
 }
@@ -210,14 +214,15 @@ func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 func (t *ReplyTable) evict(now time.Time) {
 	cutoff := now.UnixMilli() - t.window.Milliseconds()
 	n := 0
-	for n < len(t.order) && (idMs(t.order[n]) < cutoff || len(t.order)-n > t.maxEntries) {
-		t.watermark = max(t.watermark, idMs(t.order[n]))
-		delete(t.replies, t.order[n])
+	for n < len(t.entries) && (idMs(t.entries[n].ID) < cutoff || len(t.entries)-n > t.maxEntries) {
+		t.watermark = max(t.watermark, idMs(t.entries[n].ID))
 		n++
 	}
-	// Reslicing drops the front in O(1); append copies to a new array when
-	// the capacity runs out, which releases the evicted prefix.
-	t.order = t.order[n:]
+	// Reslicing drops the front in O(1) (the evicted slots are cleared, so
+	// their payloads go); append copies to a new array when the capacity
+	// runs out, which releases the evicted prefix.
+	clear(t.entries[:n])
+	t.entries = t.entries[n:]
 }
 
 // Prune drops the replies older than the window at now, as Record does,
@@ -226,8 +231,8 @@ func (t *ReplyTable) evict(now time.Time) {
 // would otherwise each keep the map of their last calls).
 func (t *ReplyTable) Prune(now time.Time) {
 	t.evict(now)
-	if len(t.order) == 0 {
-		t.replies, t.order = nil, nil
+	if len(t.entries) == 0 {
+		t.entries = nil
 	}
 }
 
@@ -249,18 +254,17 @@ const (
 // Encode returns the canonical bytes of the table: equal tables give equal bytes.
 func (t *ReplyTable) Encode() []byte {
 	size := 32
-	for _, id := range t.order {
-		r := t.replies[id]
-		size += minReplyEntry + 2*binary.MaxVarintLen64 + len(r.Payload) + len(r.Message)
+	for _, e := range t.entries {
+		size += minReplyEntry + 2*binary.MaxVarintLen64 + len(e.Reply.Payload) + len(e.Reply.Message)
 	}
 	b := make([]byte, 0, size)
 	b = append(b, replyMagic, replyVersion)
 	b = binary.AppendUvarint(b, uint64(t.window.Milliseconds()))
 	b = binary.AppendUvarint(b, uint64(t.maxEntries))
 	b = binary.AppendVarint(b, t.watermark)
-	b = binary.AppendUvarint(b, uint64(len(t.order)))
-	for _, id := range t.order {
-		r := t.replies[id]
+	b = binary.AppendUvarint(b, uint64(len(t.entries)))
+	for _, e := range t.entries {
+		id, r := e.ID, e.Reply
 		b = append(b, id[:]...)
 		b = binary.AppendVarint(b, int64(r.Code))
 		b = binary.AppendUvarint(b, uint64(len(r.Payload)))
@@ -304,8 +308,9 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 	}
 	t := &ReplyTable{
 		window: time.Duration(window) * time.Millisecond, maxEntries: int(maxEntries), watermark: watermark,
-		replies: make(map[wire.OperationID]Reply, n), order: make([]wire.OperationID, 0, n),
+		entries: make([]ReplyEntry, 0, n),
 	}
+	arena := make([]byte, 0, len(r.b)) // the payloads are within what is left
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		raw := r.bytes(wire.IDLen, "operation id")
 		code := r.varint("code")
@@ -323,16 +328,19 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 			r.fail("entry %d: code %d out of range", i, code)
 			break
 		}
-		if len(t.order) > 0 && compareIDs(t.order[len(t.order)-1], id) >= 0 {
+		if len(t.entries) > 0 && compareIDs(t.entries[len(t.entries)-1].ID, id) >= 0 {
 			r.fail("entry %d: operation %s out of order", i, id)
 			break
 		}
 		rep := Reply{Code: int32(code), Message: string(msg)}
 		if len(payload) > 0 {
-			rep.Payload = bytes.Clone(payload)
+			// One buffer for every payload (one allocation, not one per
+			// entry); each slice's capacity ends where it does.
+			from := len(arena)
+			arena = append(arena, payload...)
+			rep.Payload = arena[from:len(arena):len(arena)]
 		}
-		t.replies[id] = rep
-		t.order = append(t.order, id)
+		t.entries = append(t.entries, ReplyEntry{ID: id, Reply: rep})
 	}
 	if err := r.end(); err != nil {
 		return nil, fmt.Errorf("%w: reply table: %v", ErrCorruptState, err)

@@ -18,11 +18,10 @@ type ReplyEntry struct {
 // Entries returns the table's entries, oldest id first (the payloads are
 // copies).
 func (t *ReplyTable) Entries() []ReplyEntry {
-	out := make([]ReplyEntry, 0, len(t.order))
-	for _, id := range t.order {
-		r := t.replies[id]
-		r.Payload = bytes.Clone(r.Payload)
-		out = append(out, ReplyEntry{ID: id, Reply: r})
+	out := make([]ReplyEntry, 0, len(t.entries))
+	for _, e := range t.entries {
+		e.Reply.Payload = bytes.Clone(e.Reply.Payload)
+		out = append(out, e)
 	}
 	return out
 }
@@ -30,10 +29,10 @@ func (t *ReplyTable) Entries() []ReplyEntry {
 // Oldest returns the oldest id in the table (false: the table is empty).
 // Every id the table ever held that sorts before it was evicted.
 func (t *ReplyTable) Oldest() (wire.OperationID, bool) {
-	if len(t.order) == 0 {
+	if len(t.entries) == 0 {
 		return wire.OperationID{}, false
 	}
-	return t.order[0], true
+	return t.entries[0].ID, true
 }
 
 // RestoreReplyTable rebuilds a table from its bounds, its watermark (zero:
@@ -45,23 +44,24 @@ func RestoreReplyTable(window time.Duration, maxEntries int, watermark time.Time
 	if window <= 0 || window%time.Millisecond != 0 {
 		return nil, fmt.Errorf("%w: reply table: window %v is not a positive whole number of milliseconds", ErrCorruptState, window)
 	}
-	t := &ReplyTable{window: window, maxEntries: maxEntries, replies: make(map[wire.OperationID]Reply, len(entries))}
+	t := &ReplyTable{window: window, maxEntries: maxEntries, entries: make([]ReplyEntry, 0, len(entries))}
 	if !watermark.IsZero() {
 		t.watermark = watermark.UnixMilli()
 	}
 	for _, e := range entries {
-		if _, dup := t.replies[e.ID]; dup {
-			return nil, fmt.Errorf("%w: reply table: operation %s twice", ErrCorruptState, e.ID)
-		}
 		r := e.Reply
 		r.Payload = bytes.Clone(r.Payload)
 		if len(r.Payload) == 0 {
 			r.Payload = nil
 		}
-		t.replies[e.ID] = r
-		t.order = append(t.order, e.ID)
+		t.entries = append(t.entries, ReplyEntry{ID: e.ID, Reply: r})
 	}
-	slices.SortFunc(t.order, compareIDs)
+	slices.SortFunc(t.entries, func(a, b ReplyEntry) int { return compareIDs(a.ID, b.ID) })
+	for i := 1; i < len(t.entries); i++ {
+		if t.entries[i].ID == t.entries[i-1].ID {
+			return nil, fmt.Errorf("%w: reply table: operation %s twice", ErrCorruptState, t.entries[i].ID)
+		}
+	}
 	// The canonical encoding's decoder checks every bound.
 	return DecodeReplyTable(t.Encode())
 }

@@ -257,7 +257,8 @@ func FuzzDecodeReplyTable(f *testing.F) {
 		}
 		// A decoded table can be used without panicking.
 		now := t0
-		for _, id := range rt.order {
+		for _, e := range rt.entries {
+			id := e.ID
 			now = id.Time()
 			if _, ran, err := rt.Check(id, now); !ran || err != nil {
 				t.Fatalf("recorded id %s not answered: %v", id, err)
@@ -299,8 +300,8 @@ func TestReplyTablePrune(t *testing.T) {
 		t.Fatalf("after the first expired: %d entries, want 1", rt.Len())
 	}
 	rt.Prune(at(ms(100_000)))
-	if rt.Len() != 0 || rt.replies != nil || rt.order != nil || !rt.Watermark().Equal(at(ms(30_000))) {
-		t.Fatalf("after both expired: len %d, map %v, watermark t0+%s", rt.Len(), rt.replies, rt.Watermark().Sub(t0))
+	if rt.Len() != 0 || rt.entries != nil || !rt.Watermark().Equal(at(ms(30_000))) {
+		t.Fatalf("after both expired: len %d, entries %v, watermark t0+%s", rt.Len(), rt.entries, rt.Watermark().Sub(t0))
 	}
 	if _, ran, err := rt.Check(opID(at(ms(30_000)), 2), at(ms(100_000))); ran || !errors.Is(err, ErrOperationExpired) {
 		t.Fatalf("an evicted operation: ran=%v err=%v", ran, err)
