@@ -91,9 +91,14 @@ func TestTLSRefusesStrangers(t *testing.T) {
 			t.Errorf("locationd API with %s: %s", name, resp.Status)
 		}
 	}
-	if resp, err := hc.Get("http://" + c.Members()[0].HTTP + "/v1/owners"); err == nil && resp.StatusCode == http.StatusOK {
+	if resp, err := hc.Get("http://" + c.Members()[0].HTTP + "/v1/owners"); err == nil {
+		// Closed whatever the status: a body left open keeps its
+		// connection (and two goroutines) out of the idle pool, which
+		// goleak then reports.
 		resp.Body.Close()
-		t.Error("locationd API in plaintext answered 200")
+		if resp.StatusCode == http.StatusOK {
+			t.Error("locationd API in plaintext answered 200")
+		}
 	}
 
 	for name, e := range map[string]mtls.Etcd{
