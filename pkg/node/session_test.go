@@ -339,3 +339,47 @@ func TestSessionResumeFromOlderToken(t *testing.T) {
 		t.Fatalf("token after: %+v", tok)
 	}
 }
+
+// Send pipelines calls: many in flight, each run once, in the order sent,
+// while the room moves; Wait takes each reply (twice gives the same).
+func TestSessionPipelinedSends(t *testing.T) {
+	m := startMesh(t, 2)
+	ctx := context.Background()
+	const room = "actor/room/r7"
+	s, err := newClient(t, client.Config{Nodes: m.addrs()}).OpenSession(ctx, room)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var ps []*client.Pending
+	for i := range 50 {
+		if i == 25 {
+			owner := ownerNode(t, m, room)
+			if st, err := owner.Relocate(ctx, room, node.RelocateOptions{}); err != nil || st.GetOutcome() != "completed" {
+				t.Fatalf("relocate: %v %v", st, err)
+			}
+		}
+		p, err := s.Send("say", fmt.Sprint(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for i, p := range ps {
+		for range 2 {
+			r, err := p.Wait(wctx)
+			if err != nil {
+				t.Fatalf("say %d: %v", i, err)
+			}
+			var v struct{ N int }
+			if err := json.Unmarshal(r.Payload, &v); err != nil || v.N != i+1 {
+				t.Fatalf("say %d answered %s, want message %d", i, r.Payload, i+1)
+			}
+		}
+	}
+	if got := recvN(t, s, 50); got[0] != 1 || got[49] != 50 {
+		t.Fatalf("pushes %v", got)
+	}
+}
