@@ -61,7 +61,10 @@ test-race: vet
 ## repository is missing from the list, or the list names one its package
 ## lacks; then it runs them all and fails if any failed (the failing input
 ## is written to its package's testdata/fuzz/<FuzzName>/: keep it there as
-## a seed once fixed). Longer runs: make fuzz FUZZTIME=5m.
+## a seed once fixed). A run that ends with go's "context deadline exceeded"
+## and wrote no failing input is the fuzz time running out while the engine
+## was busy (a known go flake), not a failure. Longer runs: make fuzz
+## FUZZTIME=5m.
 FUZZTIME     ?= 10s
 FUZZMINIMIZE ?= 2s
 FUZZ_TARGETS = \
@@ -99,8 +102,12 @@ fuzz:
 	while [ $$# -ge 2 ]; do \
 	  pkg=$$1; name=$$2; shift 2; n=$$((n+1)); \
 	  echo "fuzz: $$pkg $$name for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg \
-	    || { echo "fuzz: FAILED: $$pkg $$name" >&2; failed="$$failed $$pkg:$$name"; }; \
+	  out=$$(mktemp); \
+	  if $(GO) test -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZE) $$pkg >$$out 2>&1; then cat $$out; \
+	  elif grep -q 'context deadline exceeded' $$out && ! grep -q 'Failing input written' $$out; then \
+	    cat $$out; echo "fuzz: $$pkg $$name: the fuzz time ran out while the engine was busy (go's 'context deadline exceeded'), no failing input: passed"; \
+	  else cat $$out; echo "fuzz: FAILED: $$pkg $$name" >&2; failed="$$failed $$pkg:$$name"; fi; \
+	  rm -f $$out; \
 	done; \
 	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (failing inputs in each package's testdata/fuzz/)" >&2; exit 1; fi; \
 	echo "fuzz: all $$n targets passed"
