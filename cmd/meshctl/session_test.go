@@ -31,7 +31,10 @@ var tokenLine = regexp.MustCompile(`(?m)^token (\S+)$`)
 
 func TestSession(t *testing.T) {
 	_, n := oneNode(t)
-	node := []string{"--node", n.Address(), "--wait", "300ms"}
+	// --wait is how long meshctl goes on printing pushes after stdin ended
+	// and none came: long enough that a loaded machine still delivers them
+	// (300 ms was not, in CI).
+	node := []string{"--node", n.Address(), "--wait", "3s"}
 	r := meshctlIn("join alice\n# a comment\n\nsay \"hello world\"\nsay again\nnope\n", append(node, "session", "actor/room/lobby")...)
 	if r.code != exitError || !strings.Contains(r.stderr, "1 call(s) failed") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
