@@ -378,32 +378,13 @@ func (s *Session) endLocked(err error) {
 }
 
 // Call runs method on the session's object, after every call sent before
-// it, once, and returns its reply: Send, then Wait.
+// it, once.
 func (s *Session) Call(ctx context.Context, method string, args ...string) (*Reply, error) {
-	p, err := s.Send(method, args...)
-	if err != nil {
-		return nil, err
-	}
-	return p.Wait(ctx)
-}
-
-// Pending is a call sent on a session whose reply has not been taken.
-type Pending struct {
-	s  *Session
-	ch chan *pb.CallReply
-}
-
-// Send sends a call without waiting for its reply: calls run in the order
-// they were sent, each once, so several may be in flight (a pipeline);
-// Wait takes the reply. At most session.MaxQueued calls may be without a
-// reply: beyond, Send refuses with CODE_RESOURCE_EXHAUSTED and sends
-// nothing (wait for an earlier one first).
-func (s *Session) Send(method string, args ...string) (*Pending, error) {
 	b := make([][]byte, len(args))
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	s.callMu.Lock() // seq order is send order
+	s.callMu.Lock()
 	defer s.callMu.Unlock()
 	op := wire.NewOperationID()
 	s.mu.Lock()
@@ -411,10 +392,6 @@ func (s *Session) Send(method string, args ...string) (*Pending, error) {
 		err := s.err
 		s.mu.Unlock()
 		return nil, errors.Join(ErrSessionClosed, err)
-	}
-	if len(s.outstanding) >= session.MaxQueued {
-		s.mu.Unlock()
-		return nil, &wire.Error{Code: pb.Code_CODE_RESOURCE_EXHAUSTED, Message: fmt.Sprintf("%d calls of this session have no reply yet", session.MaxQueued)}
 	}
 	seq := s.nextSeq
 	s.nextSeq++
@@ -426,29 +403,22 @@ func (s *Session) Send(method string, args ...string) (*Pending, error) {
 	if !resuming {
 		_ = s.send(&pb.SessionClientFrame{Frame: &pb.SessionClientFrame_Call{Call: c}}) // a failure shows as the stream's break: the call is sent again
 	}
-	return &Pending{s: s, ch: ch}, nil
-}
-
-// Wait returns the call's reply. If ctx ends first its outcome is unknown:
-// it stays outstanding, is sent again on a resume, and the calls after it
-// still run after it; Wait may be called again.
-func (p *Pending) Wait(ctx context.Context) (*Reply, error) {
-	s := p.s
 	select {
-	case r, ok := <-p.ch:
+	case r, ok := <-ch:
 		if !ok {
 			s.mu.Lock()
 			err := s.err
 			s.mu.Unlock()
 			return nil, errors.Join(ErrSessionClosed, err)
 		}
-		p.ch <- r // a second Wait gets the same reply
 		if r.GetCode() != pb.Code_CODE_OK {
 			return nil, &wire.Error{Code: r.GetCode(), Message: r.GetMessage(), Hint: r.GetHint()}
 		}
 		return &Reply{Payload: r.GetPayload(), Fence: fenceOf(r.GetFence()), StoreVersion: r.GetFence().GetStoreVersion(),
 			Replayed: r.GetReplayed(), Node: r.GetFence().GetOwnerId()}, nil
 	case <-ctx.Done():
+		// Its outcome is unknown; it stays outstanding and is sent again
+		// on a resume, so the next calls still run after it.
 		return nil, ctx.Err()
 	}
 }
