@@ -35,7 +35,12 @@ func faults(first, every time.Duration, kinds ...string) func(*Spec) {
 // Plants are the planted bugs of docs/verification.md, each with its trigger.
 var Plants = []Plant{
 	{Bug: failpoint.BugAckBeforeCommit, Trigger: "requests queue 100 ms at the source before CUTOVER (source.before-cutover=sleep:100ms); every 3rd commit waits past the relocation deadline, so the source preserves (target.before-commit=sleep:7s%3)",
-		apply: failpoints("source.before-cutover=sleep:100ms;target.before-commit=sleep:7s%3")},
+		apply: func(s *Spec) {
+			// The trigger is the READY → CUTOVER window: no eager cutover
+			// (small states would skip it).
+			s.Cluster.NodeArgs = append(slices.Clone(s.Cluster.NodeArgs), "--eager-cutover-bytes", "0")
+			failpoints("source.before-cutover=sleep:100ms;target.before-commit=sleep:7s%3")(s)
+		}},
 	{Bug: failpoint.BugNoGenerationCheck, Trigger: "kill -9 of the busiest owner",
 		apply: faults(4*time.Second, 12*time.Second, KillOwner)},
 	{Bug: failpoint.BugDedupNotTransferred, Trigger: "every 10th reply lost after execution (node.before-reply=error%10), retried with the same operation id while the storm moves the objects",
