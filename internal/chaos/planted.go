@@ -34,11 +34,17 @@ func faults(first, every time.Duration, kinds ...string) func(*Spec) {
 
 // Plants are the planted bugs of docs/verification.md, each with its trigger.
 var Plants = []Plant{
-	{Bug: failpoint.BugAckBeforeCommit, Trigger: "requests queue 100 ms at the source before CUTOVER (source.before-cutover=sleep:100ms); every 3rd commit waits past the relocation deadline, so the source preserves (target.before-commit=sleep:7s%3)",
+	{Bug: failpoint.BugAckBeforeCommit, Trigger: "requests queue 100 ms at the source before CUTOVER (source.before-cutover=sleep:100ms); every 3rd commit waits past the relocation deadline, so the source preserves (target.before-commit=sleep:7s%3); bank, list and counter only, 6 storm workers",
 		apply: func(s *Spec) {
 			// The trigger is the READY → CUTOVER window: no eager cutover
-			// (small states would skip it).
+			// (small states would skip it). It needs requests queued in
+			// that window of a delayed commit: only the busy workloads
+			// (register's objects see a few calls a second, and most
+			// delayed commits fell on them), and more storm workers, as
+			// each delayed commit holds one for its 5 s deadline.
 			s.Cluster.NodeArgs = append(slices.Clone(s.Cluster.NodeArgs), "--eager-cutover-bytes", "0")
+			s.Workloads = []string{"bank", "list", "counter"}
+			s.RelocationWorkers = max(s.RelocationWorkers, 6)
 			failpoints("source.before-cutover=sleep:100ms;target.before-commit=sleep:7s%3")(s)
 		}},
 	{Bug: failpoint.BugNoGenerationCheck, Trigger: "kill -9 of the busiest owner",
