@@ -169,6 +169,16 @@ func TestDrainingNodeTakesNothing(t *testing.T) {
 	if !n1.Draining() {
 		t.Fatal("n1 is not draining")
 	}
+	// Placement reads each node's owner directory, which a watch keeps:
+	// wait until every node saw n1 draining.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if m.nodes[1].DirectoryState("n1") == lease.StateDraining && m.nodes[2].DirectoryState("n1") == lease.StateDraining {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("n2 and n3 did not see n1 draining within 10 s")
+		}
+	}
 	gw := newClient(t, client.Config{Nodes: []string{n1.Address()}})
 	direct := newClient(t, client.Config{Etcd: m.etcd})
 	ctx := context.Background()
