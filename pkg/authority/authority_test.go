@@ -144,6 +144,27 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
+// racePair activates obj on src, writes an intent to dst under relocation
+// id, then runs dst's commit and src's preserve at the same time.
+func racePair(t *testing.T, s *authority.Store, obj keyspace.Object, src, dst authority.OwnerRef, id string) (authority.CommitResult, authority.WriteResult, error, error) {
+	t.Helper()
+	ctx := context.Background()
+	seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, id)
+	var cres authority.CommitResult
+	var pres authority.WriteResult
+	var cerr, perr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		cres, cerr = s.Commit(ctx, authority.CommitRequest{RelocationID: id,
+			Participants: []authority.Participant{{Expected: seen}}, Target: dst, TargetNode: node("dst")})
+	})
+	wg.Go(func() {
+		pres, perr = s.Preserve(ctx, authority.PreserveRequest{Seen: seen, Source: src, RelocationID: id})
+	})
+	wg.Wait()
+	return cres, pres, cerr, perr
+}
+
 // doc: docs/design.md §3 — exactly one of commit and preserve wins.
 func TestCommitPreserveRace200(t *testing.T) {
 	c, s := setup(t)
@@ -152,19 +173,7 @@ func TestCommitPreserveRace200(t *testing.T) {
 	ctx := context.Background()
 	for i := range 200 {
 		obj := keyspace.Actor("counter", fmt.Sprintf("o%d", i))
-		seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, fmt.Sprintf("r%d", i))
-		var cres authority.CommitResult
-		var pres authority.WriteResult
-		var cerr, perr error
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			cres, cerr = s.Commit(ctx, authority.CommitRequest{RelocationID: fmt.Sprintf("r%d", i),
-				Participants: []authority.Participant{{Expected: seen}}, Target: dst, TargetNode: node("dst")})
-		})
-		wg.Go(func() {
-			pres, perr = s.Preserve(ctx, authority.PreserveRequest{Seen: seen, Source: src, RelocationID: fmt.Sprintf("r%d", i)})
-		})
-		wg.Wait()
+		cres, pres, cerr, perr := racePair(t, s, obj, src, dst, fmt.Sprintf("r%d", i))
 		if cerr != nil || perr != nil {
 			t.Fatalf("iteration %d: commit %v preserve %v", i, cerr, perr)
 		}

@@ -22,19 +22,7 @@ func TestBatchedCommitPreserveRace(t *testing.T) {
 	ctx := context.Background()
 	for i := range 100 {
 		obj := keyspace.Actor("counter", fmt.Sprintf("o%d", i))
-		seen := intend(t, s, activate(t, s, obj, src), src, 0, dst, fmt.Sprintf("r%d", i))
-		var cres authority.CommitResult
-		var pres authority.WriteResult
-		var cerr, perr error
-		var wg sync.WaitGroup
-		wg.Go(func() {
-			cres, cerr = s.Commit(ctx, authority.CommitRequest{RelocationID: fmt.Sprintf("r%d", i),
-				Participants: []authority.Participant{{Expected: seen}}, Target: dst, TargetNode: node("dst")})
-		})
-		wg.Go(func() {
-			pres, perr = s.Preserve(ctx, authority.PreserveRequest{Seen: seen, Source: src, RelocationID: fmt.Sprintf("r%d", i)})
-		})
-		wg.Wait()
+		cres, pres, cerr, perr := racePair(t, s, obj, src, dst, fmt.Sprintf("r%d", i))
 		if cerr != nil || perr != nil || cres.Committed == pres.Written {
 			t.Fatalf("iteration %d: committed=%v (%v) preserved=%v (%v), want exactly one", i, cres.Committed, cerr, pres.Written, perr)
 		}

@@ -38,14 +38,7 @@ import (
 // the activating calls are still inside their window (DedupWindow, 60 s)
 // when the heap is measured.
 func BenchmarkIdleCounters(b *testing.B) {
-	objects := 100_000
-	if s := os.Getenv("MESHLOC_IDLE_OBJECTS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("MESHLOC_IDLE_OBJECTS=%q: want a positive count", s)
-		}
-		objects = n
-	}
+	objects := envCount(b, "MESHLOC_IDLE_OBJECTS", 100_000)
 	const workers = 64
 	// MESHLOC_DEDUP_WINDOW (e.g. 1s): the node's de-duplication window; the
 	// heap is then measured after two windows, once the node's sweep has

@@ -32,14 +32,7 @@ import (
 //
 // MESHLOC_DURABLE_OBJECTS overrides the count (a quick check: 2000).
 func BenchmarkStartWithDurableObjects(b *testing.B) {
-	objects := 100_000
-	if s := os.Getenv("MESHLOC_DURABLE_OBJECTS"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n <= 0 {
-			b.Fatalf("MESHLOC_DURABLE_OBJECTS=%q: want a positive count", s)
-		}
-		objects = n
-	}
+	objects := envCount(b, "MESHLOC_DURABLE_OBJECTS", 100_000)
 	m := startMesh(b, 1, func(_ int, c *node.Config) { c.LeaseTTL = 5 * time.Second })
 	ctx := context.Background()
 	c := newClient(b, client.Config{Etcd: m.etcd})
@@ -96,4 +89,19 @@ func median(d []time.Duration) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// envCount is the positive count the environment variable name holds, or
+// def when it is unset.
+func envCount(b *testing.B, name string, def int) int {
+	b.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n <= 0 {
+		b.Fatalf("%s=%q: want a positive count", name, s)
+	}
+	return n
 }
