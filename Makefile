@@ -81,6 +81,7 @@ FUZZ_TARGETS = \
 	./pkg/wire/transport/         FuzzChunkFrame \
 	./pkg/wire/transport/         FuzzChunkFrameRoundTrip \
 	./pkg/relocation/             FuzzAssembly \
+	./pkg/relocation/             FuzzRebase \
 	./pkg/relocation/             FuzzDecodePayload \
 	./pkg/keyspace/               FuzzParseObject \
 	./pkg/lease/                  FuzzDecodeDescriptor \

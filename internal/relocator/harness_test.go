@@ -162,6 +162,7 @@ func (r *recorder) outcome() relocation.Outcome {
 type fakeSourceMailbox struct {
 	mu       sync.Mutex
 	payload  [][]byte
+	base     [][]byte // Snapshot: a pre-copy base (nil: payload)
 	sealErr  error
 	boundary []*pb.CallRequest
 	calls    []string
@@ -175,6 +176,14 @@ func (m *fakeSourceMailbox) note(c string) { m.mu.Lock(); m.calls = append(m.cal
 func (m *fakeSourceMailbox) Seal(context.Context, relocation.Seal) ([][]byte, error) {
 	m.note("seal")
 	return m.payload, m.sealErr
+}
+
+func (m *fakeSourceMailbox) Snapshot(context.Context, relocation.Snapshot) ([][]byte, error) {
+	m.note("snapshot")
+	if m.base != nil {
+		return m.base, nil
+	}
+	return m.payload, nil
 }
 
 func (m *fakeSourceMailbox) Boundary() []*pb.CallRequest {

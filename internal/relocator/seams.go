@@ -41,6 +41,10 @@ type SourceMailbox interface {
 	// are kept, in order), captures state, timers, queued requests and
 	// de-duplication table, and returns the payload (its segments).
 	Seal(ctx context.Context, a relocation.Seal) ([][]byte, error)
+	// Snapshot captures the payload as Seal would, while the object
+	// serves: between two of its handlers, nothing sealed or kept (a
+	// pre-copy's base).
+	Snapshot(ctx context.Context, a relocation.Snapshot) ([][]byte, error)
 	// Boundary holds new requests from now on and returns those kept since
 	// the seal, as DATA requests, in order.
 	Boundary() []*pb.CallRequest

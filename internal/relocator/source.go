@@ -149,12 +149,15 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		}
 		s.Report.Sealed(at, size)
 		return one(relocation.Captured{Segments: segs, Err: err, SealedUnixUs: at.UnixMicro()})
+	case relocation.Snapshot:
+		segs, err := s.Mailbox.Snapshot(ctx, a)
+		return one(relocation.Snapshotted{Segments: segs, Err: err})
 	case relocation.Send:
 		if err := s.Peer.Send(a.Frame); err != nil {
 			return sendBroken(err)
 		}
 	case relocation.StreamChunks:
-		if err := x.streamChunks(a.Segments, a.Manifest); err != nil {
+		if err := x.streamChunks(a.Segments, a.Manifest, a.Only); err != nil {
 			return sendBroken(err)
 		}
 	case relocation.SendBoundary:
@@ -203,12 +206,20 @@ func sendBroken(err error) []relocation.Event {
 	return one(relocation.StreamBroken{Err: err})
 }
 
-// streamChunks sends the payload as STATE chunks, each under the byte
-// budgets.
-func (x *sourceExec) streamChunks(segs [][]byte, m relocation.Manifest) error {
+// streamChunks sends the payload's chunks (only those listed, when only is
+// not nil) as STATE chunks, each under the byte budgets.
+func (x *sourceExec) streamChunks(segs [][]byte, m relocation.Manifest, only []uint32) error {
 	s := x.s
 	id := s.Machine.ID()
-	for i := range m.Chunks {
+	n := int(m.Chunks)
+	if only != nil {
+		n = len(only)
+	}
+	for k := range n {
+		i := uint32(k)
+		if only != nil {
+			i = only[k]
+		}
 		start, end := m.ChunkSpan(i)
 		size := int64(end - start)
 		release, err := s.Budget(x.ctx, size)

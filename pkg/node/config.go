@@ -78,6 +78,11 @@ type Config struct {
 	// eager cutover (PREPARE, STATE, DATA and CUTOVER sent at once, without
 	// waiting for READY; default 64 KiB; 0: never), if it is one chunk.
 	EagerCutoverBytes int
+	// PrecopyMinBytes: a state of at least this many bytes moves with
+	// pre-copy: a snapshot streams while the object still serves, and
+	// after the seal only the chunks that changed since (default 4 MiB;
+	// 0: never). The interruption then no longer contains the bulk.
+	PrecopyMinBytes int
 	// NodeBudgetBytes bounds STATE bytes in flight from this node (default 64 MiB).
 	NodeBudgetBytes int64
 	// PeerBudgetBytes bounds STATE bytes in flight to one peer (default 16 MiB).
@@ -191,6 +196,7 @@ func DefaultConfig() Config {
 		ForwardWindow:      5 * time.Second,
 		ChunkBytes:         1 << 20,
 		EagerCutoverBytes:  64 << 10,
+		PrecopyMinBytes:    4 << 20,
 		BatchWrites:        true,
 		NodeBudgetBytes:    64 << 20,
 		PeerBudgetBytes:    16 << 20,
@@ -252,6 +258,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
 	fs.BoolVar(&c.BatchWrites, "batch-writes", c.BatchWrites, "relocation writes in flight (intents, commits, preserves) share etcd round trips, each its own nested transaction")
 	fs.IntVar(&c.EagerCutoverBytes, "eager-cutover-bytes", c.EagerCutoverBytes, "a state of at most this many bytes is sent with DATA and CUTOVER at once, without waiting for READY (0: never; a state of one chunk only)")
+	fs.IntVar(&c.PrecopyMinBytes, "precopy-min-bytes", c.PrecopyMinBytes, "a state of at least this many bytes is pre-copied: streamed while the object serves, then only the chunks changed since are sent after the seal (0: never)")
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
 	fs.StringVar(&c.ExecLog, "exec-log", c.ExecLog, "append one JSON line per executed request or timer tick to this file (verification runs; empty: off)")
@@ -338,6 +345,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EagerCutoverBytes < 0 {
 		return bad("--eager-cutover-bytes", "%d is negative", c.EagerCutoverBytes)
+	}
+	if c.PrecopyMinBytes < 0 {
+		return bad("--precopy-min-bytes", "%d is negative", c.PrecopyMinBytes)
 	}
 	if c.PeerBudgetBytes < int64(c.ChunkBytes) || c.NodeBudgetBytes < c.PeerBudgetBytes {
 		return bad("--peer-budget-bytes", "need chunk-bytes <= peer budget <= node budget")

@@ -43,6 +43,9 @@ type hosted struct {
 	queue   []*work
 	running bool
 	closed  bool
+	// stateBytes is the size of the object's last payload plus one (0:
+	// not known yet): whether its next relocation pre-copies.
+	stateBytes int32
 	// lost: etcd named another owner (ownership.go); nothing more runs
 	// here and no reply under this fence leaves.
 	lost     bool
@@ -87,6 +90,9 @@ type work struct {
 	// node that may relay its reply (checked with mutual TLS).
 	route   uint64
 	relayer string
+	// fn, when set, is not a request: the drain calls it between two
+	// handlers (a pre-copy's snapshot, mailbox.go) and answers nil.
+	fn func()
 }
 
 func newHosted(n *Node, obj keyspace.Object, typ actor.Type) *hosted {
@@ -128,6 +134,10 @@ func (h *hosted) submit(w *work) bool {
 		// Kept as boundary work it would be sent as a request without one.
 		h.mu.Unlock()
 		return false
+	}
+	if w.fn != nil && h.mode != modeServing {
+		h.mu.Unlock()
+		return false // only a serving object is snapshot live
 	}
 	switch h.mode {
 	case modeBoundary:
@@ -218,6 +228,11 @@ func (h *hosted) drain() {
 		h.mu.Unlock()
 		if w.timer {
 			h.fireTimers()
+			continue
+		}
+		if w.fn != nil {
+			w.fn()
+			h.answer(w, nil)
 			continue
 		}
 		h.answer(w, h.execute(w))

@@ -68,9 +68,10 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 		StateLength: uint64(len(state)), Timers: timers, Replies: h.replies.Encode(),
 		Sessions: h.sessionJournalsLocked(),
 	}
+	h.noteStateBytes(len(state))
 	h.captured = nil
 	for _, w := range h.queue {
-		if w.timer {
+		if w.timer || w.fn != nil {
 			continue // timer state travels in Timers; missed ticks fire on the target
 		}
 		ps.Queued = append(ps.Queued, h.n.handOver(w, target))
@@ -78,6 +79,47 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 	}
 	h.queue = nil
 	return ps, state, nil
+}
+
+// snapshotLive takes h's state while it serves, between two handlers (on
+// its mailbox: no handler runs during Snapshot): a pre-copy's base. The
+// bytes are the instance's snapshot, never modified afterwards (the
+// actor.Object contract), so they stay valid while h serves on.
+func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte, error) {
+	var state []byte
+	var err error
+	w := &work{done: make(chan *pb.CallReply, 1)}
+	w.fn = func() { state, err = h.inst.Snapshot() }
+	if !h.submit(w) {
+		return nil, nil, fmt.Errorf("snapshot %s: not serving", h.name)
+	}
+	select {
+	case r := <-w.done:
+		if r != nil { // closed before its turn
+			return nil, nil, fmt.Errorf("snapshot %s: %s", h.name, r.GetMessage())
+		}
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("snapshot %s: %w", h.name, err)
+	}
+	h.mu.Lock()
+	h.noteStateBytes(len(state))
+	ps := &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
+		AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state))}
+	h.mu.Unlock()
+	return ps, state, nil
+}
+
+// noteStateBytes records the size of h's state (h.mu held).
+func (h *hosted) noteStateBytes(n int) { h.stateBytes = int32(min(n, 1<<30)) + 1 }
+
+// knownStateBytes is the size of h's state as last seen (-1: unknown).
+func (h *hosted) knownStateBytes() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return int(h.stateBytes) - 1
 }
 
 // hold ends the boundary: requests arriving from now on are held until

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -38,23 +39,49 @@ func (m *sourceMailbox) Seal(ctx context.Context, a relocation.Seal) ([][]byte, 
 			return nil, err
 		}
 	}
+	return m.envelope(a.Participants, a.Align, func(h *hosted) (*pb.ParticipantState, []byte, error) { return h.capture(m.target) })
+}
+
+// Snapshot captures every unit's state while it serves, one after the
+// other (a pre-copy's base need not be one moment: only the sealed
+// payload is restored), in the envelope Seal makes.
+func (m *sourceMailbox) Snapshot(ctx context.Context, a relocation.Snapshot) ([][]byte, error) {
+	return m.envelope(a.Participants, a.Align, func(h *hosted) (*pb.ParticipantState, []byte, error) { return h.snapshotLive(ctx) })
+}
+
+// envelope is the payload of the units as take gives them (a group's
+// record first, without state), the states aligned to align bytes.
+func (m *sourceMailbox) envelope(parts []record.Snapshot, align int, take func(*hosted) (*pb.ParticipantState, []byte, error)) ([][]byte, error) {
 	var pss []*pb.ParticipantState
 	var states [][]byte
 	if m.group {
-		g := a.Participants[0]
+		g := parts[0]
 		pss = append(pss, &pb.ParticipantState{Participant: &pb.Participant{Object: g.Object.String(), ObjectGeneration: g.Record.ObjectGeneration,
 			AuthorityGeneration: g.Record.OwnerGeneration, StoreVersion: g.StoreVersion}})
 		states = append(states, nil)
 	}
 	for _, h := range m.units {
-		ps, st, err := h.capture(m.target)
+		ps, st, err := take(h)
 		if err != nil {
 			return nil, err
 		}
 		pss = append(pss, ps)
 		states = append(states, st)
 	}
-	return relocation.EncodeEnvelope(m.id, pss, states)
+	return relocation.EncodeEnvelopeAligned(m.id, pss, states, align)
+}
+
+// stateBytes is the units' state size as last seen (-1: one is unknown).
+func (m *sourceMailbox) stateBytes() int {
+	total := 0
+	for _, h := range m.units {
+		n := h.knownStateBytes()
+		if n < 0 {
+			return -1
+		}
+		total += n
+	}
+	return total
 }
 
 // Boundary holds every unit's new requests and hands over those kept since

@@ -86,6 +86,7 @@ func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state
 	if err := h.inst.Restore(state); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", obj, err)
 	}
+	h.noteStateBytes(len(state)) // h is not shared yet
 	if h.replies, err = actor.DecodeReplyTable(ps.GetReplies()); err != nil {
 		return nil, fmt.Errorf("de-duplication table of %s: %w", obj, err)
 	}

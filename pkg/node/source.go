@@ -90,11 +90,12 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
 	cfg.AppVersion, cfg.DeadlineMs, cfg.ChunkSize = n.cfg.ApplicationVersion, now.Add(timeout).UnixMilli(), n.cfg.ChunkBytes
 	cfg.EagerMaxBytes = n.cfg.EagerCutoverBytes
+	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, targetGen: target.Generation,
+		group: primary.Kind == keyspace.KindGroup, units: units}
+	cfg.PrecopyMinBytes, cfg.StateBytes = n.cfg.PrecopyMinBytes, mb.stateBytes()
 	m := relocation.NewSource(cfg)
 	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})
-	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, targetGen: target.Generation,
-		group: primary.Kind == keyspace.KindGroup, units: units}
 	return &sourceRelocation{n: n, id: id, rec: rec, machine: m, mailbox: mb, target: target, deadline: now.Add(timeout)}
 }
 

@@ -117,6 +117,17 @@ func (r *reporter) Sealed(at time.Time, size int) {
 func (r *reporter) Chunk(size int) {
 	r.n.metrics.chunks.Inc()
 	r.n.metrics.bytes.Add(float64(size))
+	if r.role != "source" {
+		return
+	}
+	before := r.sealed.IsZero()
+	r.rec.set(func(s *pb.RelocationStatus) {
+		if before {
+			s.PrecopyBytes += uint64(size)
+		} else {
+			s.SealedBytes += uint64(size)
+		}
+	})
 }
 
 // Admitted ends the interruption: on the source from its seal (the

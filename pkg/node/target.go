@@ -52,7 +52,7 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: participantName(p), Source: fmt.Sprintf("%s@%d", p.GetCoordinator().GetOwnerId(), p.GetCoordinator().GetOwnerGeneration()),
 		Target: n.self.String(), Role: "target", Phase: m.Phase().String(), StartedUnixMs: n.now().UnixMilli(), PayloadBytes: p.GetPayloadLength()})
 	defer n.relocs.untrack(rec)
-	rep := &reporter{n: n, rec: rec, role: "target", sealedUs: func() int64 { return m.Prepare().GetSealedUnixUs() }}
+	rep := &reporter{n: n, rec: rec, role: "target", sealedUs: m.SealedUnixUs}
 	acts, err := m.Step(ev)
 	if err != nil {
 		rep.Failed(err)

@@ -13,6 +13,11 @@ const MaxPayloadBytes = 1 << 30
 // MaxChunkBytes bounds one STATE chunk.
 const MaxChunkBytes = 16 << 20
 
+// MaxChunks bounds a payload's chunk count: an assembly keeps a flag and a
+// sum per announced chunk, so the count must not let a PREPARE of a few
+// bytes make it allocate gigabytes.
+const MaxChunks = 1 << 20
+
 // Assembly errors.
 var (
 	// ErrDataLost: the assembled payload's length, chunk count or CRC32C does
@@ -32,6 +37,10 @@ type Manifest struct {
 	// ChunkCRCs is each chunk's CRC32C, on the source only (PlanSegments):
 	// the chunk frames carry them. Not part of PREPARE.
 	ChunkCRCs []uint32
+	// Block, when not 0, is the chunk size (every chunk but the last has
+	// Block bytes): pre-copy cuts the base and the final payload alike, so
+	// their chunks line up. 0: the size follows from Length and Chunks.
+	Block uint64
 }
 
 // PlanChunks returns the manifest of payload cut into chunks of at most
@@ -44,11 +53,20 @@ func PlanChunks(payload []byte, chunkSize int) Manifest {
 // chunks of at most chunkSize bytes, with each chunk's CRC32C: one pass
 // over the bytes, the payload's sum combined from the chunks'.
 func PlanSegments(segs [][]byte, chunkSize int) Manifest {
+	n := segsLen(segs)
+	return planCRCs(segs, Manifest{Length: n, Chunks: chunkCount(n, chunkSize)})
+}
+
+func segsLen(segs [][]byte) uint64 {
 	var n uint64
 	for _, s := range segs {
 		n += uint64(len(s))
 	}
-	m := Manifest{Length: n, Chunks: chunkCount(n, chunkSize)}
+	return n
+}
+
+// planCRCs fills in m's chunk sums and payload sum from segs.
+func planCRCs(segs [][]byte, m Manifest) Manifest {
 	m.ChunkCRCs = make([]uint32, m.Chunks)
 	seg, off := 0, uint64(0) // segs[seg] starts at payload offset off
 	for i := range m.Chunks {
@@ -121,6 +139,9 @@ func (m Manifest) ChunkSpan(i uint32) (uint64, uint64) {
 }
 
 func (m Manifest) chunkSize() uint64 {
+	if m.Block > 0 {
+		return m.Block
+	}
 	if m.Length == 0 {
 		return 0
 	}
@@ -134,10 +155,21 @@ func (m Manifest) Validate() error {
 		return fmt.Errorf("%w: %d bytes, limit %d", ErrBadManifest, m.Length, MaxPayloadBytes)
 	case m.Chunks == 0:
 		return fmt.Errorf("%w: zero chunks", ErrBadManifest)
+	case m.Chunks > MaxChunks:
+		return fmt.Errorf("%w: %d chunks, limit %d", ErrBadManifest, m.Chunks, MaxChunks)
 	case m.Length == 0 && m.Chunks != 1:
 		return fmt.Errorf("%w: empty payload in %d chunks", ErrBadManifest, m.Chunks)
 	case m.Length > 0 && uint64(m.Chunks) > m.Length:
 		return fmt.Errorf("%w: %d chunks for %d bytes", ErrBadManifest, m.Chunks, m.Length)
+	}
+	if m.Block > 0 {
+		if m.Block > MaxChunkBytes {
+			return fmt.Errorf("%w: chunks of %d bytes, limit %d", ErrBadManifest, m.Block, MaxChunkBytes)
+		}
+		if want := chunkCount(m.Length, int(m.Block)); m.Chunks != want {
+			return fmt.Errorf("%w: %d bytes in chunks of %d are %d chunks, not %d", ErrBadManifest, m.Length, m.Block, want, m.Chunks)
+		}
+		return nil
 	}
 	if m.Length > 0 {
 		cs := m.chunkSize()
@@ -171,6 +203,9 @@ type Assembly struct {
 	heldBytes uint64
 	// alloc makes the payload buffer (nil: make); see TargetConfig.Alloc.
 	alloc func(n int) []byte
+	// from: a pre-copy's base, the bytes the buffer starts with once made
+	// (Rebase); counted in heldBytes until then.
+	from []byte
 }
 
 // NewAssembly validates the manifest and returns an empty assembly. The
@@ -228,6 +263,8 @@ func (a *Assembly) add(i uint32, data []byte, summed bool, sum uint32) error {
 		} else {
 			a.buf = make([]byte, a.m.Length)
 		}
+		copy(a.buf, a.from)
+		a.from = nil
 		for j, d := range a.held {
 			s, _ := a.m.ChunkSpan(j)
 			copy(a.buf[s:], d)

@@ -23,14 +23,16 @@ import (
 //
 // Commands:
 //
-//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join] [maxahead=MS]
+//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join] [maxahead=MS] [eager=BYTES] [precopy=BYTES]
 //	    owners s1 and t1, actor/counter/c1 owned by s1; the source starts.
 //	    members=N: it moves group/g1 (owned by s1) with members
 //	    actor/counter/m0…; join: actor/counter/c1 joins group/g1, owned by
 //	    t1 (Actor Join). The store line then lists the other records.
 //	    maxahead: the target allows deadlines at most that far ahead.
 //	result source intent|preserve [ok|fails|uncertain [applied]]
-//	result source capture [ok|fails] [size=BYTES]
+//	result source capture [ok|fails] [size=BYTES] [changed=(I, …)]
+//	    changed: after a pre-copy, those chunks differ from the snapshot.
+//	result source snapshot [ok|fails] [size=BYTES]   a pre-copy's base
 //	result source boundary [count=N]
 //	result source settle [err]     completes the source's ReadSettle
 //	observe                   the source's cache shows the record now (Observed)
@@ -40,10 +42,11 @@ import (
 //	result target resolve [ok|err]
 //	    completes the side's pending I/O. Writes run the fake store's
 //	    compare-and-swap; ok / fails state what the compare must decide.
-//	deliver to=target|source [n=K] [drop=SEL] [dup=SEL] [corrupt=SEL] [reorder]
+//	deliver to=target|source [n=K] [drop=SEL] [dup=SEL] [corrupt=SEL] [reorder] [unlist=(I, …)]
 //	    delivers the first K (all) frames in flight to the side. SEL is a
 //	    1-based position in that batch or a frame kind (READY, STATE, …),
 //	    several as (a, b). reorder reverses the order of the STATE chunks.
+//	    unlist removes chunk indexes from a SEALED frame's changed list.
 //	tick now=MS
 //	crash source|target       the side stops; its stream breaks.
 //	stop source|target        the node stops (Stop).
@@ -90,6 +93,7 @@ func TestTranscripts(t *testing.T) {
 					d.MaybeScanArgs(t, "members", &cfg.Members)
 					d.MaybeScanArgs(t, "maxahead", &cfg.MaxDeadlineMs)
 					d.MaybeScanArgs(t, "eager", &cfg.EagerMaxBytes)
+					d.MaybeScanArgs(t, "precopy", &cfg.PrecopyMinBytes)
 					cfg.Join = d.HasArg("join")
 					s = newSim(cfg, &out)
 					s.allowProtoE = true
@@ -237,7 +241,7 @@ func runResult(t *testing.T, d *datadriven.TestData, s *sim) {
 	on := sideArg(t, d)
 	kind := d.CmdArgs[1].Key
 	want := map[string]string{
-		"intent": "WriteIntent", "capture": "Seal", "boundary": "SendBoundary", "preserve": "Preserve",
+		"intent": "WriteIntent", "capture": "Seal", "snapshot": "Snapshot", "boundary": "SendBoundary", "preserve": "Preserve",
 		"restore": "Restore", "readgroup": "ReadGroup", "commit": "Commit", "resolve": "ResolveCommit", "settle": "",
 	}
 	name, ok := want[kind]
@@ -271,9 +275,18 @@ func runResult(t *testing.T, d *datadriven.TestData, s *sim) {
 	}
 	n := 0
 	switch kind {
-	case "capture":
+	case "capture", "snapshot":
 		n = 10
 		d.MaybeScanArgs(t, "size", &n)
+		if arg, ok := d.Arg("changed"); ok {
+			for _, v := range arg.Vals {
+				c, err := strconv.Atoi(v)
+				if err != nil {
+					d.Fatalf(t, "changed=%s", v)
+				}
+				s.changeChunks = append(s.changeChunks, c)
+			}
+		}
 	case "boundary":
 		d.MaybeScanArgs(t, "count", &n)
 	}
@@ -334,6 +347,15 @@ func runDeliver(t *testing.T, d *datadriven.TestData, s *sim) {
 			f = cloneFrame(f)
 			f.GetChunk().Data[0] ^= 0xff
 			note = " (corrupted)"
+		}
+		if arg, ok := d.Arg("unlist"); ok && f.GetSealed() != nil {
+			// A delta that leaves a changed chunk out of SEALED's list.
+			f = cloneFrame(f)
+			sl := f.GetSealed()
+			for _, v := range arg.Vals {
+				sl.Changed = slices.DeleteFunc(sl.Changed, func(c uint32) bool { return strconv.Itoa(int(c)) == v })
+			}
+			note = " (chunks unlisted)"
 		}
 		if drop(i, f) {
 			s.printf("%s ✗ %s (dropped)\n", to, describeFrame(f))

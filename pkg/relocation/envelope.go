@@ -52,6 +52,43 @@ func EncodeEnvelope(id wire.RelocationID, pss []*pb.ParticipantState, states [][
 	return encodePayload(&pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: pss}, states)
 }
 
+// EncodeEnvelopeAligned is EncodeEnvelope with the envelope padded so
+// that the states start at a multiple of align bytes (pre-copy: the
+// states of the base and of the final payload then lie in the same
+// chunks, whatever the envelopes' lengths). align ≤ 0: no padding.
+func EncodeEnvelopeAligned(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte, align int) ([][]byte, error) {
+	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: pss}
+	if align > 0 {
+		env.Padding = padding(proto.Size(env), align)
+	}
+	return encodePayload(env, states)
+}
+
+// padding is the Envelope.padding that makes the payload's header (the
+// magic, the length and an envelope of size bytes) a multiple of align:
+// the field costs a tag byte and its length's varint besides its bytes.
+func padding(size, align int) []byte {
+	used := payloadHeaderLen + size
+	for total := (used + align - 1) / align * align; ; total += align {
+		rem := total - used
+		for k := 1; k <= 5; k++ {
+			if p := rem - 1 - k; p >= 1 && protowireSize(uint64(p)) == k {
+				return make([]byte, p)
+			}
+		}
+	}
+}
+
+// protowireSize is the length of v as a protobuf varint.
+func protowireSize(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}
+
 // encodePayload is EncodeEnvelope of any envelope.
 func encodePayload(env *pb.Envelope, states [][]byte) ([][]byte, error) {
 	hdr, err := proto.Marshal(env)

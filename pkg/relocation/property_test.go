@@ -111,6 +111,10 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 	// CUTOVER sent without waiting for READY).
 	if r.IntN(3) == 0 {
 		cfg.EagerMaxBytes, cfg.ChunkSize = 1<<10, 1<<10
+	} else if r.IntN(3) == 0 {
+		// A pre-copy: a base of another size than the sealed state, some
+		// of whose chunks change.
+		cfg.PrecopyMinBytes = 1 + r.IntN(8)
 	}
 	s := newSim(cfg, out)
 	// Each class of fault is on in about a third of the runs, so that clean
@@ -120,7 +124,7 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 	f.leaseLoss, f.drain, f.breakStream, f.failIO = r.IntN(5) == 0, r.IntN(5) == 0, r.IntN(6) == 0, r.IntN(6) == 0
 	f.onward = r.IntN(6) == 0 && cfg.Members == 0 && !cfg.Join // a foreign write of the primary alone would split a group
 	s.segments = r.IntN(4)
-	s.printf("# seed %d: deadline=%d chunk=%d fallback=%d members=%d join=%v faults=%+v\n", seed, cfg.DeadlineMs, cfg.ChunkSize, cfg.FallbackMs, cfg.Members, cfg.Join, f)
+	s.printf("# seed %d: deadline=%d chunk=%d fallback=%d members=%d join=%v precopy=%d faults=%+v\n", seed, cfg.DeadlineMs, cfg.ChunkSize, cfg.FallbackMs, cfg.Members, cfg.Join, cfg.PrecopyMinBytes, f)
 	s.start()
 
 	const maxRandomSteps = 400
@@ -227,6 +231,15 @@ func propertyStep(s *sim, r *rand.Rand, f faults) {
 			}
 			if pct(10) {
 				n = 0 // an empty envelope: one empty chunk
+			}
+			for c := 0; c*s.cfg.ChunkSize < n; c++ {
+				if pct(30) {
+					s.changeChunks = append(s.changeChunks, c)
+				}
+			}
+		case Snapshot:
+			if f.failIO && pct(10) {
+				k = resFail
 			}
 		case SendBoundary:
 			n = r.IntN(4)

@@ -1,6 +1,7 @@
 package relocation
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -250,6 +251,9 @@ type simConfig struct {
 	MaxDeadlineMs int64
 	// EagerMaxBytes: SourceConfig.EagerMaxBytes.
 	EagerMaxBytes int
+	// PrecopyMinBytes: SourceConfig.PrecopyMinBytes (the state's size is
+	// not known: the snapshot tells).
+	PrecopyMinBytes int
 }
 
 // sim drives one Source and one Target. Frames a side sends wait in flight
@@ -267,16 +271,20 @@ type sim struct {
 	src *Source
 	tgt *Target
 
-	dead     [2]bool
-	pending  [2]Action // the action whose result a side waits for
-	reading  bool      // the source's ReadSettle is in flight
-	changed  bool      // the record changed since the source last observed it
-	srcMode  string    // where the source's mailbox puts a new request (from its actions)
-	draining bool      // the target's node drains
-	started  bool      // the source's Start ran
-	prepared bool      // a PREPARE reached the target machine
-	broken   bool      // the stream broke: nothing more is carried
-	segments int       // > 1: the capture gives its payload in that many segments
+	dead    [2]bool
+	pending [2]Action // the action whose result a side waits for
+	reading bool      // the source's ReadSettle is in flight
+	changed bool      // the record changed since the source last observed it
+	srcMode string    // where the source's mailbox puts a new request (from its actions)
+	// changeChunks: the chunks the next capture changes (a pre-copy);
+	// captured: the payload the last capture made.
+	changeChunks []int
+	captured     []byte
+	draining     bool // the target's node drains
+	started      bool // the source's Start ran
+	prepared     bool // a PREPARE reached the target machine
+	broken       bool // the stream broke: nothing more is carried
+	segments     int  // > 1: the capture gives its payload in that many segments
 	// late holds writes whose RPC failed without landing, which etcd may
 	// still apply later (property test: "land late").
 	late []func()
@@ -312,6 +320,7 @@ func newSim(cfg simConfig, out *strings.Builder) *sim {
 		Target:     TargetRef{Owner: s.tgtID, Node: simNode("t1")},
 		AppVersion: "v1", DeadlineMs: cfg.DeadlineMs, ChunkSize: cfg.ChunkSize,
 		Members: slices.Clone(st.members), JoinGroup: join, Nonce: simNonce, EagerMaxBytes: cfg.EagerMaxBytes,
+		PrecopyMinBytes: cfg.PrecopyMinBytes, StateBytes: -1,
 	})
 	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs, MaxDeadlineMs: cfg.MaxDeadlineMs})
 	s.observeStore()
@@ -405,7 +414,13 @@ func (s *sim) apply(on side, a Action) {
 	case Send:
 		s.send(on.other(), a.Frame)
 	case StreamChunks:
-		for i := range a.Manifest.Chunks {
+		idx := a.Only
+		if idx == nil {
+			for i := range a.Manifest.Chunks {
+				idx = append(idx, i)
+			}
+		}
+		for _, i := range idx {
 			start, end := a.Manifest.ChunkSpan(i)
 			s.send(onTarget, &pb.RelocationFrame{Frame: &pb.RelocationFrame_Chunk{Chunk: &pb.StateChunk{
 				RelocationId: simRelocID[:], Index: i, Data: Gather(a.Segments, start, end, nil)}}})
@@ -415,7 +430,7 @@ func (s *sim) apply(on side, a Action) {
 			s.violate("source: a second ReadSettle while one is in flight")
 		}
 		s.reading = true
-	case WriteIntent, Seal, SendBoundary, Preserve, Restore, ReadGroup, Commit, ResolveCommit:
+	case WriteIntent, Seal, Snapshot, SendBoundary, Preserve, Restore, ReadGroup, Commit, ResolveCommit:
 		if s.pending[on] != nil {
 			s.violate("%s: %s while %s is pending (an action with a result must end the batch)", on, actionName(a), actionName(s.pending[on]))
 		}
@@ -534,13 +549,24 @@ func (s *sim) complete(on side, k outcomeKind, n int) (wrote bool) {
 		if uncertain {
 			ev = IntentResult{Err: errUncertain}
 		}
+	case Snapshot:
+		if k == resFail {
+			ev = Snapshotted{Err: errors.New("snapshot failed")}
+		} else {
+			ev = Snapshotted{Segments: [][]byte{simPayload(n)}}
+		}
 	case Seal:
 		if k == resFail {
 			ev = Captured{Err: errors.New("snapshot failed")}
 		} else {
-			ev = Captured{Payload: simPayload(n)}
+			p := simPayload(n)
+			for _, c := range s.changeChunks { // a pre-copy: what changed since the snapshot
+				p[c*s.cfg.ChunkSize] ^= 0xff
+			}
+			s.changeChunks = nil
+			s.captured = p
+			ev = Captured{Payload: p}
 			if s.segments > 1 { // a large state streamed from its parts (Captured.Segments)
-				p := simPayload(n)
 				var segs [][]byte
 				for k := range s.segments {
 					segs = append(segs, p[n*k/s.segments:n*(k+1)/s.segments])
@@ -647,6 +673,12 @@ func (s *sim) check(on side, a Action) {
 	st := s.store
 	rec := st.rec.Record
 	switch a := a.(type) {
+	case Restore:
+		// What the target restores is what the source captured (a
+		// pre-copy's base and delta, or the whole payload).
+		if s.captured != nil && !bytes.Equal(a.Payload, s.captured) {
+			s.violate("the target restores %d bytes that are not the %d the source captured", len(a.Payload), len(s.captured))
+		}
 	case Admit:
 		// doc.go invariant 3: the target admits nothing before its commit succeeded.
 		if st.commitTo == nil || *st.commitTo != s.tgtID {
@@ -787,7 +819,17 @@ func (s *sim) describe(a Action) string {
 	case Send:
 		return "Send " + describeFrame(a.Frame)
 	case StreamChunks:
+		if a.Only != nil {
+			return fmt.Sprintf("StreamChunks only=%v of chunks=%d len=%d", a.Only, a.Manifest.Chunks, a.Manifest.Length)
+		}
 		return fmt.Sprintf("StreamChunks chunks=%d len=%d", a.Manifest.Chunks, a.Manifest.Length)
+	case Seal:
+		if a.Align > 0 {
+			return fmt.Sprintf("Seal align=%d", a.Align)
+		}
+		return "Seal"
+	case Snapshot:
+		return fmt.Sprintf("Snapshot align=%d", a.Align)
 	case WriteIntent:
 		return fmt.Sprintf("WriteIntent sv=%d target=%s deadline=%d", a.Seen.StoreVersion, a.Intent.Target, a.Intent.DeadlineMs)
 	case Preserve:
@@ -823,6 +865,9 @@ func describeFrame(f *pb.RelocationFrame) string {
 		if x.Prepare.GetEagerCutover() {
 			eager = " eager"
 		}
+		if x.Prepare.GetPrecopy() {
+			eager = fmt.Sprintf(" precopy chunk-size=%d", x.Prepare.GetChunkSize())
+		}
 		return fmt.Sprintf("PREPARE chunks=%d len=%d sv=%d deadline=%d%s", x.Prepare.GetChunkCount(), x.Prepare.GetPayloadLength(), x.Prepare.GetCoordinator().GetStoreVersion(), x.Prepare.GetDeadlineUnixMs(), eager)
 	case *pb.RelocationFrame_Chunk:
 		return fmt.Sprintf("STATE #%d len=%d", x.Chunk.GetIndex(), len(x.Chunk.GetData()))
@@ -832,6 +877,8 @@ func describeFrame(f *pb.RelocationFrame) string {
 		return fmt.Sprintf("DATA #%d", x.Data.GetSequence())
 	case *pb.RelocationFrame_Cutover:
 		return fmt.Sprintf("CUTOVER count=%d", x.Cutover.GetDataCount())
+	case *pb.RelocationFrame_Sealed:
+		return fmt.Sprintf("SEALED chunks=%d len=%d changed=%v", x.Sealed.GetChunkCount(), x.Sealed.GetPayloadLength(), x.Sealed.GetChanged())
 	case *pb.RelocationFrame_Outcome:
 		c := x.Outcome.GetCommitted()
 		return fmt.Sprintf("OUTCOME code=%s applied=%d owner=%s@%d gen=%d/%d", x.Outcome.GetCode(), x.Outcome.GetDataApplied(),

@@ -14,6 +14,7 @@ type SourcePhase int
 // Source phases.
 const (
 	SourceIntent     SourcePhase = 1 + iota // writing the intent; the object serves
+	SourcePrecopying                        // pre-copy: the base streams; the object serves
 	SourceCapturing                         // sealed, capturing state and queue
 	SourcePreparing                         // PREPARE and chunks sent, waiting for READY
 	SourceCutover                           // READY received: sending DATA and CUTOVER
@@ -23,7 +24,7 @@ const (
 )
 
 func (p SourcePhase) String() string {
-	return [...]string{"invalid", "intent", "capturing", "preparing", "cutover", "settling", "preserving", "done"}[min(max(int(p), 0), 7)]
+	return [...]string{"invalid", "intent", "precopying", "capturing", "preparing", "cutover", "settling", "preserving", "done"}[min(max(int(p), 0), 8)]
 }
 
 // Source events (results of the source driver's I/O).
@@ -45,6 +46,12 @@ type (
 		// SealedUnixUs is when the seal happened (informational: it goes
 		// in PREPARE for the target's interruption figure).
 		SealedUnixUs int64
+	}
+	// Snapshotted is the result of Snapshot: the base's segments (Err: no
+	// snapshot; the relocation goes on without pre-copy).
+	Snapshotted struct {
+		Segments [][]byte
+		Err      error
 	}
 	// BoundarySent: DATA frames and CUTOVER were sent; Count requests.
 	BoundarySent struct{ Count int }
@@ -68,6 +75,7 @@ type (
 
 func (IntentResult) event()   {}
 func (Captured) event()       {}
+func (Snapshotted) event()    {}
 func (BoundarySent) event()   {}
 func (SettleResult) event()   {}
 func (Observed) event()       {}
@@ -91,12 +99,26 @@ type (
 	// in order. Participants are the records after the intent, the primary
 	// first (a group's record has no state: its entry in the envelope
 	// carries these generations).
-	Seal struct{ Participants []record.Snapshot }
+	// Align, when not 0, pads the envelope so that the states start at a
+	// multiple of it (EncodeEnvelopeAligned): a pre-copy's chunk size.
+	Seal struct {
+		Participants []record.Snapshot
+		Align        int
+	}
+	// Snapshot captures the state as Seal does, but while the object
+	// serves (between two of its handlers; nothing is sealed, no request
+	// is kept): a pre-copy's base. Result: Snapshotted.
+	Snapshot struct {
+		Participants []record.Snapshot
+		Align        int
+	}
 	// StreamChunks sends the payload as STATE chunks under the byte budgets.
-	// The payload is the concatenation of Segments.
+	// The payload is the concatenation of Segments. Only, when not nil,
+	// lists the chunks to send (a pre-copy's changed chunks); nil: all.
 	StreamChunks struct {
 		Segments [][]byte
 		Manifest Manifest
+		Only     []uint32
 	}
 	// SendBoundary sends every boundary request as DATA (in order), then
 	// CUTOVER with their count and CRC32C; result: BoundarySent. From now on
@@ -150,6 +172,7 @@ type (
 
 func (WriteIntent) action()  {}
 func (Seal) action()         {}
+func (Snapshot) action()     {}
 func (StreamChunks) action() {}
 func (SendBoundary) action() {}
 func (ReadSettle) action()   {}
@@ -192,6 +215,12 @@ type SourceConfig struct {
 	// once, without waiting for READY: one hop fewer each way); 0: never.
 	// Not for an Actor Join, whose caller is answered at READY.
 	EagerMaxBytes int
+	// PrecopyMinBytes: a payload of at least this many bytes moves with
+	// pre-copy (precopy.go): its bulk streams before the seal; 0: never.
+	// StateBytes is the payload's size as the node last saw it (< 0:
+	// unknown: the snapshot tells, and a small one is set aside).
+	PrecopyMinBytes int
+	StateBytes      int
 }
 
 // Source is the source side of one relocation: a pure state machine.
@@ -214,6 +243,12 @@ type Source struct {
 	// source; a read that shows the record still ours is preserved again at
 	// once instead of waiting for the deadline.
 	aborting bool
+	// base: a pre-copy's base and its manifest, from the snapshot until
+	// the seal's delta was planned.
+	base         [][]byte
+	baseManifest Manifest
+	// refused: the FAILED a pre-copy's target sent while the seal ran.
+	refused *pb.Failed
 }
 
 // NewSource returns a machine in SourceIntent.
@@ -293,6 +328,10 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			}
 			s.seen = e.Result.Snapshot
 			s.members = s.updated(e.Result.Members)
+			if s.precopy() {
+				s.phase = SourcePrecopying
+				return []Action{Snapshot{Participants: s.Participants(), Align: s.cfg.ChunkSize}}, nil
+			}
 			s.phase = SourceCapturing
 			return []Action{Seal{Participants: s.Participants()}}, nil
 		case Tick, Observed:
@@ -305,6 +344,8 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 		case Stop:
 			return []Action{s.finish(Shutdown, pb.Code_CODE_SHUTTING_DOWN, "stopped before the seal")}, nil
 		}
+	case SourcePrecopying:
+		return s.stepPrecopying(ev) // source_precopy.go
 	case SourceCapturing:
 		switch e := ev.(type) {
 		case Captured:
@@ -314,6 +355,12 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			segs := e.Segments
 			if segs == nil {
 				segs = [][]byte{e.Payload}
+			}
+			if s.refused != nil { // a pre-copy's target gave up while the seal ran
+				return s.abort(s.refused.GetCode(), "target refused: "+s.refused.GetMessage()), nil
+			}
+			if s.base != nil {
+				return s.sealedDelta(segs, e.SealedUnixUs), nil
 			}
 			// The seal's time is the freshest the machine has heard (no
 			// Tick comes between the driver's results): settling times its
@@ -335,6 +382,8 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 				out = append(out, SendBoundary{})
 			}
 			return out, nil
+		case Received:
+			return s.duringPrecopySeal(e.Frame) // source_precopy.go
 		case Tick, StreamBroken, Observed:
 			return nil, nil // the capture result comes next
 		case Stop:
@@ -356,6 +405,8 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 					return nil, fmt.Errorf("%w: FAILED for another relocation", ErrProtocol)
 				}
 				return s.abort(f.Failed.GetCode(), "target refused: "+f.Failed.GetMessage()), nil
+			case *pb.RelocationFrame_Precopied:
+				return nil, nil // a repeated answer to a pre-copy's PREPARE
 			case *pb.RelocationFrame_Outcome:
 				// READY was lost and the target committed after its fallback
 				// wait. The store decides, as always; nothing went as DATA.
@@ -410,7 +461,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 		}
 	case SourceDone:
 		switch ev.(type) {
-		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, BoundarySent, PreserveResult, Observed:
+		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, Snapshotted, BoundarySent, PreserveResult, Observed:
 			return nil, nil // late: ignored
 		}
 	}

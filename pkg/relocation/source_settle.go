@@ -65,7 +65,7 @@ type settleState struct {
 // the next periodic read. A driver may deliver Ticks only then.
 func (s *Source) WakeAtMs() int64 {
 	switch s.phase {
-	case SourcePreparing:
+	case SourcePreparing, SourcePrecopying:
 		return s.cfg.DeadlineMs
 	case SourceSettling:
 		if s.st.observed != nil {

@@ -126,15 +126,21 @@ type Target struct {
 	participants []record.Snapshot
 	join         keyspace.Object // Actor Join: the group joined (zero: none)
 	asm          *Assembly
-	readyAtMs    int64
-	nowMs        int64
-	data         []*pb.CallRequest
-	dataCRC      uint32
-	lastAnswer   *pb.RelocationFrame
-	outcome      Outcome
-	code         pb.Code
-	msg          string
-	cutover      bool
+	// base: a pre-copy's base, assembled and checked, until SEALED
+	// (target_precopy.go); sealed: SEALED came, at sealedUs (its seal
+	// time).
+	base       *Assembly
+	sealed     bool
+	sealedUs   int64
+	readyAtMs  int64
+	nowMs      int64
+	data       []*pb.CallRequest
+	dataCRC    uint32
+	lastAnswer *pb.RelocationFrame
+	outcome    Outcome
+	code       pb.Code
+	msg        string
+	cutover    bool
 	// early: an eager cutover's CUTOVER that came before the restore ended
 	// (checked and acted on then); earlyErr: a DATA gap seen then.
 	early    *pb.Cutover
@@ -291,6 +297,9 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 			if t.eagerFrame(e.Frame) {
 				return nil, nil
 			}
+			if t.prepare.GetPrecopy() {
+				return t.onPrecopyFrame(e.Frame) // target_precopy.go
+			}
 			c, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk)
 			if !ok {
 				return t.fail(pb.Code_CODE_PROTOCOL_ERROR, frameName(e.Frame)+" while assembling", false), nil
@@ -347,6 +356,9 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 			if _, ok := e.Frame.GetFrame().(*pb.RelocationFrame_Chunk); ok {
 				return nil, nil // a duplicate of a chunk already assembled
 			}
+			if t.repeatedSealed(e.Frame) {
+				return nil, nil
+			}
 			if t.eagerFrame(e.Frame) {
 				return nil, nil
 			}
@@ -364,6 +376,9 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 				return t.onCutover(f.Cutover)
 			case *pb.RelocationFrame_Chunk:
 				return nil, nil // a late duplicate chunk
+			}
+			if t.repeatedSealed(e.Frame) {
+				return nil, nil
 			}
 			return nil, fmt.Errorf("%w: %s after READY", ErrProtocol, frameName(e.Frame))
 		case Tick:
@@ -466,7 +481,16 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, err.Error(), false), nil
 	}
 	t.participants = parts
-	asm, err := NewAssembly(Manifest{Length: p.GetPayloadLength(), Chunks: p.GetChunkCount(), CRC32C: p.GetCrc32C()})
+	m := Manifest{Length: p.GetPayloadLength(), Chunks: p.GetChunkCount(), CRC32C: p.GetCrc32C()}
+	switch {
+	case p.GetPrecopy() && (p.GetEagerCutover() || p.GetChunkSize() == 0):
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, "a pre-copy needs a chunk size and no eager cutover", false), nil
+	case !p.GetPrecopy() && p.GetChunkSize() != 0:
+		return t.fail(pb.Code_CODE_PROTOCOL_ERROR, "a chunk size without pre-copy", false), nil
+	case p.GetPrecopy():
+		m.Block = uint64(p.GetChunkSize())
+	}
+	asm, err := NewAssembly(m)
 	if err != nil {
 		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
 	}
@@ -576,9 +600,18 @@ func (t *Target) onChunk(c *pb.StateChunk) ([]Action, error) {
 	if !t.asm.Complete() {
 		return nil, nil
 	}
+	return t.assembled()
+}
+
+// assembled: every chunk arrived; restore the payload if its CRC32C
+// matches (a pre-copy's base is kept for SEALED instead).
+func (t *Target) assembled() ([]Action, error) {
 	payload, err := t.asm.Payload()
 	if err != nil {
 		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
+	}
+	if t.prepare.GetPrecopy() && !t.sealed {
+		return t.precopied(), nil
 	}
 	t.asm = nil
 	t.phase = TargetRestoring

@@ -119,6 +119,10 @@ func frameName(f *pb.RelocationFrame) string {
 		return "CUTOVER"
 	case *pb.RelocationFrame_Outcome:
 		return "OUTCOME"
+	case *pb.RelocationFrame_Precopied:
+		return "PRECOPIED"
+	case *pb.RelocationFrame_Sealed:
+		return "SEALED"
 	}
 	return "EMPTY"
 }

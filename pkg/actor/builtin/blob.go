@@ -19,6 +19,7 @@ const MaxBlobBytes = 512 << 20
 //	fill BYTES [SEED]   → {"size":n,"sha256":hex}
 //	hash                → {"size":n,"sha256":hex}
 //	size                → {"size":n}   (constant time: the cheap call of benchmarks)
+//	write OFFSET BYTES  → {"size":n}   (BYTES, as given, replace those at OFFSET)
 //
 // fill replaces the content with BYTES bytes (decimal, 0 to MaxBlobBytes)
 // of a ChaCha8 stream keyed by SHA-256 of the size and SEED (default empty),
@@ -30,6 +31,9 @@ type blob struct {
 	sum  [sha256.Size]byte
 	// summed says sum is up to date (Restore leaves it to the next hash).
 	summed bool
+	// shared: data was handed out by Snapshot (or came from Restore) and
+	// must not change in place; the next write copies it first.
+	shared bool
 }
 
 type blobReply struct {
@@ -76,7 +80,7 @@ func (b *blob) Handle(_ actor.Context, method string, args [][]byte) ([]byte, er
 		}
 		// A new slice, never an overwrite: a snapshot taken before may still
 		// be streaming the old one.
-		b.data = BlobContent(int(n), seed)
+		b.data, b.shared = BlobContent(int(n), seed), false
 		b.sum, b.summed = sha256.Sum256(b.data), true
 		return b.reply()
 	case "hash":
@@ -84,6 +88,24 @@ func (b *blob) Handle(_ actor.Context, method string, args [][]byte) ([]byte, er
 			return nil, err
 		}
 		return b.reply()
+	case "write":
+		if len(args) != 2 {
+			return nil, actor.InvalidArgument("blob write takes OFFSET BYTES, got %d argument(s)", len(args))
+		}
+		off, err := strconv.ParseInt(string(args[0]), 10, 64)
+		if err != nil || off < 0 || off+int64(len(args[1])) > int64(len(b.data)) {
+			return nil, actor.InvalidArgument("OFFSET %q with %d bytes does not lie within the blob's %d", args[0], len(args[1]), len(b.data))
+		}
+		if b.shared {
+			// Copy on write: a snapshot (a relocation's pre-copy base) may
+			// still be streaming the old bytes.
+			b.data, b.shared = append([]byte(nil), b.data...), false
+		}
+		copy(b.data[off:], args[1])
+		b.summed = false
+		return reply(struct {
+			Size int `json:"size"`
+		}{len(b.data)})
 	case "size":
 		if err := wantArgs(BlobType, method, args); err != nil {
 			return nil, err
@@ -107,6 +129,7 @@ func (b *blob) Snapshot() ([]byte, error) {
 	if b.data == nil {
 		return []byte{}, nil
 	}
+	b.shared = true
 	return b.data, nil
 }
 
@@ -116,6 +139,6 @@ func (b *blob) Restore(state []byte) error {
 	if len(state) > MaxBlobBytes {
 		return corrupt(BlobType, "%d bytes, limit %d", len(state), MaxBlobBytes)
 	}
-	b.data, b.summed = state, false
+	b.data, b.summed, b.shared = state, false, true
 	return nil
 }

@@ -67,7 +67,7 @@ func Types() []actor.Type {
 		{Name: RegisterType, New: func() actor.Object { return &register{} }, MaxStateBytes: registerMaxStateBytes, Methods: []string{"get", "put", "cas"}},
 		{Name: ListType, New: func() actor.Object { return &list{} }, MaxStateBytes: listMaxStateBytes, Methods: []string{"append", "read"}},
 		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes, Methods: []string{"transfer", "read"}},
-		{Name: BlobType, New: func() actor.Object { return &blob{} }, MaxStateBytes: MaxBlobBytes, Methods: []string{"fill", "hash", "size"}},
+		{Name: BlobType, New: func() actor.Object { return &blob{} }, MaxStateBytes: MaxBlobBytes, Methods: []string{"fill", "hash", "size", "write"}},
 		{Name: TickerType, New: func() actor.Object { return &ticker{} }, Methods: []string{"start", "read", "stop"}},
 		{Name: RoomType, New: func() actor.Object { return &room{} }, Methods: []string{"join", "say", "history"}},
 	}

@@ -733,7 +733,18 @@ type Prepare struct {
 	// target commits as soon as it restored, and never waits for CUTOVER
 	// after READY. The source is past its point of no return as it sends
 	// them: it serves again only through a winning preserve, as after READY.
-	EagerCutover  bool `protobuf:"varint,14,opt,name=eager_cutover,json=eagerCutover,proto3" json:"eager_cutover,omitempty"`
+	EagerCutover bool `protobuf:"varint,14,opt,name=eager_cutover,json=eagerCutover,proto3" json:"eager_cutover,omitempty"`
+	// Pre-copy: the payload announced here (payload_length, chunk_count,
+	// crc32c) is a snapshot taken while the object still serves, the base.
+	// The target assembles and checks it, answers PRECOPIED, and waits for
+	// SEALED, which announces the final payload and the chunks of it that
+	// differ from the base; only those follow. Nothing is restored from the
+	// base alone.
+	Precopy bool `protobuf:"varint,15,opt,name=precopy,proto3" json:"precopy,omitempty"`
+	// The chunk size both payloads are cut in (pre-copy only: the final
+	// payload's chunks must line up with the base's). 0: derived from
+	// payload_length and chunk_count.
+	ChunkSize     uint32 `protobuf:"varint,16,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -866,6 +877,155 @@ func (x *Prepare) GetEagerCutover() bool {
 	return false
 }
 
+func (x *Prepare) GetPrecopy() bool {
+	if x != nil {
+		return x.Precopy
+	}
+	return false
+}
+
+func (x *Prepare) GetChunkSize() uint32 {
+	if x != nil {
+		return x.ChunkSize
+	}
+	return 0
+}
+
+// Precopied: the target assembled the pre-copied base and its CRC32C
+// matched; the source may seal now.
+type Precopied struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RelocationId  []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Precopied) Reset() {
+	*x = Precopied{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Precopied) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Precopied) ProtoMessage() {}
+
+func (x *Precopied) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Precopied.ProtoReflect.Descriptor instead.
+func (*Precopied) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Precopied) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
+// Sealed announces the final payload of a pre-copy relocation: its length,
+// chunk count (chunks of PREPARE's chunk_size) and CRC32C, and the indexes
+// of the chunks that differ from the base (ascending), which follow as
+// STATE chunks. Every other chunk is the base's, at the same index.
+type Sealed struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RelocationId  []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	PayloadLength uint64                 `protobuf:"varint,2,opt,name=payload_length,json=payloadLength,proto3" json:"payload_length,omitempty"`
+	ChunkCount    uint32                 `protobuf:"varint,3,opt,name=chunk_count,json=chunkCount,proto3" json:"chunk_count,omitempty"`
+	Crc32C        uint32                 `protobuf:"varint,4,opt,name=crc32c,proto3" json:"crc32c,omitempty"`
+	// When the source sealed the object (informational, as PREPARE's).
+	SealedUnixUs  int64    `protobuf:"varint,5,opt,name=sealed_unix_us,json=sealedUnixUs,proto3" json:"sealed_unix_us,omitempty"`
+	Changed       []uint32 `protobuf:"varint,6,rep,packed,name=changed,proto3" json:"changed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Sealed) Reset() {
+	*x = Sealed{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sealed) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sealed) ProtoMessage() {}
+
+func (x *Sealed) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sealed.ProtoReflect.Descriptor instead.
+func (*Sealed) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Sealed) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
+func (x *Sealed) GetPayloadLength() uint64 {
+	if x != nil {
+		return x.PayloadLength
+	}
+	return 0
+}
+
+func (x *Sealed) GetChunkCount() uint32 {
+	if x != nil {
+		return x.ChunkCount
+	}
+	return 0
+}
+
+func (x *Sealed) GetCrc32C() uint32 {
+	if x != nil {
+		return x.Crc32C
+	}
+	return 0
+}
+
+func (x *Sealed) GetSealedUnixUs() int64 {
+	if x != nil {
+		return x.SealedUnixUs
+	}
+	return 0
+}
+
+func (x *Sealed) GetChanged() []uint32 {
+	if x != nil {
+		return x.Changed
+	}
+	return nil
+}
+
 type StateChunk struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	RelocationId []byte                 `protobuf:"bytes,1,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
@@ -884,7 +1044,7 @@ type StateChunk struct {
 
 func (x *StateChunk) Reset() {
 	*x = StateChunk{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -896,7 +1056,7 @@ func (x *StateChunk) String() string {
 func (*StateChunk) ProtoMessage() {}
 
 func (x *StateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -909,7 +1069,7 @@ func (x *StateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateChunk.ProtoReflect.Descriptor instead.
 func (*StateChunk) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{7}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StateChunk) GetRelocationId() []byte {
@@ -949,7 +1109,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -961,7 +1121,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -974,7 +1134,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{8}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Ready) GetRelocationId() []byte {
@@ -995,7 +1155,7 @@ type Failed struct {
 
 func (x *Failed) Reset() {
 	*x = Failed{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1007,7 +1167,7 @@ func (x *Failed) String() string {
 func (*Failed) ProtoMessage() {}
 
 func (x *Failed) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1020,7 +1180,7 @@ func (x *Failed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failed.ProtoReflect.Descriptor instead.
 func (*Failed) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{9}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Failed) GetRelocationId() []byte {
@@ -1056,7 +1216,7 @@ type Data struct {
 
 func (x *Data) Reset() {
 	*x = Data{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1228,7 @@ func (x *Data) String() string {
 func (*Data) ProtoMessage() {}
 
 func (x *Data) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1241,7 @@ func (x *Data) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Data.ProtoReflect.Descriptor instead.
 func (*Data) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{10}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Data) GetRelocationId() []byte {
@@ -1116,7 +1276,7 @@ type Cutover struct {
 
 func (x *Cutover) Reset() {
 	*x = Cutover{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1288,7 @@ func (x *Cutover) String() string {
 func (*Cutover) ProtoMessage() {}
 
 func (x *Cutover) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1301,7 @@ func (x *Cutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cutover.ProtoReflect.Descriptor instead.
 func (*Cutover) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{11}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cutover) GetRelocationId() []byte {
@@ -1180,7 +1340,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1352,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1365,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{12}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Outcome) GetRelocationId() []byte {
@@ -1265,7 +1425,7 @@ type ParticipantState struct {
 
 func (x *ParticipantState) Reset() {
 	*x = ParticipantState{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1437,7 @@ func (x *ParticipantState) String() string {
 func (*ParticipantState) ProtoMessage() {}
 
 func (x *ParticipantState) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1450,7 @@ func (x *ParticipantState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantState.ProtoReflect.Descriptor instead.
 func (*ParticipantState) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ParticipantState) GetParticipant() *Participant {
@@ -1348,17 +1508,21 @@ func (x *ParticipantState) GetSessions() []*SessionJournal {
 // bytes) in order: large states are neither copied into nor out of a
 // protobuf buffer.
 type Envelope struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Version       uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
-	RelocationId  []byte                 `protobuf:"bytes,2,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
-	Participants  []*ParticipantState    `protobuf:"bytes,3,rep,name=participants,proto3" json:"participants,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Version      uint32                 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	RelocationId []byte                 `protobuf:"bytes,2,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	Participants []*ParticipantState    `protobuf:"bytes,3,rep,name=participants,proto3" json:"participants,omitempty"`
+	// Zero bytes that make the states start at a multiple of the chunk size
+	// (pre-copy: a longer or shorter envelope then moves no state byte to
+	// another chunk). Ignored by the reader.
+	Padding       []byte `protobuf:"bytes,4,opt,name=padding,proto3" json:"padding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1370,7 +1534,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1383,7 +1547,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Envelope) GetVersion() uint32 {
@@ -1407,6 +1571,13 @@ func (x *Envelope) GetParticipants() []*ParticipantState {
 	return nil
 }
 
+func (x *Envelope) GetPadding() []byte {
+	if x != nil {
+		return x.Padding
+	}
+	return nil
+}
+
 type RelocationFrame struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Frame:
@@ -1418,6 +1589,8 @@ type RelocationFrame struct {
 	//	*RelocationFrame_Data
 	//	*RelocationFrame_Cutover
 	//	*RelocationFrame_Outcome
+	//	*RelocationFrame_Precopied
+	//	*RelocationFrame_Sealed
 	Frame         isRelocationFrame_Frame `protobuf_oneof:"frame"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1425,7 +1598,7 @@ type RelocationFrame struct {
 
 func (x *RelocationFrame) Reset() {
 	*x = RelocationFrame{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1610,7 @@ func (x *RelocationFrame) String() string {
 func (*RelocationFrame) ProtoMessage() {}
 
 func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1623,7 @@ func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationFrame.ProtoReflect.Descriptor instead.
 func (*RelocationFrame) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RelocationFrame) GetFrame() isRelocationFrame_Frame {
@@ -1523,6 +1696,24 @@ func (x *RelocationFrame) GetOutcome() *Outcome {
 	return nil
 }
 
+func (x *RelocationFrame) GetPrecopied() *Precopied {
+	if x != nil {
+		if x, ok := x.Frame.(*RelocationFrame_Precopied); ok {
+			return x.Precopied
+		}
+	}
+	return nil
+}
+
+func (x *RelocationFrame) GetSealed() *Sealed {
+	if x != nil {
+		if x, ok := x.Frame.(*RelocationFrame_Sealed); ok {
+			return x.Sealed
+		}
+	}
+	return nil
+}
+
 type isRelocationFrame_Frame interface {
 	isRelocationFrame_Frame()
 }
@@ -1555,6 +1746,14 @@ type RelocationFrame_Outcome struct {
 	Outcome *Outcome `protobuf:"bytes,7,opt,name=outcome,proto3,oneof"`
 }
 
+type RelocationFrame_Precopied struct {
+	Precopied *Precopied `protobuf:"bytes,8,opt,name=precopied,proto3,oneof"`
+}
+
+type RelocationFrame_Sealed struct {
+	Sealed *Sealed `protobuf:"bytes,9,opt,name=sealed,proto3,oneof"`
+}
+
 func (*RelocationFrame_Prepare) isRelocationFrame_Frame() {}
 
 func (*RelocationFrame_Chunk) isRelocationFrame_Frame() {}
@@ -1568,6 +1767,10 @@ func (*RelocationFrame_Data) isRelocationFrame_Frame() {}
 func (*RelocationFrame_Cutover) isRelocationFrame_Frame() {}
 
 func (*RelocationFrame_Outcome) isRelocationFrame_Frame() {}
+
+func (*RelocationFrame_Precopied) isRelocationFrame_Frame() {}
+
+func (*RelocationFrame_Sealed) isRelocationFrame_Frame() {}
 
 // ReplyRelay carries the reply of a request that was queued at the source and
 // executed at the target back to its original requester.
@@ -1584,7 +1787,7 @@ type ReplyRelay struct {
 
 func (x *ReplyRelay) Reset() {
 	*x = ReplyRelay{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1596,7 +1799,7 @@ func (x *ReplyRelay) String() string {
 func (*ReplyRelay) ProtoMessage() {}
 
 func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1609,7 +1812,7 @@ func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelay.ProtoReflect.Descriptor instead.
 func (*ReplyRelay) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ReplyRelay) GetRelocationId() []byte {
@@ -1656,7 +1859,7 @@ type ReplyRelayAck struct {
 
 func (x *ReplyRelayAck) Reset() {
 	*x = ReplyRelayAck{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1668,7 +1871,7 @@ func (x *ReplyRelayAck) String() string {
 func (*ReplyRelayAck) ProtoMessage() {}
 
 func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1681,7 +1884,7 @@ func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelayAck.ProtoReflect.Descriptor instead.
 func (*ReplyRelayAck) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplyRelayAck) GetCode() Code {
@@ -1708,7 +1911,7 @@ type RelocateCommand struct {
 
 func (x *RelocateCommand) Reset() {
 	*x = RelocateCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1720,7 +1923,7 @@ func (x *RelocateCommand) String() string {
 func (*RelocateCommand) ProtoMessage() {}
 
 func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1733,7 +1936,7 @@ func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateCommand.ProtoReflect.Descriptor instead.
 func (*RelocateCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RelocateCommand) GetObject() string {
@@ -1790,13 +1993,18 @@ type RelocationStatus struct {
 	// admitted. Unix microseconds by the node's own clock; 0 when unknown.
 	SealedUnixUs   int64 `protobuf:"varint,14,opt,name=sealed_unix_us,json=sealedUnixUs,proto3" json:"sealed_unix_us,omitempty"`
 	AdmittedUnixUs int64 `protobuf:"varint,15,opt,name=admitted_unix_us,json=admittedUnixUs,proto3" json:"admitted_unix_us,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Role source: STATE bytes sent while the object still served (a
+	// pre-copy's base), and after the seal (the whole payload, or a
+	// pre-copy's changed chunks): only the latter lie in the interruption.
+	PrecopyBytes  uint64 `protobuf:"varint,16,opt,name=precopy_bytes,json=precopyBytes,proto3" json:"precopy_bytes,omitempty"`
+	SealedBytes   uint64 `protobuf:"varint,17,opt,name=sealed_bytes,json=sealedBytes,proto3" json:"sealed_bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RelocationStatus) Reset() {
 	*x = RelocationStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +2016,7 @@ func (x *RelocationStatus) String() string {
 func (*RelocationStatus) ProtoMessage() {}
 
 func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +2029,7 @@ func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationStatus.ProtoReflect.Descriptor instead.
 func (*RelocationStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RelocationStatus) GetRelocationId() []byte {
@@ -1929,6 +2137,20 @@ func (x *RelocationStatus) GetAdmittedUnixUs() int64 {
 	return 0
 }
 
+func (x *RelocationStatus) GetPrecopyBytes() uint64 {
+	if x != nil {
+		return x.PrecopyBytes
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetSealedBytes() uint64 {
+	if x != nil {
+		return x.SealedBytes
+	}
+	return 0
+}
+
 type ListRelocationsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1937,7 +2159,7 @@ type ListRelocationsRequest struct {
 
 func (x *ListRelocationsRequest) Reset() {
 	*x = ListRelocationsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2171,7 @@ func (x *ListRelocationsRequest) String() string {
 func (*ListRelocationsRequest) ProtoMessage() {}
 
 func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2184,7 @@ func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
 }
 
 // GroupCommand is a group operation of the AdminService: create a group on
@@ -1982,7 +2204,7 @@ type GroupCommand struct {
 
 func (x *GroupCommand) Reset() {
 	*x = GroupCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1994,7 +2216,7 @@ func (x *GroupCommand) String() string {
 func (*GroupCommand) ProtoMessage() {}
 
 func (x *GroupCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2007,7 +2229,7 @@ func (x *GroupCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
 func (*GroupCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GroupCommand) GetGroup() string {
@@ -2049,7 +2271,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2061,7 +2283,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2074,7 +2296,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupStatus) GetGroup() string {
@@ -2121,7 +2343,7 @@ type ListRelocationsResponse struct {
 
 func (x *ListRelocationsResponse) Reset() {
 	*x = ListRelocationsResponse{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2133,7 +2355,7 @@ func (x *ListRelocationsResponse) String() string {
 func (*ListRelocationsResponse) ProtoMessage() {}
 
 func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2146,7 +2368,7 @@ func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
@@ -2171,7 +2393,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2405,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2418,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *DrainRequest) GetConcurrency() uint32 {
@@ -2235,7 +2457,7 @@ type DrainEvent struct {
 
 func (x *DrainEvent) Reset() {
 	*x = DrainEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2469,7 @@ func (x *DrainEvent) String() string {
 func (*DrainEvent) ProtoMessage() {}
 
 func (x *DrainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2482,7 @@ func (x *DrainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEvent.ProtoReflect.Descriptor instead.
 func (*DrainEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DrainEvent) GetEvent() isDrainEvent_Event {
@@ -2330,7 +2552,7 @@ type DrainProgress struct {
 
 func (x *DrainProgress) Reset() {
 	*x = DrainProgress{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2564,7 @@ func (x *DrainProgress) String() string {
 func (*DrainProgress) ProtoMessage() {}
 
 func (x *DrainProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2577,7 @@ func (x *DrainProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainProgress.ProtoReflect.Descriptor instead.
 func (*DrainProgress) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DrainProgress) GetKind() string {
@@ -2450,7 +2672,7 @@ type DrainedObject struct {
 
 func (x *DrainedObject) Reset() {
 	*x = DrainedObject{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2462,7 +2684,7 @@ func (x *DrainedObject) String() string {
 func (*DrainedObject) ProtoMessage() {}
 
 func (x *DrainedObject) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2475,7 +2697,7 @@ func (x *DrainedObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainedObject.ProtoReflect.Descriptor instead.
 func (*DrainedObject) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DrainedObject) GetObject() string {
@@ -2527,7 +2749,7 @@ type DrainFailure struct {
 
 func (x *DrainFailure) Reset() {
 	*x = DrainFailure{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2539,7 +2761,7 @@ func (x *DrainFailure) String() string {
 func (*DrainFailure) ProtoMessage() {}
 
 func (x *DrainFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2552,7 +2774,7 @@ func (x *DrainFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainFailure.ProtoReflect.Descriptor instead.
 func (*DrainFailure) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DrainFailure) GetObject() string {
@@ -2605,7 +2827,7 @@ type DrainReport struct {
 
 func (x *DrainReport) Reset() {
 	*x = DrainReport{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2617,7 +2839,7 @@ func (x *DrainReport) String() string {
 func (*DrainReport) ProtoMessage() {}
 
 func (x *DrainReport) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2630,7 +2852,7 @@ func (x *DrainReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReport.ProtoReflect.Descriptor instead.
 func (*DrainReport) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DrainReport) GetOwner() string {
@@ -2741,7 +2963,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
 	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
-	"\x06record\x18\x06 \x01(\fR\x06record\"\xa0\x04\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xd9\x04\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
@@ -2759,7 +2981,20 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"join_group\x18\v \x01(\tR\tjoinGroup\x12$\n" +
 	"\x0esealed_unix_us\x18\f \x01(\x03R\fsealedUnixUs\x12\x14\n" +
 	"\x05nonce\x18\r \x01(\fR\x05nonce\x12#\n" +
-	"\reager_cutover\x18\x0e \x01(\bR\feagerCutover\"\x83\x01\n" +
+	"\reager_cutover\x18\x0e \x01(\bR\feagerCutover\x12\x18\n" +
+	"\aprecopy\x18\x0f \x01(\bR\aprecopy\x12\x1d\n" +
+	"\n" +
+	"chunk_size\x18\x10 \x01(\rR\tchunkSize\"0\n" +
+	"\tPrecopied\x12#\n" +
+	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\"\xcd\x01\n" +
+	"\x06Sealed\x12#\n" +
+	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12%\n" +
+	"\x0epayload_length\x18\x02 \x01(\x04R\rpayloadLength\x12\x1f\n" +
+	"\vchunk_count\x18\x03 \x01(\rR\n" +
+	"chunkCount\x12\x16\n" +
+	"\x06crc32c\x18\x04 \x01(\rR\x06crc32c\x12$\n" +
+	"\x0esealed_unix_us\x18\x05 \x01(\x03R\fsealedUnixUs\x12\x18\n" +
+	"\achanged\x18\x06 \x03(\rR\achanged\"\x83\x01\n" +
 	"\n" +
 	"StateChunk\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x14\n" +
@@ -2796,11 +3031,12 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\areplies\x18\x04 \x01(\fR\areplies\x12/\n" +
 	"\x06queued\x18\x05 \x03(\v2\x17.meshloc.v1.CallRequestR\x06queued\x12!\n" +
 	"\fstate_length\x18\x06 \x01(\x04R\vstateLength\x126\n" +
-	"\bsessions\x18\a \x03(\v2\x1a.meshloc.v1.SessionJournalR\bsessions\"\x8b\x01\n" +
+	"\bsessions\x18\a \x03(\v2\x1a.meshloc.v1.SessionJournalR\bsessions\"\xa5\x01\n" +
 	"\bEnvelope\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x12@\n" +
-	"\fparticipants\x18\x03 \x03(\v2\x1c.meshloc.v1.ParticipantStateR\fparticipants\"\xde\x02\n" +
+	"\fparticipants\x18\x03 \x03(\v2\x1c.meshloc.v1.ParticipantStateR\fparticipants\x12\x18\n" +
+	"\apadding\x18\x04 \x01(\fR\apadding\"\xc3\x03\n" +
 	"\x0fRelocationFrame\x12/\n" +
 	"\aprepare\x18\x01 \x01(\v2\x13.meshloc.v1.PrepareH\x00R\aprepare\x12.\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x16.meshloc.v1.StateChunkH\x00R\x05chunk\x12)\n" +
@@ -2808,7 +3044,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06failed\x18\x04 \x01(\v2\x12.meshloc.v1.FailedH\x00R\x06failed\x12&\n" +
 	"\x04data\x18\x05 \x01(\v2\x10.meshloc.v1.DataH\x00R\x04data\x12/\n" +
 	"\acutover\x18\x06 \x01(\v2\x13.meshloc.v1.CutoverH\x00R\acutover\x12/\n" +
-	"\aoutcome\x18\a \x01(\v2\x13.meshloc.v1.OutcomeH\x00R\aoutcomeB\a\n" +
+	"\aoutcome\x18\a \x01(\v2\x13.meshloc.v1.OutcomeH\x00R\aoutcome\x125\n" +
+	"\tprecopied\x18\b \x01(\v2\x15.meshloc.v1.PrecopiedH\x00R\tprecopied\x12,\n" +
+	"\x06sealed\x18\t \x01(\v2\x12.meshloc.v1.SealedH\x00R\x06sealedB\a\n" +
 	"\x05frame\"\xd7\x01\n" +
 	"\n" +
 	"ReplyRelay\x12#\n" +
@@ -2825,7 +3063,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x16\n" +
-	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xed\x03\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xb5\x04\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -2842,7 +3080,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x0finterruption_us\x18\f \x01(\x03R\x0einterruptionUs\x12#\n" +
 	"\rpayload_bytes\x18\r \x01(\x04R\fpayloadBytes\x12$\n" +
 	"\x0esealed_unix_us\x18\x0e \x01(\x03R\fsealedUnixUs\x12(\n" +
-	"\x10admitted_unix_us\x18\x0f \x01(\x03R\x0eadmittedUnixUs\"\x18\n" +
+	"\x10admitted_unix_us\x18\x0f \x01(\x03R\x0eadmittedUnixUs\x12#\n" +
+	"\rprecopy_bytes\x18\x10 \x01(\x04R\fprecopyBytes\x12!\n" +
+	"\fsealed_bytes\x18\x11 \x01(\x04R\vsealedBytes\"\x18\n" +
 	"\x16ListRelocationsRequest\"Y\n" +
 	"\fGroupCommand\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
@@ -2949,7 +3189,7 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(Code)(0),                       // 0: meshloc.v1.Code
 	(*Fence)(nil),                   // 1: meshloc.v1.Fence
@@ -2959,36 +3199,38 @@ var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(*CallReply)(nil),               // 5: meshloc.v1.CallReply
 	(*Participant)(nil),             // 6: meshloc.v1.Participant
 	(*Prepare)(nil),                 // 7: meshloc.v1.Prepare
-	(*StateChunk)(nil),              // 8: meshloc.v1.StateChunk
-	(*Ready)(nil),                   // 9: meshloc.v1.Ready
-	(*Failed)(nil),                  // 10: meshloc.v1.Failed
-	(*Data)(nil),                    // 11: meshloc.v1.Data
-	(*Cutover)(nil),                 // 12: meshloc.v1.Cutover
-	(*Outcome)(nil),                 // 13: meshloc.v1.Outcome
-	(*ParticipantState)(nil),        // 14: meshloc.v1.ParticipantState
-	(*Envelope)(nil),                // 15: meshloc.v1.Envelope
-	(*RelocationFrame)(nil),         // 16: meshloc.v1.RelocationFrame
-	(*ReplyRelay)(nil),              // 17: meshloc.v1.ReplyRelay
-	(*ReplyRelayAck)(nil),           // 18: meshloc.v1.ReplyRelayAck
-	(*RelocateCommand)(nil),         // 19: meshloc.v1.RelocateCommand
-	(*RelocationStatus)(nil),        // 20: meshloc.v1.RelocationStatus
-	(*ListRelocationsRequest)(nil),  // 21: meshloc.v1.ListRelocationsRequest
-	(*GroupCommand)(nil),            // 22: meshloc.v1.GroupCommand
-	(*GroupStatus)(nil),             // 23: meshloc.v1.GroupStatus
-	(*ListRelocationsResponse)(nil), // 24: meshloc.v1.ListRelocationsResponse
-	(*DrainRequest)(nil),            // 25: meshloc.v1.DrainRequest
-	(*DrainEvent)(nil),              // 26: meshloc.v1.DrainEvent
-	(*DrainProgress)(nil),           // 27: meshloc.v1.DrainProgress
-	(*DrainedObject)(nil),           // 28: meshloc.v1.DrainedObject
-	(*DrainFailure)(nil),            // 29: meshloc.v1.DrainFailure
-	(*DrainReport)(nil),             // 30: meshloc.v1.DrainReport
-	(*SessionRef)(nil),              // 31: meshloc.v1.SessionRef
-	(*SessionJournal)(nil),          // 32: meshloc.v1.SessionJournal
+	(*Precopied)(nil),               // 8: meshloc.v1.Precopied
+	(*Sealed)(nil),                  // 9: meshloc.v1.Sealed
+	(*StateChunk)(nil),              // 10: meshloc.v1.StateChunk
+	(*Ready)(nil),                   // 11: meshloc.v1.Ready
+	(*Failed)(nil),                  // 12: meshloc.v1.Failed
+	(*Data)(nil),                    // 13: meshloc.v1.Data
+	(*Cutover)(nil),                 // 14: meshloc.v1.Cutover
+	(*Outcome)(nil),                 // 15: meshloc.v1.Outcome
+	(*ParticipantState)(nil),        // 16: meshloc.v1.ParticipantState
+	(*Envelope)(nil),                // 17: meshloc.v1.Envelope
+	(*RelocationFrame)(nil),         // 18: meshloc.v1.RelocationFrame
+	(*ReplyRelay)(nil),              // 19: meshloc.v1.ReplyRelay
+	(*ReplyRelayAck)(nil),           // 20: meshloc.v1.ReplyRelayAck
+	(*RelocateCommand)(nil),         // 21: meshloc.v1.RelocateCommand
+	(*RelocationStatus)(nil),        // 22: meshloc.v1.RelocationStatus
+	(*ListRelocationsRequest)(nil),  // 23: meshloc.v1.ListRelocationsRequest
+	(*GroupCommand)(nil),            // 24: meshloc.v1.GroupCommand
+	(*GroupStatus)(nil),             // 25: meshloc.v1.GroupStatus
+	(*ListRelocationsResponse)(nil), // 26: meshloc.v1.ListRelocationsResponse
+	(*DrainRequest)(nil),            // 27: meshloc.v1.DrainRequest
+	(*DrainEvent)(nil),              // 28: meshloc.v1.DrainEvent
+	(*DrainProgress)(nil),           // 29: meshloc.v1.DrainProgress
+	(*DrainedObject)(nil),           // 30: meshloc.v1.DrainedObject
+	(*DrainFailure)(nil),            // 31: meshloc.v1.DrainFailure
+	(*DrainReport)(nil),             // 32: meshloc.v1.DrainReport
+	(*SessionRef)(nil),              // 33: meshloc.v1.SessionRef
+	(*SessionJournal)(nil),          // 34: meshloc.v1.SessionJournal
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
 	3,  // 1: meshloc.v1.CallRequest.requester:type_name -> meshloc.v1.Requester
-	31, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
+	33, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
 	0,  // 3: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
 	1,  // 4: meshloc.v1.CallReply.fence:type_name -> meshloc.v1.Fence
 	2,  // 5: meshloc.v1.CallReply.hint:type_name -> meshloc.v1.Location
@@ -3001,32 +3243,34 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 12: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
 	6,  // 13: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
 	4,  // 14: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
-	32, // 15: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
-	14, // 16: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
+	34, // 15: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
+	16, // 16: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
 	7,  // 17: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
-	8,  // 18: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
-	9,  // 19: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
-	10, // 20: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
-	11, // 21: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
-	12, // 22: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
-	13, // 23: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
-	3,  // 24: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
-	5,  // 25: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
-	0,  // 26: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
-	0,  // 27: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	20, // 28: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
-	20, // 29: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	27, // 30: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
-	30, // 31: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
-	0,  // 32: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
-	0,  // 33: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
-	28, // 34: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
-	29, // 35: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	10, // 18: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
+	11, // 19: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
+	12, // 20: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
+	13, // 21: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
+	14, // 22: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
+	15, // 23: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
+	8,  // 24: meshloc.v1.RelocationFrame.precopied:type_name -> meshloc.v1.Precopied
+	9,  // 25: meshloc.v1.RelocationFrame.sealed:type_name -> meshloc.v1.Sealed
+	3,  // 26: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
+	5,  // 27: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
+	0,  // 28: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
+	0,  // 29: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
+	22, // 30: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	22, // 31: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	29, // 32: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	32, // 33: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	0,  // 34: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 35: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	30, // 36: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	31, // 37: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -3035,8 +3279,8 @@ func file_meshloc_v1_meshloc_proto_init() {
 		return
 	}
 	file_meshloc_v1_session_types_proto_init()
-	file_meshloc_v1_meshloc_proto_msgTypes[7].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[15].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[9].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[17].OneofWrappers = []any{
 		(*RelocationFrame_Prepare)(nil),
 		(*RelocationFrame_Chunk)(nil),
 		(*RelocationFrame_Ready)(nil),
@@ -3044,9 +3288,11 @@ func file_meshloc_v1_meshloc_proto_init() {
 		(*RelocationFrame_Data)(nil),
 		(*RelocationFrame_Cutover)(nil),
 		(*RelocationFrame_Outcome)(nil),
+		(*RelocationFrame_Precopied)(nil),
+		(*RelocationFrame_Sealed)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[24].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[25].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[26].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[27].OneofWrappers = []any{
 		(*DrainEvent_Progress)(nil),
 		(*DrainEvent_Report)(nil),
 	}
@@ -3056,7 +3302,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
