@@ -25,6 +25,7 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		dir, profile           string
 		only                   []string
 		eager                  int
+		chunk                  int
 		batch                  bool
 	)
 	cmd := &cobra.Command{
@@ -55,6 +56,9 @@ not be made, or --strict and a target was missed (1).`,
 			cfg.Tune = func(c *node.Config) {
 				if eager >= 0 {
 					c.EagerCutoverBytes = eager
+				}
+				if chunk > 0 {
+					c.ChunkBytes = chunk
 				}
 				c.BatchWrites = batch
 			}
@@ -113,6 +117,7 @@ not be made, or --strict and a target was missed (1).`,
 	f.BoolVar(&secured, "tls", false, "run the plan twice, plaintext then secured (mutual TLS, etcd over TLS with authentication), and print every measure of both side by side")
 	f.StringSliceVar(&only, "only", nil, "run only these sections: "+strings.Join(bench.Sections, ","))
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.IntVar(&chunk, "chunk-bytes", 0, "the nodes' --chunk-bytes (0: theirs, 1 MiB), for an A/B of the chunk size")
 	f.IntVar(&eager, "eager-cutover-bytes", -1, "the nodes' --eager-cutover-bytes (-1: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
 	f.BoolVar(&batch, "batch-writes", true, "the nodes' --batch-writes, for an A/B of batched relocation writes")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")

@@ -14,7 +14,8 @@
 // 64 in flight; objects per second moved in groups of 8; streaming GiB/s of a
 // 256 MiB state; calls per second and latency direct and through a gateway,
 // with and without a relocation storm; a session's call and push latency
-// through a gateway, idle and while its object moves. Each figure has its baseline, the
+// through a gateway, idle and while its object moves; the interruption of
+// a 64 MiB state taking writes, with pre-copy and without. Each figure has its baseline, the
 // ratio, and the target where there is one, marked met or not.
 package bench
 
@@ -102,7 +103,7 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy"}
 
 type run struct {
 	cfg Config
@@ -165,7 +166,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer m.close()
 	x.m = m
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption} {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy} {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, Sections[i]) {
 			continue
 		}

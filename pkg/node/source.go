@@ -92,7 +92,10 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 	cfg.EagerMaxBytes = n.cfg.EagerCutoverBytes
 	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, targetGen: target.Generation,
 		group: primary.Kind == keyspace.KindGroup, units: units}
-	cfg.PrecopyMinBytes, cfg.StateBytes = n.cfg.PrecopyMinBytes, mb.stateBytes()
+	if cfg.PrecopyMinBytes == 0 { // < 0: this relocation never pre-copies
+		cfg.PrecopyMinBytes = n.cfg.PrecopyMinBytes
+	}
+	cfg.StateBytes = mb.stateBytes()
 	m := relocation.NewSource(cfg)
 	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})
@@ -180,6 +183,9 @@ type RelocateOptions struct {
 	// in flight); it runs on in the node, which lists it (Relocations)
 	// while it runs and after.
 	Detach bool
+	// NoPrecopy: this relocation sends the sealed state whole, without a
+	// pre-copy, whatever Config.PrecopyMinBytes says (an A/B of it).
+	NoPrecopy bool
 }
 
 // Relocate moves a hosted object to another node and returns when the
@@ -229,7 +235,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	}
 	held := h
 	h = nil // released by launch
-	return n.launch(ctx, n.newSource(obj, relocation.SourceConfig{Object: snap}, []*hosted{held}, target, opts.Timeout), opts.Detach,
+	return n.launch(ctx, n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout), opts.Detach,
 		func() { n.releaseActor(held) }), nil
 }
 
@@ -258,4 +264,13 @@ func (n *Node) launch(ctx context.Context, r *sourceRelocation, detach bool, rel
 	}
 	defer release()
 	return r.run(ctx)
+}
+
+// noPrecopy is SourceConfig.PrecopyMinBytes for opts: -1 (never) when
+// opts.NoPrecopy, else 0 (the node's setting).
+func noPrecopy(opts RelocateOptions) int {
+	if opts.NoPrecopy {
+		return -1
+	}
+	return 0
 }

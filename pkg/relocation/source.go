@@ -216,7 +216,8 @@ type SourceConfig struct {
 	// Not for an Actor Join, whose caller is answered at READY.
 	EagerMaxBytes int
 	// PrecopyMinBytes: a payload of at least this many bytes moves with
-	// pre-copy (precopy.go): its bulk streams before the seal; 0: never.
+	// pre-copy (precopy.go): its bulk streams before the seal; 0 or
+	// less: never.
 	// StateBytes is the payload's size as the node last saw it (< 0:
 	// unknown: the snapshot tells, and a small one is set aside).
 	PrecopyMinBytes int

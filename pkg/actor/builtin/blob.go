@@ -139,6 +139,6 @@ func (b *blob) Restore(state []byte) error {
 	if len(state) > MaxBlobBytes {
 		return corrupt(BlobType, "%d bytes, limit %d", len(state), MaxBlobBytes)
 	}
-	b.data, b.summed, b.shared = state, false, true
+	b.data, b.summed, b.shared = state, false, false // the caller gave it away (actor.Object.Restore)
 	return nil
 }
