@@ -101,10 +101,15 @@ const (
 	// it does not notice that etcd moved its objects away): SIGSTOP of an
 	// owner past its TTL, then SIGCONT.
 	BugWokenOwnerServes = "woken-owner-serves"
+	// BugDeltaSkipsChunk: a pre-copy's source leaves one changed chunk out
+	// of SEALED and does not send it: any write to the object during the
+	// pre-copy. Caught by the protocol itself (the final payload's
+	// CRC32C): the relocation is refused, the source keeps the object.
+	BugDeltaSkipsChunk = "delta-skips-chunk"
 )
 
 // Bugs lists every planted bug.
 var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
-	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes,
+	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk,
 }

@@ -29,6 +29,7 @@ type world struct {
 	tgtR  *recorder
 
 	timeout  time.Duration
+	precopy  int // SourceConfig.PrecopyMinBytes
 	fallback time.Duration
 	// srcPeer and tgtPeer wrap each side's end of the stream (faults).
 	srcPeer, tgtPeer func(Peer) Peer
@@ -84,6 +85,7 @@ func (w *world) run(t *testing.T) {
 		ID: wire.NewRelocationID(), Object: w.store.get(w.obj), Self: w.src, SelfRoutingID: w.srcRID,
 		Target:     relocation.TargetRef{Owner: w.tgt, Node: w.tgtNode},
 		AppVersion: "v1", DeadlineMs: now.Add(w.timeout).UnixMilli(), ChunkSize: 4, Nonce: wire.NewNonce(),
+		PrecopyMinBytes: w.precopy, StateBytes: -1,
 	})
 	w.targetM = relocation.NewTarget(relocation.TargetConfig{Self: w.tgt, SelfRoutingID: w.tgtRID, AppVersion: "v1",
 		FallbackMs: w.fallback.Milliseconds(), MaxDeadlineMs: time.Minute.Milliseconds()})

@@ -1,6 +1,7 @@
 package relocator
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"testing/synctest"
@@ -72,6 +73,54 @@ func TestHappyPath(t *testing.T) {
 			t.Errorf("the happy path took %s of virtual time", d)
 		}
 	})
+}
+
+// A pre-copy: the base streams, then only the chunk that changed since.
+func TestPrecopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWorld(t)
+		w.precopy = 8
+		w.srcMB.base = [][]byte{[]byte("state-of-c0")}
+		w.srcMB.boundary = []*pb.CallRequest{request(1)}
+		var sent []string
+		w.srcPeer = func(p Peer) Peer { return &spyPeer{Peer: p, sent: &sent} }
+		w.run(t)
+		w.expect(t, relocation.Completed, relocation.Completed)
+		if got := w.srcMB.history(); !slices.Equal(got, []string{"snapshot", "seal", "boundary", "drop"}) {
+			t.Errorf("source mailbox calls %v", got)
+		}
+		if got := string(w.tgtMB.restored); got != "state-of-c1" {
+			t.Errorf("target restored %q", got)
+		}
+		want := []string{"PREPARE", "STATE 0", "STATE 1", "STATE 2", "SEALED", "STATE 2", "DATA", "CUTOVER"}
+		if !slices.Equal(sent, want) {
+			t.Errorf("source sent %v, want %v", sent, want)
+		}
+	})
+}
+
+// spyPeer records the kinds of the frames sent (and chunk indexes).
+type spyPeer struct {
+	Peer
+	sent *[]string
+}
+
+func (p *spyPeer) Send(f *pb.RelocationFrame) error {
+	name := "?"
+	switch x := f.GetFrame().(type) {
+	case *pb.RelocationFrame_Prepare:
+		name = "PREPARE"
+	case *pb.RelocationFrame_Chunk:
+		name = fmt.Sprintf("STATE %d", x.Chunk.GetIndex())
+	case *pb.RelocationFrame_Sealed:
+		name = "SEALED"
+	case *pb.RelocationFrame_Data:
+		name = "DATA"
+	case *pb.RelocationFrame_Cutover:
+		name = "CUTOVER"
+	}
+	*p.sent = append(*p.sent, name)
+	return p.Peer.Send(f)
 }
 
 func TestTargetRefusesAborts(t *testing.T) {

@@ -132,19 +132,31 @@ func dedupNotTransferred(id wire.RelocationID, segs [][]byte) ([][]byte, error) 
 
 // sourcePeerFaults: source.chunk, source.chunk-data (corrupt),
 // source.after-last-chunk, source.before-cutover (DATA and CUTOVER never
-// leave).
+// leave); the planted bug delta-skips-chunk.
 type sourcePeerFaults struct {
 	relocator.Peer
 	chunks   uint32
 	boundary int // 0: not reached; 1: sending; -1: swallowed
+	// sealed: SEALED went out (the chunks that follow are the delta);
+	// skip: the delta chunk the planted bug leaves out, plus one (0: none).
+	sealed bool
+	skip   uint32
 }
 
 func (p *sourcePeerFaults) Send(f *pb.RelocationFrame) error {
 	switch {
 	case f.GetPrepare() != nil:
 		p.chunks = f.GetPrepare().GetChunkCount()
+	case f.GetSealed() != nil:
+		p.sealed = true
+		if failpoint.Planted(failpoint.BugDeltaSkipsChunk) {
+			f = p.skipChanged(f)
+		}
 	case f.GetChunk() != nil:
 		c := f.GetChunk()
+		if p.sealed && p.skip == c.GetIndex()+1 {
+			return nil // the planted bug: the chunk SEALED no longer lists
+		}
 		if err := failpoint.Hit(failpoint.SourceChunk); err != nil {
 			return err
 		}
@@ -170,6 +182,29 @@ func (p *sourcePeerFaults) Send(f *pb.RelocationFrame) error {
 		}
 	}
 	return p.Peer.Send(f)
+}
+
+// skipChanged is the planted bug delta-skips-chunk: SEALED without one
+// changed chunk that the base also holds at full length (one the target
+// does not ask for by itself; of the state, if one changed, else the
+// envelope's), which is then not sent.
+func (p *sourcePeerFaults) skipChanged(f *pb.RelocationFrame) *pb.RelocationFrame {
+	s := f.GetSealed()
+	pick := -1
+	for k, i := range s.GetChanged() {
+		if i+1 < p.chunks && (pick < 0 || s.GetChanged()[pick] == 0) {
+			pick = k // a chunk of the state rather than the envelope's, if one changed
+		}
+	}
+	for k, i := range s.GetChanged() {
+		if k == pick {
+			p.skip = i + 1
+			changed := append(append([]uint32(nil), s.GetChanged()[:k]...), s.GetChanged()[k+1:]...)
+			return &pb.RelocationFrame{Frame: &pb.RelocationFrame_Sealed{Sealed: &pb.Sealed{RelocationId: s.GetRelocationId(),
+				PayloadLength: s.GetPayloadLength(), ChunkCount: s.GetChunkCount(), Crc32C: s.GetCrc32C(), SealedUnixUs: s.GetSealedUnixUs(), Changed: changed}}}
+		}
+	}
+	return f
 }
 
 // crcIgnored: the planted bug crc-ignored. The target reads a stage's
