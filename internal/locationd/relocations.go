@@ -71,6 +71,8 @@ func relocationJSON(st *pb.RelocationStatus, node string) api.Relocation {
 		SealedUnixMicros:   st.GetSealedUnixUs(),
 		AdmittedUnixMicros: st.GetAdmittedUnixUs(),
 		PayloadBytes:       st.GetPayloadBytes(),
+		PrecopyBytes:       st.GetPrecopyBytes(),
+		SealedBytes:        st.GetSealedBytes(),
 	}
 	if out.Outcome != "" { // in flight, the code says nothing yet
 		out.Code = wire.CodeName(st.GetCode())

@@ -154,6 +154,10 @@ type Relocation struct {
 	AdmittedUnixMicros int64 `json:"admittedUnixMicros,omitempty"`
 	// PayloadBytes is the size of the captured state.
 	PayloadBytes uint64 `json:"payloadBytes"`
+	// PrecopyBytes and SealedBytes (role source): STATE bytes sent while
+	// the object still served (a pre-copy's base), and after the seal.
+	PrecopyBytes uint64 `json:"precopyBytes,omitempty"`
+	SealedBytes  uint64 `json:"sealedBytes,omitempty"`
 }
 
 // InFlight reports whether the relocation has not ended yet.
