@@ -189,10 +189,15 @@ func (m *mesh) create(ctx context.Context, name, method string, args ...string) 
 
 // move relocates o to the other hosting node and returns the source's
 // status. A relocation that did not complete is an error (its outcome and
-// message).
-func (m *mesh) move(ctx context.Context, o *owned) (*pb.RelocationStatus, error) {
+// message). opts: the relocation's options (the target is set here).
+func (m *mesh) move(ctx context.Context, o *owned, opts ...node.RelocateOptions) (*pb.RelocationStatus, error) {
 	to := map[string]string{"n1": "n2", "n2": "n1"}[o.at]
-	st, err := m.nodes[o.at].Relocate(ctx, o.name, node.RelocateOptions{Target: to})
+	var opt node.RelocateOptions
+	if len(opts) > 0 {
+		opt = opts[0]
+	}
+	opt.Target = to
+	st, err := m.nodes[o.at].Relocate(ctx, o.name, opt)
 	if err != nil {
 		return nil, err
 	}

@@ -56,14 +56,12 @@ func (x *run) precopy() error {
 	var deltaBytes, fullBytes, notDone int64
 	for i := range 2 * moves {
 		pre := i%2 == 0
-		to := map[string]string{"n1": "n2", "n2": "n1"}[o.at]
-		st, err := x.m.nodes[o.at].Relocate(x.ctx, name, node.RelocateOptions{Target: to, NoPrecopy: !pre})
-		if err != nil || st.GetOutcome() != "completed" {
+		st, err := x.m.move(x.ctx, o, node.RelocateOptions{NoPrecopy: !pre})
+		if err != nil {
 			notDone++
 			continue
 		}
-		o.at = to
-		d, _, err := x.m.interruption(x.ctx, st, to)
+		d, _, err := x.m.interruption(x.ctx, st, o.at)
 		if err != nil {
 			cancel()
 			wg.Wait()

@@ -12,6 +12,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/node"
 )
 
 // The measured sections of a run: interruption, relocation rates, groups,
@@ -291,7 +292,9 @@ func (x *run) streaming() error {
 			return err
 		}
 		tcp = max(tcp, t)
-		st, err := x.m.move(x.ctx, o)
+		// Without pre-copy: the figure is the transfer of the whole
+		// state, which a pre-copy moves out of the interruption.
+		st, err := x.m.move(x.ctx, o, node.RelocateOptions{NoPrecopy: true})
 		if err != nil {
 			return err
 		}
