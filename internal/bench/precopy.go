@@ -33,6 +33,11 @@ func (x *run) precopy() error {
 	if err != nil {
 		return err
 	}
+	// A first move: a node learns a state's size when it moves it (one of
+	// unknown size is not pre-copied).
+	if _, err := x.m.move(x.ctx, o); err != nil {
+		return err
+	}
 	ctx, cancel := context.WithCancel(x.ctx)
 	var writes, failed atomic.Int64
 	var wg sync.WaitGroup

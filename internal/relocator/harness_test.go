@@ -85,7 +85,7 @@ func (w *world) run(t *testing.T) {
 		ID: wire.NewRelocationID(), Object: w.store.get(w.obj), Self: w.src, SelfRoutingID: w.srcRID,
 		Target:     relocation.TargetRef{Owner: w.tgt, Node: w.tgtNode},
 		AppVersion: "v1", DeadlineMs: now.Add(w.timeout).UnixMilli(), ChunkSize: 4, Nonce: wire.NewNonce(),
-		PrecopyMinBytes: w.precopy, StateBytes: -1,
+		PrecopyMinBytes: w.precopy, StateBytes: w.precopy,
 	})
 	w.targetM = relocation.NewTarget(relocation.TargetConfig{Self: w.tgt, SelfRoutingID: w.tgtRID, AppVersion: "v1",
 		FallbackMs: w.fallback.Milliseconds(), MaxDeadlineMs: time.Minute.Milliseconds()})

@@ -105,11 +105,18 @@ func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte
 		return nil, nil, fmt.Errorf("snapshot %s: %w", h.name, err)
 	}
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.noteStateBytes(len(state))
-	ps := &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
-		AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state))}
-	h.mu.Unlock()
-	return ps, state, nil
+	// The envelope as the seal will write it, but for the queue: the
+	// sealed one is then about as long, and its states start where the
+	// base's did (Seal.Start), in the same chunks.
+	var timers []byte
+	if h.timers != nil {
+		timers = h.timers.Encode()
+	}
+	return &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
+		AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state)),
+		Timers: timers, Replies: h.replies.Encode(), Sessions: h.sessionJournalsLocked()}, state, nil
 }
 
 // noteStateBytes records the size of h's state (h.mu held).

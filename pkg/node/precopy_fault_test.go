@@ -32,6 +32,11 @@ func TestPlantedDeltaSkipsChunk(t *testing.T) {
 		if _, err := c.Call(ctx, name, "fill", strconv.Itoa(size), "s"); err != nil {
 			t.Fatal(err)
 		}
+		// A first move tells the nodes the state's size (a state of unknown
+		// size is not pre-copied).
+		if st, err := m.owner(t, name).Relocate(ctx, name, node.RelocateOptions{}); err != nil || st.GetOutcome() != "completed" {
+			t.Fatalf("first move: %v %+v", err, st)
+		}
 		w := startWriter(c, name, builtin.BlobContent(size, "s"))
 		for range 3 {
 			src := m.owner(t, name)

@@ -103,7 +103,7 @@ func TestPrecopyMovesAWrittenObject(t *testing.T) {
 		t.Logf("move: %d bytes before the seal, %d after; interruption %dµs", st.GetPrecopyBytes(), st.GetSealedBytes(), st.GetInterruptionUs())
 	}
 	w.finish(t)
-	if precopied < moves-1 { // the first move may not know the size yet
+	if precopied < moves-1 { // the first move does not know the size yet
 		t.Fatalf("%d of %d moves pre-copied", precopied, moves)
 	}
 	r, err := c.Call(ctx, name, "hash")

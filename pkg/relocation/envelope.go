@@ -53,27 +53,38 @@ func EncodeEnvelope(id wire.RelocationID, pss []*pb.ParticipantState, states [][
 }
 
 // EncodeEnvelopeAligned is EncodeEnvelope with the envelope padded so
-// that the states start at a multiple of align bytes (pre-copy: the
-// states of the base and of the final payload then lie in the same
-// chunks, whatever the envelopes' lengths). align ≤ 0: no padding.
-func EncodeEnvelopeAligned(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte, align int) ([][]byte, error) {
+// that the states start at a multiple of align bytes, and not before
+// minStart (pre-copy: the states of the base and of the final payload
+// then lie in the same chunks, whatever the envelopes' lengths, as long
+// as the final one fits where the base's states began). align ≤ 0: no
+// padding.
+func EncodeEnvelopeAligned(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte, align, minStart int) ([][]byte, error) {
 	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: pss}
 	if align > 0 {
-		env.Padding = padding(proto.Size(env), align)
+		env.Padding = padding(proto.Size(env), align, minStart)
 	}
 	return encodePayload(env, states)
 }
 
 // padding is the Envelope.padding that makes the payload's header (the
-// magic, the length and an envelope of size bytes) a multiple of align:
-// the field costs a tag byte and its length's varint besides its bytes.
-func padding(size, align int) []byte {
+// magic, the length and an envelope of size bytes) a multiple of align,
+// minStart at least. Each element costs a tag byte and its length's
+// varint besides its bytes; where one element cannot fill the gap
+// exactly (its length's varint would grow by a byte as it does), an empty
+// element (two bytes) goes first.
+func padding(size, align, minStart int) [][]byte {
 	used := payloadHeaderLen + size
-	for total := (used + align - 1) / align * align; ; total += align {
-		rem := total - used
-		for k := 1; k <= 5; k++ {
-			if p := rem - 1 - k; p >= 1 && protowireSize(uint64(p)) == k {
-				return make([]byte, p)
+	for total := max(used, minStart, 1) + align - 1; ; total += align {
+		total -= total % align
+		for _, first := range []int{0, 2} {
+			rem := total - used - first
+			for k := 1; k <= 5; k++ {
+				if p := rem - 1 - k; p >= 0 && protowireSize(uint64(p)) == k {
+					if first > 0 {
+						return [][]byte{{}, make([]byte, p)}
+					}
+					return [][]byte{make([]byte, p)}
+				}
 			}
 		}
 	}
@@ -139,4 +150,15 @@ func DecodePayload(payload []byte) (*pb.Envelope, [][]byte, error) {
 		return nil, nil, badPayload(off, "%d bytes after the last state", len(rest))
 	}
 	return &env, states, nil
+}
+
+// statesAt is where the states of the payload segs (EncodeEnvelope's)
+// start: after the magic, the envelope's length and the envelope. 0 for
+// bytes that are not such a payload.
+func statesAt(segs [][]byte) int {
+	var head [payloadHeaderLen]byte
+	if n := copy(head[:], Gather(segs, 0, uint64(payloadHeaderLen), nil)); n < payloadHeaderLen || string(head[:len(PayloadMagic)]) != PayloadMagic {
+		return 0
+	}
+	return payloadHeaderLen + int(binary.BigEndian.Uint32(head[len(PayloadMagic):]))
 }

@@ -133,15 +133,23 @@ func TestRebaseRefusesWhatTheBaseCannotGive(t *testing.T) {
 
 func TestEncodeEnvelopeAlignedStatesStartOnABoundary(t *testing.T) {
 	var id wire.RelocationID
-	for _, align := range []int{1, 2, 7, 64, 128, 1000, 1 << 20} {
+	for _, align := range []int{1, 2, 7, 64, 128, 1000, 64 << 10} {
 		for n := range 300 {
 			ps := &pb.ParticipantState{Participant: &pb.Participant{Object: "actor/blob/" + string(bytes.Repeat([]byte("x"), n))}, StateLength: 3}
-			segs, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align)
+			segs, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if len(segs[0])%align != 0 {
 				t.Fatalf("align %d, name of %d: the states start at %d", align, n, len(segs[0]))
+			}
+			start := (n % 4) * align // where a base's states began
+			if at := statesAt(segs); at != len(segs[0]) {
+				t.Fatalf("statesAt %d, the header is %d bytes", at, len(segs[0]))
+			}
+			if later, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, start); err != nil ||
+				len(later[0])%align != 0 || len(later[0]) < start || len(later[0]) > max(start, len(segs[0])) {
+				t.Fatalf("align %d, from %d: the states start at %d (%v)", align, start, len(later[0]), err)
 			}
 			env, states, err := DecodePayload(bytes.Join(segs, nil))
 			if err != nil || string(states[0]) != "abc" || len(env.GetParticipants()) != 1 {
@@ -196,4 +204,27 @@ func FuzzRebase(f *testing.F) {
 			t.Fatalf("an honest delta: %v", err)
 		}
 	})
+}
+
+// The padding always fills the gap to the first boundary that leaves room
+// for its own field: never a block more than needed.
+func TestPaddingIsExact(t *testing.T) {
+	for _, align := range []int{1, 3, 64, 4096, 64 << 10} {
+		for size := range 70000 {
+			if size > 300 && size%97 != 0 {
+				continue
+			}
+			for _, minStart := range []int{0, 2 * align} {
+				var n int
+				for _, p := range padding(size, align, minStart) {
+					n += 1 + protowireSize(uint64(len(p))) + len(p)
+				}
+				used := payloadHeaderLen + size
+				want := (max(used+2, minStart) + align - 1) / align * align
+				if used+n != want {
+					t.Fatalf("size %d, align %d, from %d: header of %d bytes, want %d", size, align, minStart, used+n, want)
+				}
+			}
+		}
+	}
 }

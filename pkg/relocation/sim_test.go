@@ -320,7 +320,7 @@ func newSim(cfg simConfig, out *strings.Builder) *sim {
 		Target:     TargetRef{Owner: s.tgtID, Node: simNode("t1")},
 		AppVersion: "v1", DeadlineMs: cfg.DeadlineMs, ChunkSize: cfg.ChunkSize,
 		Members: slices.Clone(st.members), JoinGroup: join, Nonce: simNonce, EagerMaxBytes: cfg.EagerMaxBytes,
-		PrecopyMinBytes: cfg.PrecopyMinBytes, StateBytes: -1,
+		PrecopyMinBytes: cfg.PrecopyMinBytes, StateBytes: cfg.PrecopyMinBytes, // as large as the node last saw it
 	})
 	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs, MaxDeadlineMs: cfg.MaxDeadlineMs})
 	s.observeStore()

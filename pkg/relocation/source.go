@@ -100,10 +100,12 @@ type (
 	// first (a group's record has no state: its entry in the envelope
 	// carries these generations).
 	// Align, when not 0, pads the envelope so that the states start at a
-	// multiple of it (EncodeEnvelopeAligned): a pre-copy's chunk size.
+	// multiple of it, and not before Start (EncodeEnvelopeAligned): a
+	// pre-copy's chunk size, and where the base's states start.
 	Seal struct {
 		Participants []record.Snapshot
 		Align        int
+		Start        int
 	}
 	// Snapshot captures the state as Seal does, but while the object
 	// serves (between two of its handlers; nothing is sealed, no request
@@ -217,9 +219,9 @@ type SourceConfig struct {
 	EagerMaxBytes int
 	// PrecopyMinBytes: a payload of at least this many bytes moves with
 	// pre-copy (precopy.go): its bulk streams before the seal; 0 or
-	// less: never.
-	// StateBytes is the payload's size as the node last saw it (< 0:
-	// unknown: the snapshot tells, and a small one is set aside).
+	// less: never. StateBytes is the state's size as the node last saw it
+	// (< 0: unknown, no pre-copy); the snapshot decides in the end (a
+	// state that shrank below PrecopyMinBytes is sealed as usual).
 	PrecopyMinBytes int
 	StateBytes      int
 }
@@ -331,7 +333,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			s.members = s.updated(e.Result.Members)
 			if s.precopy() {
 				s.phase = SourcePrecopying
-				return []Action{Snapshot{Participants: s.Participants(), Align: s.cfg.ChunkSize}}, nil
+				return []Action{Snapshot{Participants: s.Participants(), Align: s.precopyChunk()}}, nil
 			}
 			s.phase = SourceCapturing
 			return []Action{Seal{Participants: s.Participants()}}, nil

@@ -11,23 +11,33 @@ import (
 // (Seal) → SourcePreparing (SEALED and the changed chunks) → as without.
 
 // precopy reports whether this relocation starts with a pre-copy: enabled,
-// and a state not known to be smaller than PrecopyMinBytes.
+// and a state known to be at least PrecopyMinBytes. A state of unknown
+// size is sealed as usual: a snapshot just to learn it would wait behind
+// the object's queue and let it run before the seal.
 func (s *Source) precopy() bool {
 	min := s.cfg.PrecopyMinBytes
-	return min > 0 && (s.cfg.StateBytes < 0 || s.cfg.StateBytes >= min)
+	return min > 0 && s.cfg.StateBytes >= min
 }
+
+// PrecopyChunkBytes bounds the chunks of a pre-copy (ChunkSize, if
+// smaller): the envelope's chunk, sent again after every seal, and each
+// chunk a write touches cost this much in the interruption, while the
+// base streams before it, where more frames cost nothing that waits.
+const PrecopyChunkBytes = 64 << 10
+
+func (s *Source) precopyChunk() int { return min(max(s.cfg.ChunkSize, 1), PrecopyChunkBytes) }
 
 func (s *Source) stepPrecopying(ev Event) ([]Action, error) {
 	switch e := ev.(type) {
 	case Snapshotted:
 		n := segsLen(e.Segments)
-		if e.Err != nil || n < uint64(s.cfg.PrecopyMinBytes) || chunkCount(n, s.cfg.ChunkSize) < 2 {
+		if e.Err != nil || n < uint64(s.cfg.PrecopyMinBytes) || chunkCount(n, s.precopyChunk()) < 2 {
 			// No base worth sending: a plain relocation, nothing sent yet.
 			s.phase = SourceCapturing
 			return []Action{Seal{Participants: s.Participants()}}, nil
 		}
 		s.base = e.Segments
-		s.baseManifest = PlanBlocks(e.Segments, s.cfg.ChunkSize)
+		s.baseManifest = PlanBlocks(e.Segments, s.precopyChunk())
 		s.manifest = s.baseManifest
 		s.prepare = s.buildPrepare()
 		s.prepare.Precopy = true
@@ -46,7 +56,7 @@ func (s *Source) stepPrecopying(ev Event) ([]Action, error) {
 				return nil, fmt.Errorf("%w: PRECOPIED for another relocation", ErrProtocol)
 			}
 			s.phase = SourceCapturing
-			return []Action{Seal{Participants: s.Participants(), Align: int(s.baseManifest.Block)}}, nil
+			return []Action{Seal{Participants: s.Participants(), Align: int(s.baseManifest.Block), Start: statesAt(s.base)}}, nil
 		case *pb.RelocationFrame_Failed:
 			if !s.sameID(f.Failed.GetRelocationId()) {
 				return nil, fmt.Errorf("%w: FAILED for another relocation", ErrProtocol)

@@ -1515,7 +1515,7 @@ type Envelope struct {
 	// Zero bytes that make the states start at a multiple of the chunk size
 	// (pre-copy: a longer or shorter envelope then moves no state byte to
 	// another chunk). Ignored by the reader.
-	Padding       []byte `protobuf:"bytes,4,opt,name=padding,proto3" json:"padding,omitempty"`
+	Padding       [][]byte `protobuf:"bytes,4,rep,name=padding,proto3" json:"padding,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1571,7 +1571,7 @@ func (x *Envelope) GetParticipants() []*ParticipantState {
 	return nil
 }
 
-func (x *Envelope) GetPadding() []byte {
+func (x *Envelope) GetPadding() [][]byte {
 	if x != nil {
 		return x.Padding
 	}
@@ -3036,7 +3036,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x12@\n" +
 	"\fparticipants\x18\x03 \x03(\v2\x1c.meshloc.v1.ParticipantStateR\fparticipants\x12\x18\n" +
-	"\apadding\x18\x04 \x01(\fR\apadding\"\xc3\x03\n" +
+	"\apadding\x18\x04 \x03(\fR\apadding\"\xc3\x03\n" +
 	"\x0fRelocationFrame\x12/\n" +
 	"\aprepare\x18\x01 \x01(\v2\x13.meshloc.v1.PrepareH\x00R\aprepare\x12.\n" +
 	"\x05chunk\x18\x02 \x01(\v2\x16.meshloc.v1.StateChunkH\x00R\x05chunk\x12)\n" +
