@@ -80,7 +80,7 @@ type Config struct {
 	EagerCutoverBytes int
 	// PrecopyMinBytes: a state of at least this many bytes moves with
 	// pre-copy: a snapshot streams while the object still serves, and
-	// after the seal only the chunks that changed since (default 4 MiB;
+	// after the seal only the chunks that changed since (default 1 MiB;
 	// 0: never). The interruption then no longer contains the bulk.
 	PrecopyMinBytes int
 	// NodeBudgetBytes bounds STATE bytes in flight from this node (default 64 MiB).
@@ -196,7 +196,7 @@ func DefaultConfig() Config {
 		ForwardWindow:      5 * time.Second,
 		ChunkBytes:         1 << 20,
 		EagerCutoverBytes:  64 << 10,
-		PrecopyMinBytes:    4 << 20,
+		PrecopyMinBytes:    1 << 20,
 		BatchWrites:        true,
 		NodeBudgetBytes:    64 << 20,
 		PeerBudgetBytes:    16 << 20,
