@@ -86,10 +86,29 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 // bytes are the instance's snapshot, never modified afterwards (the
 // actor.Object contract), so they stay valid while h serves on.
 func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte, error) {
+	var ps *pb.ParticipantState
 	var state []byte
 	var err error
 	w := &work{done: make(chan *pb.CallReply, 1)}
-	w.fn = func() { state, err = h.inst.Snapshot() }
+	w.fn = func() {
+		// On the mailbox: the handlers' state (instance, reply table,
+		// timers) is still. The envelope is the one the seal will write
+		// but for the queue: the sealed one is then about as long, and
+		// its states start where the base's did (Seal.Start).
+		if state, err = h.inst.Snapshot(); err != nil {
+			return
+		}
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.noteStateBytes(len(state))
+		var timers []byte
+		if h.timers != nil {
+			timers = h.timers.Encode()
+		}
+		ps = &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
+			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state)),
+			Timers: timers, Replies: h.replies.Encode(), Sessions: h.sessionJournalsLocked()}
+	}
 	if !h.submit(w) {
 		return nil, nil, fmt.Errorf("snapshot %s: not serving", h.name)
 	}
@@ -104,19 +123,7 @@ func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot %s: %w", h.name, err)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.noteStateBytes(len(state))
-	// The envelope as the seal will write it, but for the queue: the
-	// sealed one is then about as long, and its states start where the
-	// base's did (Seal.Start), in the same chunks.
-	var timers []byte
-	if h.timers != nil {
-		timers = h.timers.Encode()
-	}
-	return &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
-		AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state)),
-		Timers: timers, Replies: h.replies.Encode(), Sessions: h.sessionJournalsLocked()}, state, nil
+	return ps, state, nil
 }
 
 // noteStateBytes records the size of h's state (h.mu held).
