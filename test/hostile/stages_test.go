@@ -91,29 +91,34 @@ func TestStagesBounded(t *testing.T) {
 		s.send(t, prepareFrame(p))
 		return s, s.recv(wait)
 	}
+	// The live stages hold the slots until their deadline: 8 s ahead (the
+	// node allows its relocation timeout, 10 s); the PREPAREs beyond the
+	// bounds are sent while they surely live.
+	const ahead = 8 * time.Second
+	liveUntil := time.Now().Add(ahead)
 	var live []*stream
 	for i := range 4 {
-		s, fr := start(peers[i/2], 3*time.Second, 200*time.Millisecond)
+		s, fr := start(peers[i/2], ahead, 200*time.Millisecond)
 		if fr != nil {
 			t.Fatalf("stage %d refused: %v", i, fr)
 		}
 		live = append(live, s)
 	}
-	if _, fr := start(peers[0], 3*time.Second, 5*time.Second); failedCode(fr) != pb.Code_CODE_RESOURCE_EXHAUSTED {
+	if _, fr := start(peers[0], ahead, 5*time.Second); failedCode(fr) != pb.Code_CODE_RESOURCE_EXHAUSTED {
 		t.Fatalf("a third stage of one peer: %v, want resource_exhausted", fr)
 	}
-	refused := 0
-	for range 200 {
-		if _, fr := start(peers[1], 3*time.Second, 5*time.Second); failedCode(fr) == pb.Code_CODE_RESOURCE_EXHAUSTED {
+	refused, sent := 0, 0
+	for ; sent < 200 && time.Until(liveUntil) > 2*time.Second; sent++ {
+		if _, fr := start(peers[1], ahead, 1500*time.Millisecond); failedCode(fr) == pb.Code_CODE_RESOURCE_EXHAUSTED {
 			refused++
 		}
 	}
-	if refused != 200 {
-		t.Fatalf("%d of 200 stages beyond the bounds refused", refused)
+	if refused != sent || sent < 20 {
+		t.Fatalf("%d of %d stages beyond the bounds refused (want all, and at least 20 sent)", refused, sent)
 	}
-	t.Logf("goroutines on the target: %.0f before, %.0f with 4 stages in flight and 201 refused", g0, metric(t, http, "go_goroutines"))
+	t.Logf("goroutines on the target: %.0f before, %.0f with 4 stages in flight and %d refused", g0, metric(t, http, "go_goroutines"), sent+1)
 	for i, s := range live {
-		if fr := s.recv(10 * time.Second); failedCode(fr) != pb.Code_CODE_DEADLINE_EXCEEDED {
+		if fr := s.recv(time.Until(liveUntil) + 10*time.Second); failedCode(fr) != pb.Code_CODE_DEADLINE_EXCEEDED {
 			t.Fatalf("stage %d: %v, want deadline_exceeded", i, fr)
 		}
 	}
