@@ -62,6 +62,24 @@ func startWriter(c *client.Client, name string, model []byte) *writer {
 	return w
 }
 
+// check: the blob holds what the acknowledged writes left (its SHA-256).
+func (w *writer) check(t *testing.T) {
+	t.Helper()
+	r, err := w.c.Call(context.Background(), w.name, "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal(r.Payload, &got); err != nil {
+		t.Fatal(err)
+	}
+	if want := sha256.Sum256(w.model); got.SHA256 != hex.EncodeToString(want[:]) {
+		t.Fatalf("after %d acknowledged writes the blob is not what they wrote", w.acked)
+	}
+}
+
 func (w *writer) finish(t *testing.T) {
 	t.Helper()
 	close(w.stop)
@@ -106,19 +124,6 @@ func TestPrecopyMovesAWrittenObject(t *testing.T) {
 	if precopied < moves-1 { // the first move does not know the size yet
 		t.Fatalf("%d of %d moves pre-copied", precopied, moves)
 	}
-	r, err := c.Call(ctx, name, "hash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		SHA256 string `json:"sha256"`
-	}
-	if err := json.Unmarshal(r.Payload, &got); err != nil {
-		t.Fatal(err)
-	}
-	want := sha256.Sum256(w.model)
-	if got.SHA256 != hex.EncodeToString(want[:]) {
-		t.Fatalf("after %d acknowledged writes and %d moves the blob is not what they wrote", w.acked, moves)
-	}
+	w.check(t)
 	t.Logf("%d writes acknowledged during %d moves", w.acked, moves)
 }
