@@ -202,8 +202,12 @@ func runSession(ctx context.Context, g *globals, s *client.Session, object strin
 		}
 	}()
 	callErr := sessionCalls(ctx, g, s, in, p)
-	if callErr == nil {
-		callErr = awaitPushes(ctx, s, p, wait, follow)
+	if s.Err() == nil && ctx.Err() == nil {
+		// A call that failed leaves the session open: the pushes of the
+		// calls before it are still printed (the exit status says it).
+		if err := awaitPushes(ctx, s, p, wait, follow); callErr == nil {
+			callErr = err
+		}
 	}
 	stopRecv()
 	if err := <-recvDone; err != nil && !errors.Is(err, context.Canceled) && callErr == nil {
