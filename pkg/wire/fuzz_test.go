@@ -158,6 +158,8 @@ func FuzzRelocationFrame(f *testing.F) {
 		{Frame: &pb.RelocationFrame_Data{Data: &pb.Data{RelocationId: rid[:], Sequence: 3, Request: seedCall()}}},
 		{Frame: &pb.RelocationFrame_Cutover{Cutover: &pb.Cutover{RelocationId: rid[:], DataCount: 3}}},
 		{Frame: &pb.RelocationFrame_Outcome{Outcome: &pb.Outcome{RelocationId: rid[:], Code: pb.Code_CODE_OK, Committed: seedFence()}}},
+		{Frame: &pb.RelocationFrame_Precopied{Precopied: &pb.Precopied{RelocationId: rid[:]}}},
+		{Frame: &pb.RelocationFrame_Sealed{Sealed: &pb.Sealed{RelocationId: rid[:], PayloadLength: 1 << 20, ChunkCount: 16, Crc32C: 7, Changed: []uint32{0, 3, 15}}}},
 		{},
 	}
 	for _, fr := range frames {
@@ -193,6 +195,10 @@ func FuzzRelocationFrame(f *testing.F) {
 		case *pb.RelocationFrame_Outcome:
 			rid = x.Outcome.GetRelocationId()
 			_ = wire.CodeName(x.Outcome.GetCode())
+		case *pb.RelocationFrame_Precopied:
+			rid = x.Precopied.GetRelocationId()
+		case *pb.RelocationFrame_Sealed:
+			rid = x.Sealed.GetRelocationId()
 		case nil:
 		default:
 			t.Fatalf("unknown frame %T", x)
