@@ -39,20 +39,20 @@ func (m *sourceMailbox) Seal(ctx context.Context, a relocation.Seal) ([][]byte, 
 			return nil, err
 		}
 	}
-	return m.envelope(a.Participants, a.Align, a.Start, func(h *hosted) (*pb.ParticipantState, []byte, error) { return h.capture(m.target) })
+	return m.envelope(a.Participants, a.Align, a.Start, 0, func(h *hosted) (*pb.ParticipantState, []byte, error) { return h.capture(m.target) })
 }
 
 // Snapshot captures every unit's state while it serves, one after the
 // other (a pre-copy's base need not be one moment: only the sealed
 // payload is restored), in the envelope Seal makes.
 func (m *sourceMailbox) Snapshot(ctx context.Context, a relocation.Snapshot) ([][]byte, error) {
-	return m.envelope(a.Participants, a.Align, 0, func(h *hosted) (*pb.ParticipantState, []byte, error) { return h.snapshotLive(ctx) })
+	return m.envelope(a.Participants, a.Align, 0, a.Room, func(h *hosted) (*pb.ParticipantState, []byte, error) { return h.snapshotLive(ctx) })
 }
 
 // envelope is the payload of the units as take gives them (a group's
 // record first, without state), the states aligned to align bytes from
-// start on (EncodeEnvelopeAligned).
-func (m *sourceMailbox) envelope(parts []record.Snapshot, align, start int, take func(*hosted) (*pb.ParticipantState, []byte, error)) ([][]byte, error) {
+// start on, room bytes after the envelope (EncodeEnvelopeAligned).
+func (m *sourceMailbox) envelope(parts []record.Snapshot, align, start, room int, take func(*hosted) (*pb.ParticipantState, []byte, error)) ([][]byte, error) {
 	var pss []*pb.ParticipantState
 	var states [][]byte
 	if m.group {
@@ -69,7 +69,7 @@ func (m *sourceMailbox) envelope(parts []record.Snapshot, align, start int, take
 		pss = append(pss, ps)
 		states = append(states, st)
 	}
-	return relocation.EncodeEnvelopeAligned(m.id, pss, states, align, start)
+	return relocation.EncodeEnvelopeAligned(m.id, pss, states, align, start, room)
 }
 
 // stateBytes is the units' state size as last seen (-1: one is unknown).

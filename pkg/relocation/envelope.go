@@ -53,15 +53,16 @@ func EncodeEnvelope(id wire.RelocationID, pss []*pb.ParticipantState, states [][
 }
 
 // EncodeEnvelopeAligned is EncodeEnvelope with the envelope padded so
-// that the states start at a multiple of align bytes, and not before
-// minStart (pre-copy: the states of the base and of the final payload
-// then lie in the same chunks, whatever the envelopes' lengths, as long
-// as the final one fits where the base's states began). align ≤ 0: no
-// padding.
-func EncodeEnvelopeAligned(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte, align, minStart int) ([][]byte, error) {
+// that the states start at a multiple of align bytes, not before
+// minStart, and at least room bytes after the envelope's own end
+// (pre-copy: the states of the base and of the final payload then lie in
+// the same chunks, whatever the envelopes' lengths, as long as the final
+// one fits where the base's states began; the base leaves it room to
+// grow). align ≤ 0: no padding.
+func EncodeEnvelopeAligned(id wire.RelocationID, pss []*pb.ParticipantState, states [][]byte, align, minStart, room int) ([][]byte, error) {
 	env := &pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: pss}
 	if align > 0 {
-		env.Padding = padding(proto.Size(env), align, minStart)
+		env.Padding = padding(proto.Size(env), align, max(minStart, payloadHeaderLen+proto.Size(env)+room))
 	}
 	return encodePayload(env, states)
 }

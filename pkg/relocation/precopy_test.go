@@ -6,6 +6,8 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -136,7 +138,7 @@ func TestEncodeEnvelopeAlignedStatesStartOnABoundary(t *testing.T) {
 	for _, align := range []int{1, 2, 7, 64, 128, 1000, 64 << 10} {
 		for n := range 300 {
 			ps := &pb.ParticipantState{Participant: &pb.Participant{Object: "actor/blob/" + string(bytes.Repeat([]byte("x"), n))}, StateLength: 3}
-			segs, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, 0)
+			segs, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, 0, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -147,7 +149,12 @@ func TestEncodeEnvelopeAlignedStatesStartOnABoundary(t *testing.T) {
 			if at := statesAt(segs); at != len(segs[0]) {
 				t.Fatalf("statesAt %d, the header is %d bytes", at, len(segs[0]))
 			}
-			if later, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, start); err != nil ||
+			end := payloadHeaderLen + proto.Size(&pb.Envelope{Version: wire.Version, RelocationId: id[:], Participants: []*pb.ParticipantState{ps}})
+			if roomy, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, 0, 100); err != nil ||
+				len(roomy[0])%align != 0 || len(roomy[0]) < end+100 {
+				t.Fatalf("align %d, room 100: the states start at %d, the envelope ends at %d (%v)", align, len(roomy[0]), end, err)
+			}
+			if later, err := EncodeEnvelopeAligned(id, []*pb.ParticipantState{ps}, [][]byte{[]byte("abc")}, align, start, 0); err != nil ||
 				len(later[0])%align != 0 || len(later[0]) < start || len(later[0]) > max(start, len(segs[0])) {
 				t.Fatalf("align %d, from %d: the states start at %d (%v)", align, start, len(later[0]), err)
 			}

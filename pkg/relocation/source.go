@@ -109,10 +109,13 @@ type (
 	}
 	// Snapshot captures the state as Seal does, but while the object
 	// serves (between two of its handlers; nothing is sealed, no request
-	// is kept): a pre-copy's base. Result: Snapshotted.
+	// is kept): a pre-copy's base. Result: Snapshotted. Room: the states
+	// start at least this many bytes after the envelope's end, room for
+	// the sealed envelope to be longer (a reply table that grew).
 	Snapshot struct {
 		Participants []record.Snapshot
 		Align        int
+		Room         int
 	}
 	// StreamChunks sends the payload as STATE chunks under the byte budgets.
 	// The payload is the concatenation of Segments. Only, when not nil,
@@ -333,7 +336,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			s.members = s.updated(e.Result.Members)
 			if s.precopy() {
 				s.phase = SourcePrecopying
-				return []Action{Snapshot{Participants: s.Participants(), Align: s.precopyChunk()}}, nil
+				return []Action{Snapshot{Participants: s.Participants(), Align: s.precopyChunk(), Room: s.precopyChunk()}}, nil
 			}
 			s.phase = SourceCapturing
 			return []Action{Seal{Participants: s.Participants()}}, nil
