@@ -336,7 +336,7 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			s.members = s.updated(e.Result.Members)
 			if s.precopy() {
 				s.phase = SourcePrecopying
-				return []Action{Snapshot{Participants: s.Participants(), Align: s.precopyChunk(), Room: s.precopyChunk()}}, nil
+				return []Action{Snapshot{Participants: s.Participants(), Align: s.precopyChunk(), Room: PrecopyRoom}}, nil
 			}
 			s.phase = SourceCapturing
 			return []Action{Seal{Participants: s.Participants()}}, nil

@@ -25,6 +25,13 @@ func (s *Source) precopy() bool {
 // base streams before it, where more frames cost nothing that waits.
 const PrecopyChunkBytes = 64 << 10
 
+// PrecopyRoom is how far after its envelope a pre-copy's base starts its
+// states: the sealed envelope may be that much longer (a reply table
+// that filled up meanwhile: 4,096 small replies take about 150 KiB) and
+// the states still start where they did. Beyond it every chunk moves
+// and is sent again (correct, only slower).
+const PrecopyRoom = 256 << 10
+
 func (s *Source) precopyChunk() int { return min(max(s.cfg.ChunkSize, 1), PrecopyChunkBytes) }
 
 func (s *Source) stepPrecopying(ev Event) ([]Action, error) {
