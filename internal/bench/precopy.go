@@ -20,14 +20,17 @@ import (
 // over at this rate changes every chunk during the pre-copy, and then
 // pre-copy sends it twice).
 func (x *run) precopy() error {
-	const size, hot = 64 << 20, 1 << 20
+	// 64 MiB, or the plan's streaming size if smaller (a test's tiny plan).
+	size := min(64<<20, x.cfg.Plan.Stream)
+	hot := min(1<<20, size/4)
 	moves := 2
 	for _, s := range x.cfg.Plan.Sizes {
 		if s.Bytes == size {
 			moves = max(2, s.Moves/2)
 		}
 	}
-	x.step("pre-copy: %d relocations of a 64 MiB state taking writes (a 1 MiB hot part), with and without pre-copy, alternating", 2*moves)
+	label := fmt.Sprintf("%d MiB", size>>20)
+	x.step("pre-copy: %d relocations of a %s state taking writes (a %d KiB hot part), with and without pre-copy, alternating", 2*moves, label, hot>>10)
 	name := "actor/blob/precopy"
 	o, err := x.m.create(x.ctx, name, "fill", strconv.Itoa(size))
 	if err != nil {
@@ -89,14 +92,14 @@ func (x *run) precopy() error {
 	if notDone > 0 {
 		note = joinNote(note, fmt.Sprintf("%d moves did not complete", notDone))
 	}
-	x.base(Measure{Name: "interruption p50, 64 MiB, writes, no pre-copy", Value: ms(pct(without, 50)), Unit: "ms", N: int64(len(without)),
+	x.base(Measure{Name: "interruption p50, " + label + ", writes, no pre-copy", Value: ms(pct(without, 50)), Unit: "ms", N: int64(len(without)),
 		Note: fmt.Sprintf("%.1f MiB sent after the seal per move", float64(fullBytes)/float64(len(without))/(1<<20))})
-	x.base(Measure{Name: "interruption p99, 64 MiB, writes, no pre-copy", Value: ms(pct(without, 99)), Unit: "ms", N: int64(len(without))})
-	x.fig(Measure{Name: "interruption p50, 64 MiB, writes, pre-copy", Value: ms(pct(with, 50)), Unit: "ms", N: int64(len(with)),
+	x.base(Measure{Name: "interruption p99, " + label + ", writes, no pre-copy", Value: ms(pct(without, 99)), Unit: "ms", N: int64(len(without))})
+	x.fig(Measure{Name: "interruption p50, " + label + ", writes, pre-copy", Value: ms(pct(with, 50)), Unit: "ms", N: int64(len(with)),
 		Note: joinNote(note, fmt.Sprintf("%.2f MiB sent after the seal per move", float64(deltaBytes)/float64(len(with))/(1<<20)))},
-		"interruption p50, 64 MiB, writes, no pre-copy", nil)
-	x.fig(Measure{Name: "interruption p99, 64 MiB, writes, pre-copy", Value: ms(pct(with, 99)), Unit: "ms", N: int64(len(with))},
-		"interruption p99, 64 MiB, writes, no pre-copy", nil)
+		"interruption p50, "+label+", writes, no pre-copy", nil)
+	x.fig(Measure{Name: "interruption p99, " + label + ", writes, pre-copy", Value: ms(pct(with, 99)), Unit: "ms", N: int64(len(with))},
+		"interruption p99, "+label+", writes, no pre-copy", nil)
 	_, err = x.m.direct.Call(x.ctx, name, "fill", "0")
 	return err
 }
