@@ -36,6 +36,28 @@ type writer struct {
 	err   error
 }
 
+// writtenBlob starts a precopyMesh, fills name with a 1 MiB blob, moves
+// it once when known (the nodes then know its size: a state of unknown
+// size is not pre-copied), and starts a writer on it.
+func writtenBlob(t *testing.T, name string, known bool) (*mesh, *writer) {
+	t.Helper()
+	m := precopyMesh(t)
+	c := newClient(t, client.Config{Etcd: m.etcd})
+	ctx := context.Background()
+	if _, err := c.Call(ctx, name, "fill", strconv.Itoa(blobSize), "s"); err != nil {
+		t.Fatal(err)
+	}
+	if known {
+		if st, err := m.owner(t, name).Relocate(ctx, name, node.RelocateOptions{}); err != nil || st.GetOutcome() != "completed" {
+			t.Fatalf("first move: %v %+v", err, st)
+		}
+	}
+	return m, startWriter(c, name, builtin.BlobContent(blobSize, "s"))
+}
+
+// blobSize is the state of writtenBlob.
+const blobSize = 1 << 20
+
 func startWriter(c *client.Client, name string, model []byte) *writer {
 	w := &writer{c: c, name: name, model: model, stop: make(chan struct{})}
 	w.done.Go(func() {
@@ -93,14 +115,9 @@ func (w *writer) finish(t *testing.T) {
 // streams before the seal, only the chunks written since follow it, and
 // every acknowledged write is in the state that arrives.
 func TestPrecopyMovesAWrittenObject(t *testing.T) {
-	m := precopyMesh(t)
-	c := newClient(t, client.Config{Etcd: m.etcd})
+	const name, size = "actor/blob/pc", blobSize
+	m, w := writtenBlob(t, name, false)
 	ctx := context.Background()
-	const name, size = "actor/blob/pc", 1 << 20
-	if _, err := c.Call(ctx, name, "fill", strconv.Itoa(size), "s"); err != nil {
-		t.Fatal(err)
-	}
-	w := startWriter(c, name, builtin.BlobContent(size, "s"))
 	var precopied, moves int
 	for range 4 {
 		src := m.owner(t, name)
