@@ -169,7 +169,13 @@ func (h *hosted) deliverPending(b *boundSession) {
 		case err == nil && r.GetCode() == pb.Code_CODE_OK:
 			failures = 0
 			h.mu.Lock()
-			b.gwHas = max(b.gwHas, r.GetDelivered())
+			if b.j.Gateway == ref {
+				// Only the binding it was sent under: a bind since (a
+				// resume) reset gwHas to what the client has, and an
+				// older gateway's count would hide those pushes from the
+				// new one.
+				b.gwHas = max(b.gwHas, r.GetDelivered())
+			}
 			h.mu.Unlock()
 			n.metrics.sessionPushes.Add(float64(len(pushes)))
 			continue
