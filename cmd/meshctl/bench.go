@@ -23,6 +23,9 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 	var (
 		quick, strict, secured bool
 		dir, profile           string
+		blockProfile           string
+		mutexProfile           string
+		traceFile              string
 		only                   []string
 		eager                  int
 		chunk                  int
@@ -81,6 +84,20 @@ not be made, or --strict and a target was missed (1).`,
 				}
 				defer pprof.StopCPUProfile()
 			}
+			if blockProfile != "" || mutexProfile != "" {
+				stop, err := startWaitProfiles(blockProfile, mutexProfile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
+			if traceFile != "" {
+				stop, err := startTrace(traceFile)
+				if err != nil {
+					return err
+				}
+				defer stop()
+			}
 			r, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -117,6 +134,9 @@ not be made, or --strict and a target was missed (1).`,
 	f.BoolVar(&secured, "tls", false, "run the plan twice, plaintext then secured (mutual TLS, etcd over TLS with authentication), and print every measure of both side by side")
 	f.StringSliceVar(&only, "only", nil, "run only these sections: "+strings.Join(bench.Sections, ","))
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.StringVar(&blockProfile, "blockprofile", "", "write a profile of where goroutines blocked (channels, selects, locks) to this file (go tool pprof)")
+	f.StringVar(&mutexProfile, "mutexprofile", "", "write a profile of contended locks to this file (go tool pprof)")
+	f.StringVar(&traceFile, "trace", "", "write an execution trace of the run to this file (go tool trace): scheduling latency, GC, blocking")
 	f.IntVar(&chunk, "chunk-bytes", 0, "the nodes' --chunk-bytes (0: theirs, 1 MiB), for an A/B of the chunk size")
 	f.IntVar(&eager, "eager-cutover-bytes", -1, "the nodes' --eager-cutover-bytes (-1: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
 	f.BoolVar(&batch, "batch-writes", true, "the nodes' --batch-writes, for an A/B of batched relocation writes")

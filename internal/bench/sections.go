@@ -380,6 +380,7 @@ func (x *run) calls() error {
 			}
 		}
 		const block = 50
+		s0 := readSched()
 		for range max(1, p.Ops/block) {
 			for _, j := range order {
 				for range block {
@@ -402,6 +403,7 @@ func (x *run) calls() error {
 		if err != nil {
 			return err
 		}
+		waits := readSched().since(s0, how)
 		moved := int64(-1)
 		if stop != nil {
 			moved = stop()
@@ -419,10 +421,21 @@ func (x *run) calls() error {
 			}
 			switch {
 			case pt.name == rawPath.name:
+				for _, w := range waits {
+					x.base(w)
+				}
 				x.base(Measure{Name: "raw gRPC unary p50", Value: p50.Value, Unit: "ms", N: n})
 				x.base(Measure{Name: "raw gRPC unary p99", Value: p99.Value, Unit: "ms", N: n})
 				x.base(Measure{Name: "raw gRPC calls/s, 64 in flight", Value: cps.Value, Unit: "/s", N: cps.N, Note: cps.Note})
 			case storm && pt.name == stillPath:
+				// Where a call waits during the storm: the run queue (the
+				// relocations' work holds the processors) and GC pauses,
+				// beside the same when nothing moves.
+				for _, w := range waits {
+					if b := x.lookup(strings.TrimSuffix(w.Name, how)); b.Unit != "" {
+						x.fig(w, b.Name, nil)
+					}
+				}
 				// The objects that are not moving, beside the same calls
 				// when nothing moves.
 				x.fig(p50, "call p50, Go client direct", nil)
