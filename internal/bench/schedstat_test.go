@@ -4,6 +4,7 @@ import (
 	"math"
 	"runtime/metrics"
 	"testing"
+	"time"
 )
 
 // The quantiles of what two readings of a histogram differ by: the upper
@@ -33,5 +34,31 @@ func TestSchedSince(t *testing.T) {
 	ms := readSched().since(s0, ", x")
 	if len(ms) < 2 || ms[1].Name != "run-queue wait p99, calls, x" {
 		t.Fatalf("%+v", ms)
+	}
+}
+
+// A wrapped window adds its process CPU and wall time; per divides by the
+// operations.
+func TestCPUMeter(t *testing.T) {
+	var m cpuMeter
+	w := m.wrap(func(d time.Duration) (int64, int64, time.Duration, error) {
+		x := 0
+		for i := range 1 << 22 {
+			x += i
+		}
+		_ = x
+		return 10, 0, time.Millisecond, nil
+	})
+	if _, _, _, err := w(time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := processCPU(); !ok {
+		t.Skip("no process CPU time on this system")
+	}
+	if c, ok := m.per(10); !ok || c < 0 || m.wall != time.Millisecond {
+		t.Fatalf("per %v %v, wall %v", c, ok, m.wall)
+	}
+	if _, ok := m.per(0); ok {
+		t.Fatal("CPU per none of the operations")
 	}
 }

@@ -190,12 +190,22 @@ func (x *run) relocationRates() error {
 		var n, failed int64
 		if k == 64 {
 			x.step("relocations/s with 64 in flight (1 KiB states), alternating with etcd CAS/s with 64 clients: 2 windows of %s each", w/2)
-			rates, oks, fails, err := alternate(2, w, x.casWindow, x.mover(objs))
+			var casCPU, moveCPU cpuMeter
+			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow), moveCPU.wrap(x.mover(objs)))
 			if err != nil {
 				return err
 			}
 			x.base(Measure{Name: "etcd CAS/s, 64 clients", Value: rates[0], Unit: "/s", N: oks[0]})
 			rate, n, failed = rates[1], oks[1], fails[1]
+			// On a machine whose cores the run saturates, a rate is the
+			// CPU each operation costs: the process's CPU per CAS beside
+			// its CPU per relocation.
+			if c, ok := casCPU.per(oks[0]); ok {
+				x.base(Measure{Name: "CPU per etcd CAS, 64 clients", Value: ms(c), Unit: "ms", N: oks[0], Note: casCPU.note()})
+				if r, ok := moveCPU.per(oks[1]); ok {
+					x.fig(Measure{Name: "CPU per relocation, 64 in flight", Value: ms(r), Unit: "ms", N: oks[1], Note: moveCPU.note()}, "CPU per etcd CAS, 64 clients", nil)
+				}
+			}
 		} else {
 			x.step("relocations/s with %d in flight (1 KiB states) for %s", k, w)
 			rates, oks, fails, err := alternate(1, w, x.mover(objs))
