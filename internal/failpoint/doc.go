@@ -106,10 +106,15 @@ const (
 	// pre-copy. Caught by the protocol itself (the final payload's
 	// CRC32C): the relocation is refused, the source keeps the object.
 	BugDeltaSkipsChunk = "delta-skips-chunk"
+	// BugOutboxNotTransferred: a relocation carries an empty outbox (the
+	// messages its object sent that were not answered yet are dropped):
+	// messages between objects that keep relocating (the transfers
+	// workload).
+	BugOutboxNotTransferred = "outbox-not-transferred"
 )
 
 // Bugs lists every planted bug.
 var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
-	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk,
+	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
 }

@@ -47,6 +47,9 @@ type Transfers struct {
 	// 200, shared by the streams); MaxHops per chain (default 4: 1 to 4).
 	N, Chains, MaxHops int
 	Think              time.Duration
+	// Pace is the wait between two chains of one stream (0: Think): spread
+	// the chains over the run.
+	Pace time.Duration
 	// Type of the banks (default "dbank").
 	Type string
 
@@ -103,7 +106,7 @@ func (w *Transfers) Run(ctx context.Context, s Stream, h *History) {
 			}
 			pause(ctx, 200*time.Millisecond)
 		}
-		pause(ctx, w.Think)
+		pause(ctx, max(w.Pace, w.Think))
 	}
 }
 

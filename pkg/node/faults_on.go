@@ -88,8 +88,9 @@ func drainStep() error {
 	return nil
 }
 
-// sourceMailboxFaults: source.after-seal, and the planted bug
-// dedup-not-transferred (an empty de-duplication table travels).
+// sourceMailboxFaults: source.after-seal, and the planted bugs
+// dedup-not-transferred (an empty de-duplication table travels) and
+// outbox-not-transferred (an empty outbox travels).
 type sourceMailboxFaults struct {
 	relocator.SourceMailbox
 	id wire.RelocationID
@@ -117,6 +118,10 @@ func dedupNotTransferred(id wire.RelocationID, segs [][]byte) ([][]byte, error) 
 	}
 	changed := false
 	for _, ps := range env.GetParticipants() {
+		if len(ps.GetOutbox()) > 0 && failpoint.Planted(failpoint.BugOutboxNotTransferred) {
+			ps.Outbox = nil
+			changed = true
+		}
 		t, err := actor.DecodeReplyTable(ps.GetReplies())
 		if err != nil || t.Len() == 0 || !failpoint.Planted(failpoint.BugDedupNotTransferred) {
 			continue
