@@ -21,8 +21,10 @@
 // # The plan, in this order
 //
 //  1. drain: every movable unit of a draining owner moves away.
+//
 //  2. weight: every movable unit of a (not draining) owner with weight 0
 //     moves away.
+//
 //  3. load: while an eligible owner holds more than its weighted fair share
 //     by more than Tolerance (load > fair·(1+Tolerance), where fair = total ·
 //     weight / Σ weights over the eligible owners), one of its units moves to
