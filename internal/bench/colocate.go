@@ -312,4 +312,3 @@ func (m *mesh) startLocationd(ctx context.Context) (*client.Admin, func(), error
 	}
 	return c, stop, nil
 }
-
