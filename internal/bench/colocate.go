@@ -31,7 +31,8 @@ import (
 // start chains of 16 messages on random pairs (chain TXID 1 B A B A …: each
 // hop a message from one of the pair to the other, answered to its sender);
 // messages per second is the count of messages answered, over every node,
-// per second of the window, and the cross-node share those answered by
+// per second, in the best fifth of the window, and the cross-node share of
+// the whole window those answered by
 // another node than their sender's. Then one co-location rebalance (POST
 // /v1/rebalance {"colocate":true} to a locationd started in this process,
 // from the nodes' traffic sketches of the first window), then the same
@@ -179,15 +180,37 @@ func (x *run) pairWindow(pairs [][2]string, d time.Duration, label string) (pair
 			mu.Unlock()
 		})
 	}
+	// The rate is the best of five slices of the window: a burst of load
+	// from elsewhere on a shared machine then falls on one slice, not on
+	// the figure (both windows are measured alike).
+	slice := d / 5
+	tick := time.NewTicker(slice)
+	pl, pr, pt := l0, r0, start
+	for ctx.Err() == nil {
+		select {
+		case <-tick.C:
+			l, r := x.m.delivered()
+			now := time.Now()
+			if el := now.Sub(pt); el > slice/2 {
+				out.rate = max(out.rate, float64((l-pl)+(r-pr))/el.Seconds())
+			}
+			pl, pr, pt = l, r, now
+		case <-ctx.Done():
+		}
+	}
+	tick.Stop()
 	wg.Wait()
 	el := time.Since(start)
 	l1, r1 := x.m.delivered()
 	out.local, out.messages = l1-l0, (l1-l0)+(r1-r0)
 	if out.messages > 0 {
-		out.rate = float64(out.messages) / el.Seconds()
 		out.cross = float64(r1-r0) / float64(out.messages)
+		if out.rate == 0 {
+			out.rate = float64(out.messages) / el.Seconds()
+		}
 	}
-	x.step("colocate: %s: %d messages in %s (%.0f/s), %.1f%% cross-node", label, out.messages, el.Round(time.Millisecond), out.rate, 100*out.cross)
+	x.step("colocate: %s: %d messages in %s (%.0f/s on average, %.0f/s in the best fifth), %.1f%% cross-node",
+		label, out.messages, el.Round(time.Millisecond), float64(out.messages)/el.Seconds(), out.rate, 100*out.cross)
 	return out, nil
 }
 
