@@ -40,6 +40,14 @@ func withFaults(s seams) seams {
 		}
 		return route(ref, req)
 	}
+	send := s.sendMessage
+	s.sendMessage = func(m actor.OutMessage, from *pb.MessageSender) *pb.CallReply {
+		r := send(m, from)
+		if failpoint.Hit(failpoint.MessageAfterSend) != nil {
+			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "the answer was lost (failpoint " + failpoint.MessageAfterSend + ")"}
+		}
+		return r
+	}
 	s.relayReply = func(w *work, r *pb.CallReply) {
 		if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {
 			return // the relay is lost: the caller's retry gets the reply from the de-duplication table

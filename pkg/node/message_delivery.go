@@ -157,13 +157,14 @@ func (h *hosted) armDeliveryLocked(at time.Time) {
 // sendAll sends msgs side by side and returns their replies in order.
 func (h *hosted) sendAll(msgs []actor.OutMessage, from *pb.MessageSender) []*pb.CallReply {
 	out := make([]*pb.CallReply, len(msgs))
+	send := h.n.seams.sendMessage
 	if len(msgs) == 1 {
-		out[0] = h.n.sendMessage(msgs[0], from)
+		out[0] = send(msgs[0], from)
 		return out
 	}
 	var wg sync.WaitGroup
 	for i, m := range msgs {
-		wg.Go(func() { out[i] = h.n.sendMessage(m, from) })
+		wg.Go(func() { out[i] = send(m, from) })
 	}
 	wg.Wait()
 	return out
