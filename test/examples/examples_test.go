@@ -391,6 +391,18 @@ func TestCartReservesStockByMessage(t *testing.T) {
 		return r.Payload
 	}
 	const w1, alice = "actor/inventory/w1", "actor/cart/alice"
+	// The gateway routes a type once its directory lists a node hosting it.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := c.Call(ctx, w1, "level", "apple")
+		_, err2 := c.Call(ctx, alice, "items")
+		if err == nil && err2 == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway does not route inventories and carts: %v, %v", err, err2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	call(w1, "stock", "apple", "5")
 	call(w1, "stock", "bread", "1")
 	call(alice, "add", "apple", "2")
