@@ -70,6 +70,7 @@ FUZZMINIMIZE ?= 2s
 FUZZ_TARGETS = \
 	./pkg/actor/                  FuzzDecodeTimers \
 	./pkg/actor/                  FuzzDecodeReplyTable \
+	./pkg/actor/                  FuzzDecodeOutbox \
 	./pkg/actor/builtin/          FuzzRestore \
 	./pkg/actor/builtin/          FuzzHandle \
 	./pkg/record/                 FuzzDecodeRecordMatchesStd \

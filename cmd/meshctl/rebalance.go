@@ -12,25 +12,32 @@ import (
 )
 
 func rebalanceCmd(g *globals, out io.Writer) *cobra.Command {
-	var dryRun bool
+	var dryRun, colocate bool
 	var budget int
 	var wait time.Duration
 	cmd := &cobra.Command{
-		Use:   "rebalance [--dry-run] [--budget N]",
+		Use:   "rebalance [--dry-run] [--colocate] [--budget N]",
 		Short: "spread objects over the live nodes (--dry-run: print the plan only)",
 		Long: `Plan relocations that spread the objects over the live nodes, and run them
 (POST /v1/rebalance), or with --dry-run only print the plan (GET
 /v1/rebalance/plan). Each move has a reason:
 
-  drain   its owner is draining: everything it holds moves away
-  weight  its owner has weight 0 (a pure gateway) yet holds objects
-  load    its owner holds more than its weighted fair share by more than 10%
+  drain     its owner is draining: everything it holds moves away
+  weight    its owner has weight 0 (a pure gateway) yet holds objects
+  load      its owner holds more than its weighted fair share by more than 10%
+  colocate  (with --colocate) it joins the objects it messages most
 
 Load is a count of objects (a group counts 1 + its members and moves as one,
 never a member alone). Targets are serving nodes with weight > 0 that host
 the object's type and run the source's application version. Pinned and
 relocating objects never move. --budget bounds the moves of one run (default
 32, at most 10000); when more were wanted the summary says so: run again.
+
+--colocate adds a last step from the nodes' traffic sketches (the messages
+objects send each other): while the budget lasts, the object whose move
+takes the most messages off the network moves to the node of the objects it
+messages, keeping every node within 10% of its fair share. The plan then
+shows the cross-node fraction of the traffic before and after.
 
 Prints one line per move (OBJECT, FROM -> TO, REASON), then the load of
 every owner before and after. When run, each move's OUTCOME (completed,
@@ -54,11 +61,15 @@ not failures).`,
 			if dryRun {
 				ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 				defer cancel()
-				p, raw, err = c.RebalancePlanOf(ctx, budget)
+				if colocate {
+					p, raw, err = c.RebalancePlanColocate(ctx, budget)
+				} else {
+					p, raw, err = c.RebalancePlanOf(ctx, budget)
+				}
 			} else {
 				ctx, cancel := context.WithTimeout(cmd.Context(), wait)
 				defer cancel()
-				p, raw, err = c.Rebalance(ctx, api.RebalanceRequest{Budget: budget})
+				p, raw, err = c.Rebalance(ctx, api.RebalanceRequest{Budget: budget, Colocate: colocate})
 			}
 			if err != nil {
 				return err
@@ -77,6 +88,7 @@ not failures).`,
 		},
 	}
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan, move nothing")
+	cmd.Flags().BoolVar(&colocate, "colocate", false, "also move objects next to the objects they message most (the nodes' traffic)")
 	cmd.Flags().IntVar(&budget, "budget", 0, fmt.Sprintf("most moves of this run (0: %d)", api.DefaultRebalanceBudget))
 	cmd.Flags().DurationVar(&wait, "wait", 10*time.Minute, "bound on the wait for the moves to end (they go on if meshctl stops waiting)")
 	return cmd
@@ -109,6 +121,13 @@ func printPlan(out io.Writer, p api.RebalancePlan) error {
 	}
 	for _, s := range p.Stuck {
 		fmt.Fprintf(out, "stuck: %s stays on %s (%s): %s\n", s.Object, s.Owner, s.Reason, s.Why)
+	}
+	if t := p.Traffic; t != nil {
+		fmt.Fprintf(out, "traffic: cross-node %.1f%% -> %.1f%% of %d messages between %d pairs of objects (sketches of %d nodes)\n",
+			100*t.FractionBefore, 100*t.FractionAfter, t.Total, t.Edges, t.Nodes)
+		if len(t.Unreachable) > 0 {
+			fmt.Fprintf(out, "traffic: no sketch from %v\n", t.Unreachable)
+		}
 	}
 	summary := fmt.Sprintf("plan: %d moves (budget %d, revision %d)", len(p.Moves), p.Budget, p.Revision)
 	if !p.DryRun {

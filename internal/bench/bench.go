@@ -15,7 +15,9 @@
 // 256 MiB state; calls per second and latency direct and through a gateway,
 // with and without a relocation storm; a session's call and push latency
 // through a gateway, idle and while its object moves; the interruption of
-// a 64 MiB state taking writes, with pre-copy and without. Each figure has its baseline, the
+// a 64 MiB state taking writes, with pre-copy and without; messages per
+// second and the cross-node share of 1,000 pairs of objects that message each
+// other, before and after one co-location rebalance. Each figure has its baseline, the
 // ratio, and the target where there is one, marked met or not.
 package bench
 
@@ -61,6 +63,9 @@ type Plan struct {
 	// figure is the best of (default 8 and 64, as single moves are the best
 	// of 1, 8 and 64 in flight).
 	Groups []int
+	// Pairs of objects that message each other in the colocate section
+	// (default 1000).
+	Pairs int
 }
 
 // FullPlan is the default: about 90 s on two cores.
@@ -103,7 +108,7 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate"}
 
 type run struct {
 	cfg Config
@@ -166,7 +171,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer m.close()
 	x.m = m
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy} {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate} {
 		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, Sections[i]) {
 			continue
 		}

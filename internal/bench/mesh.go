@@ -32,6 +32,7 @@ type mesh struct {
 	etcd    *embedetcd.Server
 	ec      *clientv3.Client
 	nodes   map[string]*node.Node // n1, n2, gw
+	metrics map[string]*prometheus.Registry
 	direct  *client.Client
 	gateway *client.Client
 }
@@ -43,7 +44,7 @@ type mesh struct {
 // own etcd client is root: the baselines write outside the cluster's
 // prefix).
 func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Config)) (_ *mesh, err error) {
-	m := &mesh{dir: dir, nodes: map[string]*node.Node{}}
+	m := &mesh{dir: dir, nodes: map[string]*node.Node{}, metrics: map[string]*prometheus.Registry{}}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -118,7 +119,9 @@ func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Co
 		if err != nil {
 			return nil, err
 		}
-		n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()))
+		mreg := prometheus.NewRegistry()
+		m.metrics[name] = mreg
+		n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(mreg))
 		if err != nil {
 			lis.Close()
 			return nil, err

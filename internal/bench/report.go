@@ -69,7 +69,9 @@ func figure(m Measure, base Measure, t *Target) Figure {
 		f.Ratio = m.Value / base.Value
 	}
 	if t != nil {
-		met := m.Value > 0 && base.Value > 0 && t.Met(f.Ratio)
+		// A share (%) may be 0 and meet a bound from above; any other
+		// measure at 0 was not measured.
+		met := (m.Value > 0 || m.Unit == "%" && t.Op == "<=") && base.Value > 0 && t.Met(f.Ratio)
 		f.Met = &met
 	}
 	return f

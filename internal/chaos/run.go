@@ -12,7 +12,7 @@ import (
 
 // Workloads are the workload names Spec accepts (meshctl verify runs them
 // all by default).
-var Workloads = []string{"bank", "register", "list", "counter", "sessions"}
+var Workloads = []string{"bank", "register", "list", "counter", "sessions", "transfers"}
 
 // DefaultWorkloads are what a Spec without Workloads runs: the planted-bug
 // self-test's runs are tuned to them.
@@ -102,6 +102,8 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 			out = append(out, &verify.Counter{Prefix: prefix, N: 6, Think: think, Groups: groups})
 		case "sessions":
 			out = append(out, &verify.Sessions{Prefix: prefix, Rooms: 5, PerStream: 7, Think: think})
+		case "transfers":
+			out = append(out, &verify.Transfers{Prefix: prefix, N: 12, Chains: 200, Think: think})
 		default:
 			return nil, fmt.Errorf("chaos: unknown workload %q (want %s)", n, strings.Join(Workloads, ", "))
 		}
@@ -117,6 +119,13 @@ func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 	workloads, err := NewWorkloads(s.Workloads, prefix, s.Think, s.ArtifactDir, s.Rotate, s.Groups)
 	if err != nil {
 		return nil, err
+	}
+	for _, w := range workloads {
+		if t, ok := w.(*verify.Transfers); ok {
+			// The chains spread over the first 80% of the load, so that
+			// the faults find messages in flight.
+			t.Pace = s.Duration * 8 / 10 * time.Duration(s.Streams) / time.Duration(max(t.Chains, 1))
+		}
 	}
 	c, err := Start(ctx, s.Cluster)
 	if err != nil {

@@ -56,6 +56,11 @@ const (
 	TargetBeforeRelay    = "target.before-relay"     // before a reply relay is sent
 	SessionBeforeRoute   = "session.before-route"    // before a session's route is sent after a move (error: never sent)
 	DrainStep            = "drain"                   // during drain, between objects
+	// MessageAfterSend: a message of an outbox was delivered (its
+	// destination answered); the answer is not yet back in the sender's
+	// delivery. Action "error" loses the answer: the message goes again
+	// with the same id; "sleep" holds it while the sender may move.
+	MessageAfterSend = "message.after-send"
 	// NodeBeforeReply: an owner executed a request and passed its last lease
 	// check; the reply is about to leave the node (the verification plan's
 	// R8, a pause between execute and reply). Hit on the RPC goroutine, after
@@ -106,10 +111,15 @@ const (
 	// pre-copy. Caught by the protocol itself (the final payload's
 	// CRC32C): the relocation is refused, the source keeps the object.
 	BugDeltaSkipsChunk = "delta-skips-chunk"
+	// BugOutboxNotTransferred: a relocation carries an empty outbox (the
+	// messages its object sent that were not answered yet are dropped):
+	// messages between objects that keep relocating (the transfers
+	// workload).
+	BugOutboxNotTransferred = "outbox-not-transferred"
 )
 
 // Bugs lists every planted bug.
 var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
-	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk,
+	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
 }

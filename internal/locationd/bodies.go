@@ -160,7 +160,7 @@ func decodeRebalanceBody(body io.Reader) (api.RebalanceRequest, int, error) {
 	var req api.RebalanceRequest
 	if err := decodeBody(body, &req); err != nil {
 		if errors.Is(err, errEmptyBody) {
-			return req, 0, fmt.Errorf(`%w: empty body (want {"budget":32,"dryRun":false})`, errInvalidArgument)
+			return req, 0, fmt.Errorf(`%w: empty body (want {"budget":32,"dryRun":false,"colocate":false})`, errInvalidArgument)
 		}
 		return req, 0, err
 	}

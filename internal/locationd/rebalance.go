@@ -51,9 +51,10 @@ func checkBudget(b int) (int, error) {
 	return b, nil
 }
 
-// rebalancePlan is GET /v1/rebalance/plan?budget=N: the plan, nothing moved.
+// rebalancePlan is GET /v1/rebalance/plan?budget=N[&colocate=true]: the
+// plan, nothing moved.
 func (h *handlers) rebalancePlan(ctx context.Context, r *http.Request) (any, error) {
-	q, err := query(r, "budget")
+	q, err := query(r, "budget", "colocate")
 	if err != nil {
 		return nil, err
 	}
@@ -66,16 +67,28 @@ func (h *handlers) rebalancePlan(ctx context.Context, r *http.Request) (any, err
 	if budget, err = checkBudget(budget); err != nil {
 		return nil, err
 	}
-	return h.makePlan(ctx, budget)
+	colocate := false
+	if v, given := q["colocate"]; given {
+		if colocate, err = strconv.ParseBool(v); err != nil {
+			return nil, fmt.Errorf("%w: colocate %q (want true or false)", errInvalidArgument, v)
+		}
+	}
+	return h.makePlan(ctx, budget, colocate)
 }
 
-// makePlan reads every record and owner key at one revision and plans.
-func (h *handlers) makePlan(ctx context.Context, budget int) (api.RebalancePlan, error) {
+// makePlan reads every record and owner key at one revision and plans;
+// with colocate, from the live nodes' traffic too (colocate.go).
+func (h *handlers) makePlan(ctx context.Context, budget int, colocate bool) (api.RebalancePlan, error) {
 	in, rev, err := h.rebalanceInput(ctx)
 	if err != nil {
 		return api.RebalancePlan{}, err
 	}
 	in.Budget, in.Tolerance = budget, rebalance.DefaultTolerance
+	var tr *api.RebalanceTraffic
+	if colocate {
+		in.Colocate = true
+		in.Edges, tr = h.trafficEdges(ctx)
+	}
 	p, err := rebalance.Make(in)
 	if err != nil {
 		return api.RebalancePlan{}, fmt.Errorf("%w: %w", errInvalidArgument, err)
@@ -90,6 +103,12 @@ func (h *handlers) makePlan(ctx context.Context, budget int) (api.RebalancePlan,
 	}
 	for _, s := range p.Stuck {
 		out.Stuck = append(out.Stuck, api.RebalanceStuck{Object: s.Object, Owner: s.Owner, Reason: string(s.Reason), Why: s.Why})
+	}
+	if t := p.Traffic; t != nil && tr != nil {
+		out.Colocate = true
+		tr.Total, tr.CrossBefore, tr.CrossAfter, tr.Edges = t.Total, t.CrossBefore, t.CrossAfter, t.Edges
+		tr.FractionBefore, tr.FractionAfter = t.FractionBefore(), t.FractionAfter()
+		out.Traffic = tr
 	}
 	return out, nil
 }
@@ -157,7 +176,7 @@ func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) 
 		return nil, err
 	}
 	pctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
-	plan, err := h.makePlan(pctx, budget)
+	plan, err := h.makePlan(pctx, budget, req.Colocate)
 	cancel()
 	if err != nil || req.DryRun {
 		return plan, err

@@ -21,13 +21,27 @@
 // # The plan, in this order
 //
 //  1. drain: every movable unit of a draining owner moves away.
+//
 //  2. weight: every movable unit of a (not draining) owner with weight 0
 //     moves away.
+//
 //  3. load: while an eligible owner holds more than its weighted fair share
 //     by more than Tolerance (load > fair·(1+Tolerance), where fair = total ·
 //     weight / Σ weights over the eligible owners), one of its units moves to
 //     the eligible owner where it lowers Φ = Σ load²/weight the most; a move
 //     that does not lower Φ is never made.
+//
+//  4. colocate (only with Input.Colocate; colocate.go): the object graph's
+//     edges (messages between objects, counted by the nodes) are summed per
+//     pair of units, a member's into its group's. While the budget lasts,
+//     the unit whose move takes the most weight off the network moves: to
+//     the eligible owner its edges weigh the most to, if that is more than
+//     to its own owner, the target stays at most fair·(1+Tolerance) and the
+//     source at least fair·(1−Tolerance); ties go to the emptier target,
+//     then the smaller id. Each move strictly lowers the cross-owner weight,
+//     so the step ends; Plan.Traffic gives that weight before and after.
+//     It is greedy: a move that only a swap would allow (both owners at
+//     their limit) is not planned.
 //
 // Eligible target: serving, weight > 0, hosting every type of the unit, the
 // source's application version, not the source (the rule the node's own
@@ -48,7 +62,7 @@
 //     budget and planning again gives no move.
 //
 // What it does not do: it does not look at request rates or state sizes
-// (load is a count of objects), and it does not plan around relocations that
+// (load is a count of objects; traffic only in step 4), and it does not plan around relocations that
 // will fail (a node that does not host an object in memory refuses to move
 // it: the execution reports that move as failed).
 package rebalance

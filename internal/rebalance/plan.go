@@ -77,6 +77,11 @@ type Input struct {
 	Budget int
 	// Tolerance is the share above the fair one allowed (DefaultTolerance: 0.1).
 	Tolerance float64
+	// Colocate adds step 4 (colocate.go): moves that put the heavy edges
+	// of Edges on one owner, keeping every owner within Tolerance of its
+	// fair share. Edges name objects of Objects (others are ignored).
+	Colocate bool
+	Edges    []Edge
 }
 
 // Move is one planned relocation.
@@ -120,6 +125,9 @@ type Plan struct {
 	// BudgetExhausted: more moves were wanted than the budget allowed;
 	// planning again after running this plan continues.
 	BudgetExhausted bool
+	// Traffic is the object graph's cross-owner weight before and after
+	// the plan (Input.Colocate only; nil otherwise).
+	Traffic *Traffic
 }
 
 type unit struct {
@@ -137,6 +145,9 @@ type state struct {
 	load   []int
 	units  []*unit
 	byOwn  [][]*unit // units each owner held before the plan, by name
+	// members of each group, by the group's name (co-location: a member's
+	// edges are its group's).
+	members map[string][]string
 	// classes of the movable units each owner holds now: units alike (size,
 	// types) give the same change of Φ, so the first by name stands for
 	// all of them; each list is sorted by name.
@@ -149,6 +160,14 @@ func Make(in Input) (Plan, error) {
 	st, err := build(in)
 	if err != nil {
 		return Plan{}, err
+	}
+	var g *graph
+	var crossBefore uint64
+	if in.Colocate {
+		if g, err = st.graph(in.Edges); err != nil {
+			return Plan{}, err
+		}
+		crossBefore = st.cross(g)
 	}
 	p := Plan{}
 	before := slices.Clone(st.load)
@@ -216,6 +235,14 @@ func Make(in Input) (Plan, error) {
 			break
 		}
 		add(u, to, ReasonLoad)
+	}
+
+	// Step 4: co-location.
+	if g != nil {
+		if !p.BudgetExhausted {
+			st.colocate(g, fair, in.Tolerance, &budget, add, &p)
+		}
+		p.Traffic = g.summarize(crossBefore, st.cross(g))
 	}
 
 	p.Moves = slices.DeleteFunc(p.Moves, func(m Move) bool { return m.Object == "" })
@@ -404,6 +431,7 @@ func build(in Input) (*state, error) {
 	for i := range owners {
 		st.classes[i] = map[string][]*unit{}
 	}
+	st.members = memberIndex(objs)
 	for _, n := range names {
 		ob := objs[n]
 		oi, live := idx[ob.Owner]

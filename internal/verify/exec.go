@@ -27,6 +27,12 @@ type ExecEntry struct {
 	// TimerTicks handled under the fence (they count for the single-owner
 	// check, and carry no operation id).
 	TimerTicks int64 `json:"timerTicks,omitempty"`
+	// Messages are the executions (among OperationIDs) of messages from
+	// other objects: operation id → sender (docs/design.md §13).
+	Messages map[string]string `json:"messages,omitempty"`
+	// Replies are the OnReply turns (among OperationIDs): operation id →
+	// the id of the message whose answer they took.
+	Replies map[string]string `json:"replies,omitempty"`
 }
 
 // ExecLogSource gives the nodes' execution logs after a run. The key of the
@@ -185,7 +191,11 @@ type ExecLine struct {
 	AuthorityGeneration int64  `json:"authorityGeneration"`
 	Op                  string `json:"op,omitempty"`
 	Timer               string `json:"timer,omitempty"`
-	T                   int64  `json:"t"`
+	// From names the sender of a message execution; ReplyTo the message
+	// whose answer an OnReply turn took (both with Op).
+	From    string `json:"from,omitempty"`
+	ReplyTo string `json:"replyTo,omitempty"`
+	T       int64  `json:"t"`
 }
 
 // OwnerKey is the owner that executed: "id@generation".
@@ -199,6 +209,10 @@ func (l ExecLine) validate() error {
 		return errors.New("no object, object generation or authority generation")
 	case (l.Op == "") == (l.Timer == ""):
 		return errors.New("want exactly one of op and timer")
+	case (l.From != "" || l.ReplyTo != "") && l.Op == "":
+		return errors.New("from or replyTo without op")
+	case l.From != "" && l.ReplyTo != "":
+		return errors.New("both from and replyTo")
 	}
 	return nil
 }
@@ -209,6 +223,8 @@ type ExecLogStats struct {
 	Lines      int   `json:"lines"`
 	Requests   int64 `json:"requests"`
 	TimerTicks int64 `json:"timerTicks"`
+	// Messages: executions of messages from other objects (among Requests).
+	Messages int64 `json:"messages"`
 	// TornLines: partial lines skipped, written by a node killed in the
 	// middle of the write (its reply never left): at the end of a file, or
 	// in the middle when a restarted node terminated it and appended its own.
@@ -251,6 +267,19 @@ func (a *execAgg) add(l ExecLine) {
 	e.Requests++
 	e.OperationIDs = append(e.OperationIDs, l.Op)
 	a.stats.Requests++
+	switch {
+	case l.From != "":
+		if e.Messages == nil {
+			e.Messages = map[string]string{}
+		}
+		e.Messages[l.Op] = l.From
+		a.stats.Messages++
+	case l.ReplyTo != "":
+		if e.Replies == nil {
+			e.Replies = map[string]string{}
+		}
+		e.Replies[l.Op] = l.ReplyTo
+	}
 }
 
 // read adds the lines of one log. A partial last line (no newline: its

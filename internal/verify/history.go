@@ -425,7 +425,12 @@ func Invoke(ctx context.Context, s Stream, h *History, workload, object, method 
 }
 
 func invoke(ctx context.Context, s Stream, h *History, final bool, workload, object, method string, args ...string) Op {
-	op := wire.NewOperationID()
+	return invokeOp(ctx, s, h, final, wire.NewOperationID(), workload, object, method, args...)
+}
+
+// invokeOp is invoke with the operation id op (a retry of an operation
+// whose outcome is unknown uses its id again).
+func invokeOp(ctx context.Context, s Stream, h *History, final bool, op wire.OperationID, workload, object, method string, args ...string) Op {
 	b := make([][]byte, len(args))
 	for i, a := range args {
 		b[i] = []byte(a)

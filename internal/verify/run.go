@@ -218,6 +218,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	h.Mark("healed")
 	healed := h.Now()
+	for _, w := range cfg.Workloads {
+		if st, ok := w.(Settler); ok {
+			sctx, cancel := context.WithTimeout(ctx, cfg.FinalTimeout)
+			if err := st.Settle(sctx, first[w.Name()], h); err != nil {
+				rep.Errors = append(rep.Errors, w.Name()+": "+err.Error())
+			}
+			cancel()
+			h.Mark(w.Name() + " settled")
+		}
+	}
 	final := FinalState{Reads: map[string]Op{}}
 	var fmu sync.Mutex
 	var finals sync.WaitGroup
@@ -261,6 +271,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		} else {
 			ec := CheckExecLogs(logs, final.Audit)
 			rep.Exec = &ec
+			final.Exec = logs
 		}
 	}
 	cfg.logf("verify: checking %d operations", len(h.Ops()))

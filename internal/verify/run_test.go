@@ -121,14 +121,16 @@ func (f *fakeCaller) Fence(object string) (authority.Fence, bool) {
 
 type fakeCtx struct{ obj keyspace.Object }
 
-func (x fakeCtx) Object() keyspace.Object        { return x.obj }
-func (x fakeCtx) Fence() actor.Fence             { return actor.Fence{} }
-func (x fakeCtx) Now() time.Time                 { return time.Now() }
-func (x fakeCtx) SetTimer(actor.TimerSpec) error { return nil }
-func (x fakeCtx) CancelTimer(string) bool        { return false }
-func (x fakeCtx) Push([]byte) error              { return actor.ErrNoSession }
-func (x fakeCtx) Publish([]byte) error           { return nil }
-func (f *fakeCaller) known(object string) int64  { x, _ := f.Fence(object); return x.ObjectGeneration }
+func (x fakeCtx) Object() keyspace.Object              { return x.obj }
+func (x fakeCtx) Fence() actor.Fence                   { return actor.Fence{} }
+func (x fakeCtx) Now() time.Time                       { return time.Now() }
+func (x fakeCtx) SetTimer(actor.TimerSpec) error       { return nil }
+func (x fakeCtx) CancelTimer(string) bool              { return false }
+func (x fakeCtx) Push([]byte) error                    { return actor.ErrNoSession }
+func (x fakeCtx) Publish([]byte) error                 { return nil }
+func (x fakeCtx) Send(string, string, ...[]byte) error { return nil }
+func (x fakeCtx) Ask(string, string, ...[]byte) error  { return nil }
+func (f *fakeCaller) known(object string) int64        { x, _ := f.Fence(object); return x.ObjectGeneration }
 func (f *fakeCaller) accept(object string, x authority.Fence) {
 	f.mu.Lock()
 	f.fences[object] = x

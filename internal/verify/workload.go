@@ -33,6 +33,16 @@ type FinalState struct {
 	Reads map[string]Op
 	// Audit is the etcd audit of the run (nil: none).
 	Audit *AuditResult
+	// Exec are the nodes' execution logs (nil: none), by owner.
+	Exec map[string][]ExecEntry
+}
+
+// Settler is a workload whose effects continue after its calls returned
+// (messages between its objects): Run calls Settle after heal, before the
+// final reads, to wait until they stopped (bounded by ctx). An error is
+// reported; the checks still run.
+type Settler interface {
+	Settle(ctx context.Context, s Stream, h *History) error
 }
 
 // Violation is one thing a checker found wrong.

@@ -81,6 +81,19 @@ type Context interface {
 	// pushes nothing again), each session gets them in order, once.
 	Push(payload []byte) error
 	Publish(payload []byte) error
+	// Send records a message to the object named to (actor/<type>/<id>):
+	// its method runs there with args, exactly once, after this turn
+	// (docs/design.md §13). The message is part of the turn's effect: it
+	// is recorded only if the handler returns no error, travels with the
+	// object's state (and, for a durable type, is persisted with it) until
+	// its destination answers, and is delivered in order with the other
+	// messages of this object to the same destination. Send refuses with
+	// ErrInvalidMessage (a bad destination, method or arguments) or
+	// ErrOutboxFull (the object's outbox is at its bound).
+	Send(to, method string, args ...[]byte) error
+	// Ask is Send, and the destination's answer comes back, once, to the
+	// object's OnReply (its type must implement ReplyObject).
+	Ask(to, method string, args ...[]byte) error
 }
 
 // ErrNoSession: Push in a call that came outside a session.

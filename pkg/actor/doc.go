@@ -40,14 +40,22 @@
 //     identity the instance is served under; their receiver refuses an
 //     older fence, so an instance that lost its ownership (and does not know
 //     it yet) cannot act after its successor.
+//  7. Other objects are reached by message, never called: Context.Send
+//     (and Ask, whose answer comes back to OnReply: ReplyObject) records a
+//     message in the object's Outbox as part of the turn's effect — a
+//     turn that returns an error sends nothing — and the runtime delivers
+//     it after the turn, exactly once, in order per destination
+//     (docs/design.md §13). A message's operation id is derived from the
+//     turn's (MessageID), so a turn that runs again sends the same ids.
 //
 // # The state the runtime carries
 //
-// Besides the type's own snapshot, an object carries its Timers and its
-// ReplyTable, each with a canonical, versioned binary encoding
-// (Timers.Encode, ReplyTable.Encode) whose decoders check every bound and
-// refuse with ErrCorruptState. Both are plain data with explicit now
-// arguments and no goroutines, like the relocation state machine:
+// Besides the type's own snapshot, an object carries its Timers, its
+// ReplyTable and its Outbox, each with a canonical, versioned binary
+// encoding (Timers.Encode, ReplyTable.Encode, Outbox.Encode) whose decoders
+// check every bound and refuse with ErrCorruptState. They are plain data
+// with explicit now arguments and no goroutines, like the relocation state
+// machine:
 //
 //   - Timers.FireDue(now) returns the ticks due and advances the timers; the
 //     runtime delivers them (OnTimer) in the same mailbox turn, so a snapshot
@@ -57,6 +65,11 @@
 //     tell (its UUIDv7 time is outside the window, or not after the newest
 //     id evicted). Record after running it. An evicted id is refused, never
 //     executed again, so exactly-once holds with a bounded table (design.md §5).
+//   - Delivery decides how an Outbox is delivered (what to send now, what an
+//     answer means — OutcomeOf, the one table —, when to retry, when to give
+//     up); the runtime sends and tells it what came back. It holds no state
+//     that travels: after a move the outbox is sent again from the first
+//     message, and the destinations' reply tables answer what ran already.
 //
 // # What this package is not
 //

@@ -42,13 +42,15 @@ func (h *highWater) Restore(b []byte) error {
 // callContext is the little a handler sees of the runtime.
 type callContext struct{ timers actor.Timers }
 
-func (c *callContext) Object() keyspace.Object             { return keyspace.Actor("highwater", "h1") }
-func (c *callContext) Fence() actor.Fence                  { return actor.Fence{OwnerID: "n1"} }
-func (c *callContext) Now() time.Time                      { return time.Unix(0, 0) }
-func (c *callContext) SetTimer(spec actor.TimerSpec) error { return c.timers.Set(spec, c.Now()) }
-func (c *callContext) CancelTimer(name string) bool        { return c.timers.Cancel(name) }
-func (c *callContext) Push([]byte) error                   { return actor.ErrNoSession }
-func (c *callContext) Publish([]byte) error                { return nil }
+func (c *callContext) Object() keyspace.Object              { return keyspace.Actor("highwater", "h1") }
+func (c *callContext) Fence() actor.Fence                   { return actor.Fence{OwnerID: "n1"} }
+func (c *callContext) Now() time.Time                       { return time.Unix(0, 0) }
+func (c *callContext) SetTimer(spec actor.TimerSpec) error  { return c.timers.Set(spec, c.Now()) }
+func (c *callContext) CancelTimer(name string) bool         { return c.timers.Cancel(name) }
+func (c *callContext) Push([]byte) error                    { return actor.ErrNoSession }
+func (c *callContext) Publish([]byte) error                 { return nil }
+func (c *callContext) Send(string, string, ...[]byte) error { return nil }
+func (c *callContext) Ask(string, string, ...[]byte) error  { return nil }
 
 func Example() {
 	reg := actor.NewRegistry()

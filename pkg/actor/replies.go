@@ -48,7 +48,8 @@ type Reply struct {
 // CodeOf maps a handler error to its wire code: nil → OK, ErrUnknownMethod,
 // ErrInvalidArgument, ErrRejected (an application error),
 // ErrOperationExpired, ErrInvalidOperation, ErrStateTooLarge
-// (CODE_STATE_TOO_LARGE); any other error is internal.
+// (CODE_STATE_TOO_LARGE), ErrInvalidMessage (CODE_INVALID_ARGUMENT),
+// ErrOutboxFull (CODE_RESOURCE_EXHAUSTED); any other error is internal.
 func CodeOf(err error) pb.Code {
 	switch {
 	case err == nil:
@@ -67,6 +68,10 @@ func CodeOf(err error) pb.Code {
 		return pb.Code_CODE_INVALID_OPERATION_ID
 	case errors.Is(err, ErrStateTooLarge):
 		return pb.Code_CODE_STATE_TOO_LARGE
+	case errors.Is(err, ErrInvalidMessage):
+		return pb.Code_CODE_INVALID_ARGUMENT
+	case errors.Is(err, ErrOutboxFull):
+		return pb.Code_CODE_RESOURCE_EXHAUSTED
 	}
 	return pb.Code_CODE_INTERNAL
 }

@@ -27,6 +27,27 @@ type RebalanceRequest struct {
 	Budget int `json:"budget,omitempty"`
 	// DryRun: plan only, move nothing (the answer of GET /v1/rebalance/plan).
 	DryRun bool `json:"dryRun,omitempty"`
+	// Colocate adds the co-location step: moves that put objects that
+	// message each other on one node, from the nodes' traffic sketches,
+	// keeping every node within the load tolerance (reason "colocate").
+	Colocate bool `json:"colocate,omitempty"`
+}
+
+// RebalanceTraffic is the traffic a co-location plan was made from, and
+// what the plan does to it: Cross is the weight of the messages between
+// objects on different nodes, Total of all (as the nodes' sketches count
+// them: recent traffic weighs more).
+type RebalanceTraffic struct {
+	Total          uint64  `json:"total"`
+	CrossBefore    uint64  `json:"crossBefore"`
+	CrossAfter     uint64  `json:"crossAfter"`
+	FractionBefore float64 `json:"fractionBefore"`
+	FractionAfter  float64 `json:"fractionAfter"`
+	// Edges between two objects of the plan (pairs of objects).
+	Edges int `json:"edges"`
+	// Nodes that answered with their sketch; Unreachable did not.
+	Nodes       int      `json:"nodes"`
+	Unreachable []string `json:"unreachable,omitempty"`
 }
 
 // RebalanceMove is one move of a plan, with its outcome once run.
@@ -35,7 +56,8 @@ type RebalanceMove struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
 	// Reason: load (the owner holds more than its weighted fair share),
-	// weight (the owner has weight 0), drain (the owner is draining).
+	// weight (the owner has weight 0), drain (the owner is draining),
+	// colocate (it joins the objects it messages most).
 	Reason string `json:"reason"`
 	// Units of load it moves: 1, or 1+members for a group.
 	Units int `json:"units"`
@@ -83,6 +105,9 @@ type RebalancePlan struct {
 	Stuck  []RebalanceStuck `json:"stuck"`
 	// BudgetExhausted: more moves were wanted; run again to continue.
 	BudgetExhausted bool `json:"budgetExhausted"`
+	// Colocate: the plan has the co-location step; Traffic its figures.
+	Colocate bool              `json:"colocate,omitempty"`
+	Traffic  *RebalanceTraffic `json:"traffic,omitempty"`
 	// When run: moves completed, skipped, and not completed (failed).
 	Completed int `json:"completed"`
 	Skipped   int `json:"skipped"`

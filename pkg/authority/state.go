@@ -73,6 +73,11 @@ type StateValue struct {
 	ReplyWindowMs    int64 `json:"replyWindowMs"`
 	ReplyMaxEntries  int   `json:"replyMaxEntries"`
 	ReplyWatermarkMs int64 `json:"replyWatermarkMs"`
+	// Outbox is the actor.Outbox encoding: the messages the object sent
+	// that their destinations have not answered (absent: none). Persisted
+	// in the same write as the state that sent them, so an owner's crash
+	// loses no message (docs/design.md §13).
+	Outbox []byte `json:"outbox,omitempty"`
 }
 
 // ReplyValue is the value of one persisted reply (JSON; the payload base64).

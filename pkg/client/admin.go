@@ -303,6 +303,18 @@ func (c *Admin) RebalancePlanOf(ctx context.Context, budget int) (api.RebalanceP
 	return r, raw, err
 }
 
+// RebalancePlanColocate asks GET /v1/rebalance/plan?budget=N&colocate=true:
+// the plan with the co-location step (budget 0: the default).
+func (c *Admin) RebalancePlanColocate(ctx context.Context, budget int) (api.RebalancePlan, []byte, error) {
+	var r api.RebalancePlan
+	q := url.Values{"colocate": {"true"}}
+	if budget != 0 {
+		q.Set("budget", strconv.Itoa(budget))
+	}
+	raw, err := c.get(ctx, "/v1/rebalance/plan", q, &r)
+	return r, raw, err
+}
+
 // Rebalance asks POST /v1/rebalance and returns when every move ended.
 // Bound ctx generously: moves run a few at a time, each up to locationd's
 // relocation timeout.

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/traffic"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -116,6 +118,23 @@ type Config struct {
 	// Relocations in flight at the deadline end by their own deadline.
 	DrainTimeout time.Duration
 
+	// Messages between objects (docs/design.md §13).
+
+	// OutboxMessages and OutboxBytes bound one object's outbox (defaults
+	// 1024 messages, 1 MiB): a handler's Send beyond them is refused with
+	// actor.ErrOutboxFull (resource_exhausted). A durable object's outbox
+	// is persisted with its state, within --durable-max-bytes.
+	OutboxMessages int
+	OutboxBytes    int
+	// TrafficEdges bounds the edges (sender → destination) this node's
+	// traffic sketch keeps (default 4096; pkg/traffic); TrafficHalfLife is
+	// how fast old traffic fades from it (default 1 min); TrafficSample
+	// counts one message in that many, weighted accordingly (default 1:
+	// every message).
+	TrafficEdges    int
+	TrafficHalfLife time.Duration
+	TrafficSample   int
+
 	// Bounds on what peers may make this node hold (a peer is any process
 	// that reaches the gRPC port). A PREPARE beyond one is refused with
 	// CODE_RESOURCE_EXHAUSTED before anything is staged.
@@ -205,6 +224,11 @@ func DefaultConfig() Config {
 		MaxTxnOps:          authority.DefaultMaxTxnOps,
 		MaxRequestBytes:    authority.DefaultMaxRequestBytes,
 		DrainTimeout:       60 * time.Second,
+		OutboxMessages:     actor.DefaultOutboxMessages,
+		OutboxBytes:        actor.DefaultOutboxBytes,
+		TrafficEdges:       traffic.DefaultCapacity,
+		TrafficHalfLife:    time.Minute,
+		TrafficSample:      1,
 
 		MaxIncomingStages:        256,
 		MaxIncomingStagesPerPeer: 128,
@@ -267,6 +291,11 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "the etcd cluster's --max-request-bytes: bounds the bytes of a group's transactions; set it to etcd's value when you raise it there")
 	fs.IntVar(&c.DrainConcurrency, "drain-concurrency", c.DrainConcurrency, "relocations a drain (SIGTERM, meshctl drain) runs at a time")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "bound on a drain (SIGTERM, meshctl drain): objects not moved by then are lost when the node stops")
+	fs.IntVar(&c.OutboxMessages, "outbox-messages", c.OutboxMessages, "most messages one object's outbox holds (sent, not yet answered); a Send beyond is refused with resource_exhausted")
+	fs.IntVar(&c.OutboxBytes, "outbox-bytes", c.OutboxBytes, "most bytes one object's outbox holds")
+	fs.IntVar(&c.TrafficEdges, "traffic-edges", c.TrafficEdges, "edges (sender -> destination) the traffic sketch keeps, the heaviest (co-location)")
+	fs.DurationVar(&c.TrafficHalfLife, "traffic-half-life", c.TrafficHalfLife, "every count of the traffic sketch halves this often")
+	fs.IntVar(&c.TrafficSample, "traffic-sample", c.TrafficSample, "the traffic sketch counts one message in this many (weighted by it)")
 	fs.IntVar(&c.MaxIncomingStages, "max-incoming-relocations", c.MaxIncomingStages, "relocations this node receives at a time; beyond it a PREPARE is refused with resource_exhausted")
 	fs.IntVar(&c.MaxIncomingStagesPerPeer, "max-incoming-relocations-per-peer", c.MaxIncomingStagesPerPeer, "relocations this node receives at a time from one source node")
 	fs.Int64Var(&c.MaxIncomingBytes, "max-incoming-relocation-bytes", c.MaxIncomingBytes, "payload bytes the relocations this node receives may announce, together")
@@ -366,6 +395,21 @@ func (c *Config) Validate() error {
 	}
 	if c.DrainTimeout <= 0 {
 		return bad("--drain-timeout", "must be positive")
+	}
+	if c.OutboxMessages < 1 || c.OutboxMessages > actor.MaxOutboxMessages {
+		return bad("--outbox-messages", "%d is outside [1, %d]", c.OutboxMessages, actor.MaxOutboxMessages)
+	}
+	if c.OutboxBytes < 4<<10 || c.OutboxBytes > actor.MaxOutboxBytes {
+		return bad("--outbox-bytes", "%d is outside [4096, %d]", c.OutboxBytes, actor.MaxOutboxBytes)
+	}
+	if c.TrafficEdges < 1 || c.TrafficEdges > traffic.MaxCapacity {
+		return bad("--traffic-edges", "%d is outside [1, %d]", c.TrafficEdges, traffic.MaxCapacity)
+	}
+	if c.TrafficHalfLife < time.Second {
+		return bad("--traffic-half-life", "%s is below 1s", c.TrafficHalfLife)
+	}
+	if c.TrafficSample < 1 || c.TrafficSample > 1<<16 {
+		return bad("--traffic-sample", "%d is outside [1, 65536]", c.TrafficSample)
 	}
 	if c.MaxIncomingStages < 1 || c.MaxIncomingStagesPerPeer < 1 || c.MaxIncomingStagesPerPeer > c.MaxIncomingStages {
 		return bad("--max-incoming-relocations-per-peer", "need 1 <= per peer (%d) <= --max-incoming-relocations (%d)", c.MaxIncomingStagesPerPeer, c.MaxIncomingStages)

@@ -15,7 +15,12 @@
 //     (placement.Eligible), each run by internal/relocator;
 //   - groups and Actor Join (groups.go, join.go), drain (drain*.go),
 //     durable state (durable.go), ownership noticed from etcd
-//     (ownership.go, recovered.go).
+//     (ownership.go, recovered.go);
+//   - messages between objects (messages.go, message_delivery.go): the
+//     outbox recorded in the sender's turn, its delivery as pkg/actor's
+//     Delivery decides it, answers applied in the sender's mailbox
+//     (docs/design.md §13); the traffic sketch and AdminService.Traffic
+//     (traffic.go) for co-location.
 //
 // What it must not do: decide a relocation's outcome (the machines do),
 // keep a fault or planted bug in a production build (they wrap its seams

@@ -77,6 +77,7 @@ const (
 type durableState struct {
 	state    []byte            // Snapshot as last persisted (or the initial one: what restoring an absent key gives)
 	timers   []byte            // timers encoding as last persisted (nil: none)
+	outbox   []byte            // outbox encoding as last persisted (nil: empty; messages.go)
 	table    *actor.ReplyTable // replies of the persisted changes, as in etcd
 	stateRev int64             // ModRevision of state/<object> last written or read (0: absent)
 	seq      uint64            // StateValue.Seq of the last write
@@ -160,9 +161,10 @@ func restoreReplies(rd authority.StateRead) (*actor.ReplyTable, error) {
 // decodeDurable is what loadDurable restores from a persisted state rd
 // (rd.Found): a new instance of typ restored from the state, its timers
 // (nil: none), the table of the persisted replies and a copy of it for the
-// instance's in-memory table. Every error wraps actor.ErrCorruptState (a
-// type's Restore promises it). It reads nothing but rd.
-func decodeDurable(typ actor.Type, rd authority.StateRead) (inst actor.Object, timers *actor.Timers, table, replies *actor.ReplyTable, err error) {
+// instance's in-memory table, and its outbox (nil: empty). Every error
+// wraps actor.ErrCorruptState (a type's Restore promises it). It reads
+// nothing but rd.
+func decodeDurable(typ actor.Type, rd authority.StateRead) (inst actor.Object, timers *actor.Timers, table, replies *actor.ReplyTable, outbox *actor.Outbox, err error) {
 	inst = typ.New()
 	table, err = restoreReplies(rd)
 	if err == nil {
@@ -174,10 +176,13 @@ func decodeDurable(typ actor.Type, rd authority.StateRead) (inst actor.Object, t
 	if err == nil && len(rd.Value.Timers) > 0 {
 		timers, err = actor.DecodeTimers(rd.Value.Timers)
 	}
-	if err != nil {
-		return nil, nil, nil, nil, err
+	if err == nil {
+		outbox, err = actor.DecodeOutbox(rd.Value.Outbox)
 	}
-	return inst, timers, table, replies, nil
+	if err != nil {
+		return nil, nil, nil, nil, nil, err
+	}
+	return inst, timers, table, replies, outbox, nil
 }
 
 // initialDurable is the bookkeeping of an object with nothing persisted:
@@ -243,14 +248,15 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 		return nil
 	}
 	v := rd.Value
-	inst, timers, table, replies, err := decodeDurable(*h.typ, rd)
+	inst, timers, table, replies, outbox, err := decodeDurable(*h.typ, rd)
 	if err != nil {
 		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
 	}
 	h.mu.Lock()
 	h.inst, h.replies, h.timers = inst, replies, timers
 	h.mu.Unlock()
-	h.dur = &durableState{state: v.State, timers: v.Timers, table: table, stateRev: rd.StateVersion, seq: v.Seq}
+	h.setOutbox(outbox) // delivered once the object is ready (hostedOrActivate)
+	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq}
 	n.metrics.durable.loads.WithLabelValues("restored").Inc()
 	n.log.Info().Str("object", h.name).Uint64("seq", v.Seq).Int64("stateVersion", rd.StateVersion).Int("replies", len(rd.Replies)).
 		Str("writtenBy", v.Owner.String()).Int64("writtenUnderObjectGeneration", v.ObjectGeneration).Msg("restored a durable object from etcd")
@@ -294,7 +300,7 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 		return h.dataLost("its persisted replies", err)
 	}
 	v := rd.Value
-	h.dur = &durableState{state: v.State, timers: v.Timers, table: t, stateRev: rd.StateVersion, seq: v.Seq}
+	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq}
 	n.metrics.durable.loads.WithLabelValues("restored").Inc()
 	return nil
 }
@@ -318,16 +324,17 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	}
 	h.mu.Lock()
 	timers := encodeTimers(h.timers)
+	outbox := h.outbox.Encode()
 	fence, version := h.fence, h.version
 	h.mu.Unlock()
-	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) {
+	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) {
 		n.metrics.durable.writes.WithLabelValues("unchanged").Inc()
 		return nil
 	}
 	v := authority.StateValue{
 		V: authority.StateVersion1, Object: h.name,
 		ObjectGeneration: fence.ObjectGeneration, AuthorityGeneration: fence.OwnerGeneration, Owner: fence.Owner,
-		Seq: d.seq + 1, State: state, Timers: timers,
+		Seq: d.seq + 1, State: state, Timers: timers, Outbox: outbox,
 		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: watermarkMs(d.table),
 	}
 	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode()}
@@ -368,7 +375,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		case authority.PersistWritten:
 			n.metrics.durable.writes.WithLabelValues("written").Inc()
 			n.metrics.durable.bytes.Observe(float64(req.Size()))
-			d.state, d.timers, d.stateRev, d.seq = state, timers, res.StateVersion, v.Seq
+			d.state, d.timers, d.outbox, d.stateRev, d.seq = state, timers, outbox, res.StateVersion, v.Seq
 			return nil
 		case authority.PersistMoved:
 			// Our own intent or preserve rewrote the record: same fence
@@ -416,12 +423,16 @@ func outcomeLabel(o authority.PersistOutcome) string {
 	return "error"
 }
 
-// rollbackDurable puts back the last persisted state and timers (the
-// persisted reply table was not touched).
+// rollbackDurable puts back the last persisted state, timers and outbox
+// (the persisted reply table was not touched).
 func (h *hosted) rollbackDurable() error {
 	d := h.dur
 	inst := h.typ.New()
 	if err := inst.Restore(d.state); err != nil {
+		return err
+	}
+	outbox, err := actor.DecodeOutbox(d.outbox)
+	if err != nil {
 		return err
 	}
 	var timers *actor.Timers
@@ -434,7 +445,9 @@ func (h *hosted) rollbackDurable() error {
 	h.mu.Lock()
 	h.inst, h.timers = inst, timers
 	h.mu.Unlock()
+	h.setOutbox(outbox)
 	h.arm()
+	h.kickDelivery()
 	return nil
 }
 

@@ -24,7 +24,7 @@ import (
 // state, the timers encode to the timers, and the reply tables have the
 // persisted bounds, watermark and entries, so that the next write (built
 // as persistChange builds it) persists the same bounds and keeps the same
-// reply keys.
+// reply keys; the outbox encodes to the persisted outbox.
 //
 //	go test -run '^$' -fuzz '^FuzzDecodeDurableState$' -fuzztime 1m ./pkg/node/
 func FuzzDecodeDurableState(f *testing.F) {
@@ -49,6 +49,13 @@ func FuzzDecodeDurableState(f *testing.F) {
 			}
 			v.Timers = tm.Encode()
 		}
+		if ty.Name == builtin.DurableBankType {
+			var o actor.Outbox
+			if err := o.Add([]actor.OutMessage{{ID: actor.MessageID(op1, 0), To: "actor/dbank/o2", Method: "hop", Args: [][]byte{[]byte("t1"), []byte("5")}, Ask: true}}, 0, 0); err != nil {
+				f.Fatal(err)
+			}
+			v.Outbox = o.Encode()
+		}
 		f.Add(uint8(i), v.Encode(), replyID(op1), int32(0), []byte(`{"value":1}`), "", replyID(op2), int32(9), []byte(nil), "rejected", uint8(2))
 	}
 	f.Add(uint8(0), []byte(`{"v":1,"object":"actor/dcounter/c","objectGeneration":1,"authorityGeneration":1,"owner":{"id":"n1","generation":1},"seq":1,"state":"eyJ2IjoxLCJ2YWx1ZSI6MH0=","replyWindowMs":1000,"replyMaxEntries":1,"replyWatermarkMs":0}`),
@@ -71,15 +78,18 @@ func FuzzDecodeDurableState(f *testing.F) {
 		}[:int(nreplies)%3] {
 			rd.Replies = append(rd.Replies, r)
 		}
-		inst, timers, table, replies, err := decodeDurable(ty, rd)
+		inst, timers, table, replies, outbox, err := decodeDurable(ty, rd)
 		if err != nil {
 			if !errors.Is(err, actor.ErrCorruptState) {
 				t.Fatalf("decodeDurable: untyped error %v", err)
 			}
-			if inst != nil || timers != nil || table != nil || replies != nil {
+			if inst != nil || timers != nil || table != nil || replies != nil || outbox != nil {
 				t.Fatal("refused, but returned parts")
 			}
 			return
+		}
+		if got := outbox.Encode(); !bytes.Equal(got, v.Outbox) && !(len(got) == 0 && len(v.Outbox) == 0) {
+			t.Fatalf("outbox %x restored, re-encoded %x", v.Outbox, got)
 		}
 		if state, err := inst.Snapshot(); err != nil || !bytes.Equal(state, v.State) {
 			t.Fatalf("%s restored from %q snapshots as %q (%v)", ty.Name, v.State, state, err)

@@ -23,7 +23,10 @@ import (
 //
 //	{"owner":"n1","ownerGeneration":7,"object":"actor/counter/c1","objectGeneration":1,"authorityGeneration":2,"op":"0199…","t":1732872000000000000}
 //
-// or, for a timer tick, "timer":"<name>" instead of "op". owner and
+// or, for a timer tick, "timer":"<name>" instead of "op". A message from
+// another object (docs/design.md §13) adds "from":"<sender>" to its line;
+// the turn that takes the answer of an Ask at its sender (OnReply) is
+// logged with its own operation id and "replyTo":"<message id>". owner and
 // ownerGeneration are this process (the owner that executed); the
 // generations are the fence the execution ran under, the one its reply
 // carries; t is the execution's start, Unix nanoseconds.
@@ -87,17 +90,24 @@ func endsTorn(path string) (bool, error) {
 }
 
 // request logs one execution of op by h, under h's current fence (the
-// caller is h's drain: the fence cannot change while it executes).
-func (l *execLog) request(h *hosted, op wire.OperationID, t time.Time) {
-	l.write(h, "op", op.String(), t)
+// caller is h's drain: the fence cannot change while it executes); from is
+// the sender of a message ("" for a call).
+func (l *execLog) request(h *hosted, op wire.OperationID, from string, t time.Time) {
+	l.write(h, "op", op.String(), "from", from, t)
+}
+
+// onReply logs the OnReply turn op of h that took message msg's answer.
+func (l *execLog) onReply(h *hosted, op, msg wire.OperationID, t time.Time) {
+	l.write(h, "op", op.String(), "replyTo", msg.String(), t)
 }
 
 // timer logs one timer tick handled by h.
 func (l *execLog) timer(h *hosted, name string, t time.Time) {
-	l.write(h, "timer", name, t)
+	l.write(h, "timer", name, "", "", t)
 }
 
-func (l *execLog) write(h *hosted, what, id string, t time.Time) {
+// write appends one line: what:id, and key:val unless val is empty.
+func (l *execLog) write(h *hosted, what, id, key, val string, t time.Time) {
 	h.mu.Lock()
 	f := h.fence
 	h.mu.Unlock()
@@ -118,6 +128,12 @@ func (l *execLog) write(h *hosted, what, id string, t time.Time) {
 	b = append(b, what...)
 	b = append(b, `":`...)
 	b = appendJSONString(b, id)
+	if val != "" {
+		b = append(b, `,"`...)
+		b = append(b, key...)
+		b = append(b, `":`...)
+		b = appendJSONString(b, val)
+	}
 	b = append(b, `,"t":`...)
 	b = strconv.AppendInt(b, t.UnixNano(), 10)
 	b = append(b, "}\n"...)

@@ -40,6 +40,14 @@ func withFaults(s seams) seams {
 		}
 		return route(ref, req)
 	}
+	send := s.sendMessage
+	s.sendMessage = func(m actor.OutMessage, from *pb.MessageSender) *pb.CallReply {
+		r := send(m, from)
+		if failpoint.Hit(failpoint.MessageAfterSend) != nil {
+			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "the answer was lost (failpoint " + failpoint.MessageAfterSend + ")"}
+		}
+		return r
+	}
 	s.relayReply = func(w *work, r *pb.CallReply) {
 		if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {
 			return // the relay is lost: the caller's retry gets the reply from the de-duplication table
@@ -88,8 +96,9 @@ func drainStep() error {
 	return nil
 }
 
-// sourceMailboxFaults: source.after-seal, and the planted bug
-// dedup-not-transferred (an empty de-duplication table travels).
+// sourceMailboxFaults: source.after-seal, and the planted bugs
+// dedup-not-transferred (an empty de-duplication table travels) and
+// outbox-not-transferred (an empty outbox travels).
 type sourceMailboxFaults struct {
 	relocator.SourceMailbox
 	id wire.RelocationID
@@ -117,6 +126,10 @@ func dedupNotTransferred(id wire.RelocationID, segs [][]byte) ([][]byte, error) 
 	}
 	changed := false
 	for _, ps := range env.GetParticipants() {
+		if len(ps.GetOutbox()) > 0 && failpoint.Planted(failpoint.BugOutboxNotTransferred) {
+			ps.Outbox = nil
+			changed = true
+		}
 		t, err := actor.DecodeReplyTable(ps.GetReplies())
 		if err != nil || t.Len() == 0 || !failpoint.Planted(failpoint.BugDedupNotTransferred) {
 			continue

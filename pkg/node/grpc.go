@@ -60,7 +60,7 @@ func (s *adminServer) ListRelocations(context.Context, *pb.ListRelocationsReques
 
 // rpcAction is the one table of what each RPC needs (pkg/mtls.Allowed says
 // which roles may): calls any cluster identity, the peer protocol a node,
-// ListRelocations a reader, the other admin RPCs an operator (locationd
+// ListRelocations and Traffic a reader, the other admin RPCs an operator (locationd
 // acts for its verified callers). An RPC not in it is refused.
 func rpcAction(fullMethod string) (mtls.Action, bool) {
 	svc, method, _ := strings.Cut(strings.TrimPrefix(fullMethod, "/"), "/")
@@ -70,7 +70,7 @@ func rpcAction(fullMethod string) (mtls.Action, bool) {
 	case rpcpb.PeerService_ServiceDesc.ServiceName:
 		return mtls.ActionPeer, true
 	case rpcpb.AdminService_ServiceDesc.ServiceName:
-		if method == "ListRelocations" {
+		if method == "ListRelocations" || method == "Traffic" {
 			return mtls.ActionRead, true
 		}
 		return mtls.ActionOperate, true

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -65,6 +64,10 @@ type hosted struct {
 	unhidden chan struct{}
 	// sessions bound to the object (session_owner.go).
 	sessions map[session.ID]*boundSession
+	// outbox: the messages the object sent, not yet answered (state, like
+	// timers; messages.go); msgs: their delivery (nil until the first).
+	outbox *actor.Outbox
+	msgs   *outboxDelivery
 }
 
 // hostMode is what happens to a request submitted now.
@@ -267,6 +270,7 @@ func (h *hosted) close() {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
+	h.stopDeliveryLocked()
 	idle := !h.running
 	q := h.queue
 	if idle {
@@ -336,8 +340,21 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		}
 		sess = s
 	}
-	hc := &handlerCtx{h: h, now: now, session: sess}
+	if ms := w.req.GetSender(); ms != nil {
+		if r := n.checkSender(ms); r != nil { // messages.go
+			return r
+		}
+	}
+	hc := &handlerCtx{h: h, now: now, session: sess, op: w.op}
 	out, herr := h.inst.Handle(hc, w.req.GetMethod(), w.req.GetArgs())
+	if herr == nil {
+		herr = h.recordSends(hc.sends) // in this turn, before a durable persist (messages.go)
+	}
+	if errors.Is(herr, actor.ErrOutboxFull) {
+		// Not recorded: a retry runs again once the outbox has room (a
+		// refused request changed nothing: actor rule 4).
+		return h.reply(pb.Code_CODE_RESOURCE_EXHAUSTED, nil, herr.Error())
+	}
 	rec := actor.Reply{Code: int32(pb.Code_CODE_OK), Payload: out}
 	if herr != nil {
 		rec = actor.Reply{Code: int32(actor.CodeOf(herr)), Message: herr.Error()}
@@ -354,7 +371,10 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		h.commitPushes(sess, w.req.GetSessionSeq(), hc.pushes)
 	}
 	if n.xlog != nil {
-		n.xlog.request(h, w.op, now) // before the reply leaves
+		n.xlog.request(h, w.op, w.req.GetSender().GetObject(), now) // before the reply leaves
+	}
+	if herr == nil && len(hc.sends) > 0 {
+		h.kickDelivery()
 	}
 	// Check again just before the reply leaves (docs/design.md §5).
 	if st := n.keeper.Status(n.now()); (st == lease.Expired || st == lease.Lost || st == lease.Closed) && !bugWokenOwnerServes() {
@@ -374,63 +394,6 @@ func (h *hosted) isLost() bool {
 }
 
 // ---------------------------------------------------------------- timers
-
-type handlerCtx struct {
-	h       *hosted
-	now     time.Time
-	session *boundSession // the calling session (nil: none)
-	pushes  []pendingPush // recorded with the call (commitPushes)
-}
-
-func (c *handlerCtx) Push(payload []byte) error {
-	if c.session == nil {
-		return actor.ErrNoSession
-	}
-	if len(payload) > session.MaxPushBytes {
-		return actor.InvalidArgument("a push of %d bytes (at most %d)", len(payload), session.MaxPushBytes)
-	}
-	c.pushes = append(c.pushes, pendingPush{to: c.session, payload: payload})
-	return nil
-}
-
-func (c *handlerCtx) Publish(payload []byte) error {
-	if len(payload) > session.MaxPushBytes {
-		return actor.InvalidArgument("a push of %d bytes (at most %d)", len(payload), session.MaxPushBytes)
-	}
-	c.pushes = append(c.pushes, pendingPush{payload: payload})
-	return nil
-}
-
-func (c *handlerCtx) Object() keyspace.Object { return c.h.obj }
-func (c *handlerCtx) Now() time.Time          { return c.now }
-func (c *handlerCtx) Fence() actor.Fence {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	f := c.h.fence
-	return actor.Fence{OwnerID: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.OwnerGeneration}
-}
-
-func (c *handlerCtx) SetTimer(spec actor.TimerSpec) error {
-	if _, ok := c.h.inst.(actor.TimerObject); !ok {
-		return fmt.Errorf("%w: type %s does not implement OnTimer", actor.ErrInvalidTimer, c.h.typ.Name)
-	}
-	c.h.mu.Lock()
-	if c.h.timers == nil {
-		c.h.timers = actor.NewTimers()
-	}
-	err := c.h.timers.Set(spec, c.now)
-	c.h.mu.Unlock()
-	if err == nil {
-		c.h.arm()
-	}
-	return err
-}
-
-func (c *handlerCtx) CancelTimer(name string) bool {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	return c.h.timers != nil && c.h.timers.Cancel(name)
-}
 
 // arm schedules a timer fire for the earliest due timer.
 func (h *hosted) arm() {
@@ -471,9 +434,13 @@ func (h *hosted) fireTimers() {
 	}
 	if to, ok := h.inst.(actor.TimerObject); ok {
 		for _, t := range ticks {
-			hc := &handlerCtx{h: h, now: now}
+			hc := &handlerCtx{h: h, now: now, op: actor.TimerOperationID(h.name, t.Name, t.Index, now)}
 			if err := to.OnTimer(hc, t); err != nil {
 				h.n.log.Warn().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("timer handler failed")
+				hc.sends = nil
+			}
+			if err := h.recordSends(hc.sends); err != nil {
+				h.n.log.Error().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("a timer's messages could not be recorded")
 			}
 			if len(hc.pushes) > 0 {
 				h.commitPushes(nil, 0, hc.pushes)
@@ -487,6 +454,7 @@ func (h *hosted) fireTimers() {
 		}
 	}
 	h.arm()
+	h.kickDelivery()
 }
 
 // ---------------------------------------------------------------- activation
@@ -528,6 +496,7 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 	}
 	n.metrics.hosted.Inc()
 	close(h.ready)
+	h.kickDelivery() // a durable object re-activated with messages to send
 	return h, rep
 }
 

@@ -22,6 +22,7 @@ func (h *hosted) sealStart() chan struct{} {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mode = modeBoundary
+	h.resetDeliveryLocked() // answers of sends in flight are dropped (message_delivery.go)
 	if h.running {
 		if h.sealWait == nil {
 			h.sealWait = make(chan struct{})
@@ -66,7 +67,7 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 		Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
 			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version},
 		StateLength: uint64(len(state)), Timers: timers, Replies: h.replies.Encode(),
-		Sessions: h.sessionJournalsLocked(),
+		Sessions: h.sessionJournalsLocked(), Outbox: h.outbox.Encode(),
 	}
 	h.noteStateBytes(len(state))
 	h.captured = nil
@@ -107,7 +108,7 @@ func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte
 		}
 		ps = &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
 			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state)),
-			Timers: timers, Replies: h.replies.Encode(), Sessions: h.sessionJournalsLocked()}
+			Timers: timers, Replies: h.replies.Encode(), Sessions: h.sessionJournalsLocked(), Outbox: h.outbox.Encode()}
 	}
 	if !h.submit(w) {
 		return nil, nil, fmt.Errorf("snapshot %s: not serving", h.name)
@@ -154,6 +155,7 @@ func (h *hosted) reopen(rec record.Snapshot) {
 	ws := append(append(append([]*work(nil), h.captured...), h.boundary...), h.held...)
 	h.captured, h.boundary, h.held = nil, nil, nil
 	h.mode = modeServing
+	h.resetDeliveryLocked()
 	h.fence, h.version = rec.Fence(), rec.StoreVersion
 	h.queue = append(ws, h.queue...)
 	start := len(h.queue) > 0 && !h.running && !h.closed
@@ -170,6 +172,7 @@ func (h *hosted) reopen(rec record.Snapshot) {
 		h.startDrain()
 	}
 	h.arm()
+	h.kickDelivery() // the outbox goes on from the first message
 }
 
 // drop discards the source's copy after the target committed (loc):
@@ -274,4 +277,5 @@ func (h *hosted) admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 		h.startDrain()
 	}
 	h.arm()
+	h.kickDelivery() // the carried outbox, from the first message
 }

@@ -95,6 +95,12 @@ func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state
 			return nil, fmt.Errorf("timers of %s: %w", obj, err)
 		}
 	}
+	if h.outbox, err = actor.DecodeOutbox(ps.GetOutbox()); err != nil {
+		return nil, fmt.Errorf("outbox of %s: %w", obj, err)
+	}
+	if h.outbox.Len() > 0 {
+		n.outboxes.note(h)
+	}
 	for _, q := range ps.GetQueued() {
 		op, err := wire.ValidateCall(q)
 		if err != nil {

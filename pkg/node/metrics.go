@@ -25,6 +25,7 @@ type metrics struct {
 	stagesRefused   *prometheus.CounterVec
 	durable         *durableMetrics        // durable.go
 	drained         *prometheus.CounterVec // drain.go
+	messages        *messageMetrics        // message_metrics.go
 	*sessionMetrics                        // session_*.go
 }
 

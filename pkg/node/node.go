@@ -78,14 +78,17 @@ type Node struct {
 	groups     groupLocks // groups.go
 	joins      joinSet    // join.go
 
-	moved   movedAway
-	peers   *connPool
-	tls     *mtls.Reloader // nil: plaintext (no TLS flags)
-	grpc    *grpc.Server
-	lis     net.Listener
-	httpSrv *http.Server
-	metrics *metrics
-	xlog    *execLog // execution log (--exec-log); nil: off
+	moved movedAway
+	// messages between objects (messages.go, traffic.go)
+	outboxes outboxSet
+	traffic  nodeTraffic
+	peers    *connPool
+	tls      *mtls.Reloader // nil: plaintext (no TLS flags)
+	grpc     *grpc.Server
+	lis      net.Listener
+	httpSrv  *http.Server
+	metrics  *metrics
+	xlog     *execLog // execution log (--exec-log); nil: off
 
 	bg sync.WaitGroup // background loops (cache, directory, servers)
 	// detached relocations (RelocateOptions.Detach) in flight.
@@ -144,6 +147,8 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 	}
 	n.relocs = newRelocationLog(n.noteChange)
 	n.metrics = newMetrics(reg, cfg.Name)
+	n.traffic = newNodeTraffic(cfg)
+	n.metrics.messages = registerMessageMetrics(reg, prometheus.Labels{"node": cfg.Name}, n)
 	n.peers = newConnPool()
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
 	n.life = context.Background()

@@ -35,6 +35,7 @@ type mesh struct {
 	etcd  *clientv3.Client
 	nodes []*node.Node
 	ep    string
+	regs  map[*node.Node]*prometheus.Registry // each node's metrics
 }
 
 func registry(t testing.TB) *actor.Registry {
@@ -73,7 +74,8 @@ func (m *mesh) add(t testing.TB, name string, mutate ...func(i int, c *node.Conf
 	if err != nil {
 		t.Fatal(err)
 	}
-	nd, err := node.New(cfg, node.WithRegistry(registry(t)), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()))
+	reg := prometheus.NewRegistry()
+	nd, err := node.New(cfg, node.WithRegistry(registry(t)), node.WithListener(lis), node.WithMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +90,29 @@ func (m *mesh) add(t testing.TB, name string, mutate ...func(i int, c *node.Conf
 		_ = nd.Stop(sctx)
 	})
 	m.nodes = append(m.nodes, nd)
+	if m.regs == nil {
+		m.regs = map[*node.Node]*prometheus.Registry{}
+	}
+	m.regs[nd] = reg
 	return nd
+}
+
+// metric is the sum of the samples of counter or gauge name on n.
+func (m *mesh) metric(t testing.TB, n *node.Node, name string) float64 {
+	t.Helper()
+	mfs, err := m.regs[n].Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			for _, x := range mf.GetMetric() {
+				sum += x.GetCounter().GetValue() + x.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 func (m *mesh) addrs() []string {

@@ -171,7 +171,7 @@ func (n *Node) forward(ctx context.Context, obj keyspace.Object, addr string, re
 	fwd := &pb.CallRequest{
 		Version: req.GetVersion(), Object: req.GetObject(), Method: req.GetMethod(), Args: req.GetArgs(),
 		OperationId: req.GetOperationId(), Requester: req.GetRequester(), Hops: req.GetHops() + 1, Direct: true,
-		KnownObjectGeneration: req.GetKnownObjectGeneration(),
+		KnownObjectGeneration: req.GetKnownObjectGeneration(), Sender: req.GetSender(),
 	}
 	n.metrics.forwards.Inc()
 	rep, err := n.peers.call(ctx, addr, fwd)

@@ -2,6 +2,7 @@ package node
 
 import (
 	"github.com/meshloc/meshloc/internal/relocator"
+	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/session"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -25,6 +26,9 @@ type seams struct {
 	// sessionRoute tells a session's gateway where its object is after a
 	// move (session_move.go); it answers the gateway's code.
 	sessionRoute func(ref session.Ref, req *pb.SessionRouteRequest) pb.Code
+	// sendMessage delivers one message of an outbox and answers its
+	// destination's reply (message_delivery.go).
+	sendMessage func(m actor.OutMessage, from *pb.MessageSender) *pb.CallReply
 }
 
 // plainSeams are the node's seams without faults.
@@ -39,5 +43,6 @@ func (n *Node) plainSeams() seams {
 		},
 		relayReply:   n.relayReply,
 		sessionRoute: n.sendRoute,
+		sendMessage:  n.sendMessage,
 	}
 }

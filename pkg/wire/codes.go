@@ -181,5 +181,20 @@ func ValidateCall(r *pb.CallRequest) (OperationID, *Error) {
 			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: requester owner id or address too long", ErrInvalidArgument)
 		}
 	}
+	if ms := r.GetSender(); ms != nil {
+		f := ms.GetFence()
+		switch {
+		case len(ms.GetObject()) == 0 || len(ms.GetObject()) > MaxObjectLen:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: message sender name of %d bytes", ErrInvalidArgument, len(ms.GetObject()))
+		case f == nil:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: message sender without a fence", ErrInvalidArgument)
+		case len(f.GetOwnerId()) > MaxOwnerIDLen || len(f.GetRoutingId()) > IDLen:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: message sender fence: owner id or routing id too long", ErrInvalidArgument)
+		case f.GetOwnerGeneration() < 0 || f.GetObjectGeneration() < 0 || f.GetAuthorityGeneration() < 0 || f.GetStoreVersion() < 0:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: message sender fence with a negative generation", ErrInvalidArgument)
+		case r.GetSession() != nil:
+			return OperationID{}, Errorf(pb.Code_CODE_INVALID_ARGUMENT, "%v: a message is not a session call", ErrInvalidArgument)
+		}
+	}
 	return id, nil
 }

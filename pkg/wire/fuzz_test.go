@@ -84,6 +84,8 @@ func checkCall(t *testing.T, r *pb.CallRequest) {
 		t.Fatalf("accepted %d arguments of %d bytes", len(r.GetArgs()), n)
 	case r.GetHops() > wire.MaxHops:
 		t.Fatalf("accepted %d hops", r.GetHops())
+	case r.GetSender() != nil && (r.GetSender().GetFence() == nil || r.GetSender().GetObject() == "" || r.GetSession() != nil):
+		t.Fatalf("accepted a message sender %v", r.GetSender())
 	}
 	_ = id.Time()
 	_ = id.String()
@@ -116,7 +118,11 @@ func FuzzCallRequest(f *testing.F) {
 	manyArgs.Args = make([][]byte, wire.MaxArgs+1)
 	wrongVersion := seedCall()
 	wrongVersion.Version = 2
-	for _, m := range []*pb.CallRequest{seedCall(), full, over, longMethod, manyArgs, wrongVersion, {}} {
+	message := seedCall()
+	message.Sender = &pb.MessageSender{Object: "actor/bank/b1", Fence: &pb.Fence{OwnerId: "n1", OwnerGeneration: 4, ObjectGeneration: 1, AuthorityGeneration: 2}}
+	noFence := seedCall()
+	noFence.Sender = &pb.MessageSender{Object: "actor/bank/b1"}
+	for _, m := range []*pb.CallRequest{seedCall(), full, over, longMethod, manyArgs, wrongVersion, message, noFence, {}} {
 		f.Add(mustMarshal(f, m))
 	}
 	b := mustMarshal(f, full)

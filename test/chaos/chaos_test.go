@@ -133,6 +133,19 @@ func TestWorkloads(t *testing.T) {
 				}
 			}
 		}},
+		// Issue 20: 200 chains of transfers by message between dbank
+		// objects (A sends to B sends to C …) while the storm relocates
+		// them and owners are killed -9 and restarted: the money is
+		// conserved, and every message and every answer ran exactly once.
+		{"transfers", []string{chaos.KillOwner, chaos.KillTarget, chaos.KillOwner}, func(t *testing.T, s *chaos.Spec) {
+			s.Inspect = func(_ *chaos.Cluster, rep *verify.Report) {
+				for _, w := range rep.Workloads {
+					if w.Workload == "transfers" && (w.Figures["chains-started"] < 150 || w.Figures["hops"] == 0) {
+						t.Errorf("too few chains ran: %v", w.Figures)
+					}
+				}
+			}
+		}},
 		{"groups", []string{chaos.RollingRestart, chaos.PauseNode}, func(_ *testing.T, s *chaos.Spec) {
 			s.Workloads = []string{"counter", "list"}
 			s.Groups = 2

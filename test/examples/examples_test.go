@@ -334,3 +334,152 @@ func waitOwners(ctx context.Context, t *testing.T, c *client.Client, n int) {
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// The cart reserves stock in the inventory by message (issue 20): a cart
+// node, two inventory nodes and a stock meshnode (a gateway for both
+// types). A cart asks its warehouse to reserve each of its items; the
+// warehouse's node is killed -9 right after, so the messages wait for the
+// warehouse to come back on the other inventory node (durable: from etcd).
+// Every item is reserved exactly once or refused with the warehouse's
+// reason, each answer reaches the cart once, and reserving again asks only
+// for what was refused.
+func TestCartReservesStockByMessage(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs processes")
+	}
+	work := t.TempDir()
+	bin := filepath.Join(work, "bin")
+	build(t, root, bin, "./cmd/locationd", "./cmd/meshnode")
+	build(t, filepath.Join(root, "examples", "cart"), bin, "./cmd/cartnode")
+	build(t, filepath.Join(root, "examples", "inventory"), bin, "./cmd/inventorynode")
+
+	etcdClient, httpAddr := "http://"+addr(t), addr(t)
+	start(t, work, "locationd", filepath.Join(bin, "locationd"), "--data-dir", filepath.Join(work, "etcd"),
+		"--listen-client", etcdClient, "--listen-peer", "http://"+addr(t), "--http", httpAddr)
+	ld := "http://" + httpAddr
+	waitReady(t, ld)
+	gwAddr := addr(t)
+	procs := map[string]*process{}
+	for _, n := range []struct{ name, bin, listen string }{
+		{"cart1", "cartnode", addr(t)}, {"inv1", "inventorynode", addr(t)}, {"inv2", "inventorynode", addr(t)}, {"gw", "meshnode", gwAddr},
+	} {
+		args := []string{"--name", n.name, "--etcd-endpoints", etcdClient, "--listen", n.listen, "--http", "", "--lease-ttl", "3s"}
+		if n.name == "gw" {
+			args = append(args, "--weight", "0")
+		}
+		procs[n.name] = start(t, work, n.name, filepath.Join(bin, n.bin), args...)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	admin, err := client.New(ctx, client.Config{EtcdEndpoints: []string{etcdClient}, Locationd: ld})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer admin.Close()
+	waitOwners(ctx, t, admin, 4)
+	c, err := client.New(ctx, client.Config{Nodes: []string{gwAddr}, Timeout: 30 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	call := func(obj, method string, args ...string) []byte {
+		t.Helper()
+		r, err := c.Call(ctx, obj, method, args...)
+		if err != nil {
+			t.Fatalf("%s %s %v: %v", obj, method, args, err)
+		}
+		return r.Payload
+	}
+	const w1, alice = "actor/inventory/w1", "actor/cart/alice"
+	// The gateway routes a type once its directory lists a node hosting it.
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		_, err := c.Call(ctx, w1, "level", "apple")
+		_, err2 := c.Call(ctx, alice, "items")
+		if err == nil && err2 == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the gateway does not route inventories and carts: %v, %v", err, err2)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	call(w1, "stock", "apple", "5")
+	call(w1, "stock", "bread", "1")
+	call(alice, "add", "apple", "2")
+	call(alice, "add", "bread", "3")
+	call(alice, "add", "coffee", "1")
+	owner, err := admin.Get(ctx, w1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call(alice, "reserve", w1)
+	// The warehouse's node dies now, messages in flight or not.
+	victim := procs[owner.Record.Owner.ID]
+	_ = victim.cmd.Process.Kill()
+	<-victim.done
+
+	type cartView struct {
+		Reservations map[string]string `json:"reservations"`
+	}
+	var v cartView
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if err := json.Unmarshal(call(alice, "items"), &v); err != nil {
+			t.Fatal(err)
+		}
+		pending := 0
+		for _, s := range v.Reservations {
+			if s == "pending" {
+				pending++
+			}
+		}
+		if pending == 0 && len(v.Reservations) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("reservations still pending after the warehouse's node was killed: %v", v.Reservations)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if v.Reservations["apple"] != "reserved" || !strings.Contains(v.Reservations["bread"], "application_error") || !strings.Contains(v.Reservations["coffee"], "application_error") {
+		t.Fatalf("reservations %v: want apple reserved, bread and coffee refused", v.Reservations)
+	}
+	level := func(sku string) (avail, reserved int64) {
+		var l struct{ Available, Reserved int64 }
+		if err := json.Unmarshal(call(w1, "level", sku), &l); err != nil {
+			t.Fatal(err)
+		}
+		return l.Available, l.Reserved
+	}
+	if a, r := level("apple"); a != 3 || r != 2 {
+		t.Fatalf("apple: %d available, %d reserved; want 3 and 2 (reserved once)", a, r)
+	}
+	if a, r := level("bread"); a != 1 || r != 0 {
+		t.Fatalf("bread: %d available, %d reserved; want 1 and 0", a, r)
+	}
+	if o, err := admin.Get(ctx, w1); err != nil || o.Record.Owner.ID == owner.Record.Owner.ID {
+		t.Fatalf("w1 owned by %v (%v): not re-activated elsewhere", o.Record.Owner, err)
+	}
+	// Reserving again asks for what was refused only: apple stays reserved once.
+	call(w1, "stock", "bread", "5")
+	call(alice, "reserve", w1)
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		if err := json.Unmarshal(call(alice, "items"), &v); err != nil {
+			t.Fatal(err)
+		}
+		if v.Reservations["bread"] == "reserved" && !strings.HasPrefix(v.Reservations["coffee"], "pending") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the second reserve: %v", v.Reservations)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if a, r := level("apple"); a != 3 || r != 2 {
+		t.Fatalf("apple after the second reserve: %d available, %d reserved; want 3 and 2", a, r)
+	}
+	if a, r := level("bread"); a != 3 || r != 3 {
+		t.Fatalf("bread after the second reserve: %d available, %d reserved; want 3 and 3", a, r)
+	}
+}

@@ -14,13 +14,21 @@
 //     the cart moves to another node.
 //   - Timers (ctx.SetTimer) travel with the cart: an idle cart expires on
 //     whichever node holds it when its time comes.
+//   - Messages (ctx.Ask) to other objects are part of the call's effect:
+//     reserve asks a warehouse (the inventory example, another module on
+//     other nodes) to reserve each item; meshloc delivers each message
+//     exactly once, also while the cart or the warehouse moves, and brings
+//     each answer back to OnReply, once.
 //
 // Methods (arguments are strings):
 //
-//	add ITEM QTY     add QTY (1..1000) of ITEM         → the cart
-//	remove ITEM QTY  remove up to QTY of ITEM          → the cart
-//	items            read                              → the cart
-//	checkout         empty it, answer what was in it   → the cart before
+//	add ITEM QTY        add QTY (1..1000) of ITEM           → the cart
+//	remove ITEM QTY     remove up to QTY of ITEM            → the cart
+//	items               read                                → the cart
+//	checkout            empty it, answer what was in it     → the cart before
+//	reserve WAREHOUSE   ask actor/inventory/<id> to reserve → the cart
+//	                    every item (Reservations: pending, then reserved
+//	                    or refused, as the answers come)
 //
 // A cart untouched for TTL (Type's argument) is emptied by its timer.
 package cart
@@ -31,6 +39,7 @@ import (
 	"maps"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -50,7 +59,7 @@ func Type(ttl time.Duration) actor.Type {
 	return actor.Type{
 		Name:    TypeName,
 		New:     func() actor.Object { return &cart{ttl: ttl} },
-		Methods: []string{"add", "remove", "items", "checkout"},
+		Methods: []string{"add", "remove", "items", "checkout", "reserve"},
 	}
 }
 
@@ -63,7 +72,16 @@ type View struct {
 	Items     map[string]int `json:"items"`
 	TouchedMs int64          `json:"touchedMs"`
 	Expired   int            `json:"expired"` // carts emptied by the timer so far
+	// Reservations of reserve, by item: "pending" until the warehouse
+	// answers, then "reserved" or "refused: <why>".
+	Reservations map[string]string `json:"reservations,omitempty"`
 }
+
+// Reservation states.
+const (
+	Pending  = "pending"
+	Reserved = "reserved"
+)
 
 type cart struct {
 	ttl time.Duration
@@ -101,6 +119,8 @@ func (c *cart) Handle(ctx actor.Context, method string, args [][]byte) ([]byte, 
 			return nil, actor.InvalidArgument("items takes no argument")
 		}
 		return json.Marshal(c.s)
+	case "reserve":
+		return c.reserve(ctx, args)
 	case "checkout":
 		before, err := json.Marshal(c.s)
 		if err != nil {
@@ -148,6 +168,50 @@ func (c *cart) Restore(b []byte) error {
 		return fmt.Errorf("%w: cart: %d items", actor.ErrCorruptState, len(s.Items))
 	}
 	c.s = s
+	return nil
+}
+
+// reserve asks the warehouse to reserve each item: one message per item,
+// sent with the cart's change (the pending reservations) or not at all.
+func (c *cart) reserve(ctx actor.Context, args [][]byte) ([]byte, error) {
+	if len(args) != 1 || !strings.HasPrefix(string(args[0]), "actor/inventory/") {
+		return nil, actor.InvalidArgument("reserve takes WAREHOUSE (actor/inventory/<id>)")
+	}
+	if len(c.s.Items) == 0 {
+		return nil, actor.Rejected("the cart is empty")
+	}
+	warehouse := string(args[0])
+	for _, item := range slices.Sorted(maps.Keys(c.s.Items)) { // the same order on every run
+		if c.s.Reservations[item] == Pending || c.s.Reservations[item] == Reserved {
+			continue
+		}
+		if err := ctx.Ask(warehouse, "reserve", []byte(item), []byte(strconv.Itoa(c.s.Items[item]))); err != nil {
+			return nil, err // nothing changed: no message leaves either
+		}
+	}
+	// Only now change the state: a refused call changes nothing.
+	if c.s.Reservations == nil {
+		c.s.Reservations = map[string]string{}
+	}
+	for item := range c.s.Items {
+		if c.s.Reservations[item] != Reserved {
+			c.s.Reservations[item] = Pending
+		}
+	}
+	return json.Marshal(c.s)
+}
+
+// OnReply implements actor.ReplyObject: a warehouse's answer to a reserve.
+func (c *cart) OnReply(_ actor.Context, r actor.MessageReply) error {
+	if len(r.Args) == 0 || c.s.Reservations == nil {
+		return nil
+	}
+	item := string(r.Args[0])
+	if r.Err != nil {
+		c.s.Reservations[item] = "refused: " + r.Err.Error()
+	} else {
+		c.s.Reservations[item] = Reserved
+	}
 	return nil
 }
 

@@ -74,8 +74,13 @@ func (inv *inventory) Handle(_ actor.Context, method string, args [][]byte) ([]b
 	if sku == "" || len(sku) > 64 || err != nil || n < 1 || n > 1_000_000 {
 		return nil, actor.InvalidArgument("%s %q %q: want a SKU of 1..64 bytes and N 1..1000000", method, args[0], args[1])
 	}
+	// Each map on its own: a state restored from etcd has no empty map
+	// (omitempty), e.g. stock never reserved.
 	if inv.s.Available == nil {
-		inv.s.Available, inv.s.Reserved = map[string]int64{}, map[string]int64{}
+		inv.s.Available = map[string]int64{}
+	}
+	if inv.s.Reserved == nil {
+		inv.s.Reserved = map[string]int64{}
 	}
 	switch method {
 	case "stock":

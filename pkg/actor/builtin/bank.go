@@ -21,11 +21,15 @@ const (
 const bankMaxStateBytes = MaxLedger*(MaxTxIDLen+3) + 1024
 
 // bank is 8 accounts and the ledger of the transfer ids applied, in order.
-// The total is always BankTotal, and a transfer id is applied at most once:
-// the invariants a test checks after any number of moves and retries.
+// The total is always BankTotal minus what it sent to other banks plus
+// what it received from them (always BankTotal for a bank that sends no
+// message), and a transfer id is applied at most once: the invariants a
+// test checks after any number of moves and retries.
 //
 //	transfer FROM TO AMOUNT TXID   → {"ok":true}
 //	read                           → {"balances":{"a0":100,...},"ledger":["txid",...],"total":800}
+//	chain TXID AMOUNT BANK…        → {"ok":true}   (bank_messages.go)
+//	hop TXID AMOUNT [BANK…]        → {"ok":true}   (a message from another bank)
 //
 // AMOUNT is a decimal int64 > 0; FROM and TO are different accounts.
 // Insufficient funds and a TXID already in the ledger are rejected
@@ -34,6 +38,9 @@ type bank struct {
 	balances [BankAccounts]int64
 	ledger   []string
 	applied  map[string]struct{}
+	// Messages between banks (bank_messages.go).
+	sent, received int64
+	hops, acks     []string
 }
 
 // newBank returns a bank at activation: every account at 100.
@@ -49,12 +56,20 @@ type bankState struct {
 	V        int              `json:"v"`
 	Balances map[string]int64 `json:"balances"`
 	Ledger   []string         `json:"ledger"`
+	Sent     int64            `json:"sent,omitempty"`
+	Received int64            `json:"received,omitempty"`
+	Hops     []string         `json:"hops,omitempty"`
+	Acks     []string         `json:"acks,omitempty"`
 }
 
 type bankRead struct {
 	Balances map[string]int64 `json:"balances"`
 	Ledger   []string         `json:"ledger"`
 	Total    int64            `json:"total"`
+	Sent     int64            `json:"sent,omitempty"`
+	Received int64            `json:"received,omitempty"`
+	Hops     []string         `json:"hops,omitempty"`
+	Acks     []string         `json:"acks,omitempty"`
 }
 
 type bankTransfer struct {
@@ -84,7 +99,7 @@ func validTxID(id string) error {
 }
 
 // Handle implements actor.Object.
-func (b *bank) Handle(_ actor.Context, method string, args [][]byte) ([]byte, error) {
+func (b *bank) Handle(ctx actor.Context, method string, args [][]byte) ([]byte, error) {
 	switch method {
 	case "transfer":
 		return b.transfer(args)
@@ -92,7 +107,12 @@ func (b *bank) Handle(_ actor.Context, method string, args [][]byte) ([]byte, er
 		if err := wantArgs(BankType, method, args); err != nil {
 			return nil, err
 		}
-		return reply(bankRead{Balances: b.balanceMap(), Ledger: b.ledgerCopy(), Total: b.total()})
+		return reply(bankRead{Balances: b.balanceMap(), Ledger: b.ledgerCopy(), Total: b.total(),
+			Sent: b.sent, Received: b.received, Hops: clone(b.hops), Acks: clone(b.acks)})
+	case "chain":
+		return b.chain(ctx, args)
+	case "hop":
+		return b.hop(ctx, args)
 	}
 	return nil, actor.UnknownMethod(BankType, method)
 }
@@ -162,7 +182,8 @@ func (b *bank) total() int64 {
 
 // Snapshot implements actor.Object.
 func (b *bank) Snapshot() ([]byte, error) {
-	return snapshot(bankState{V: stateVersion, Balances: b.balanceMap(), Ledger: b.ledgerCopy()})
+	return snapshot(bankState{V: stateVersion, Balances: b.balanceMap(), Ledger: b.ledgerCopy(),
+		Sent: b.sent, Received: b.received, Hops: clone(b.hops), Acks: clone(b.acks)})
 }
 
 // Restore implements actor.Object. Besides the format it checks the
@@ -176,19 +197,23 @@ func (b *bank) Restore(data []byte) error {
 	if len(s.Balances) != BankAccounts || s.Ledger == nil || len(s.Ledger) > MaxLedger {
 		return corrupt(BankType, "%d accounts and %d ledger entries", len(s.Balances), len(s.Ledger))
 	}
+	if err := restoreMessages(&s); err != nil { // bank_messages.go
+		return err
+	}
 	var nb bank
 	var total int64
 	for i := range nb.balances {
 		v, ok := s.Balances[accountName(i)]
-		if !ok || v < 0 || v > BankTotal {
+		if !ok || v < 0 || v > BankTotal+s.Received {
 			return corrupt(BankType, "account %s missing or out of range", accountName(i))
 		}
 		nb.balances[i] = v
 		total += v
 	}
-	if total != BankTotal {
-		return corrupt(BankType, "total %d, want %d", total, BankTotal)
+	if total != BankTotal-s.Sent+s.Received {
+		return corrupt(BankType, "total %d, want %d (%d sent, %d received)", total, BankTotal-s.Sent+s.Received, s.Sent, s.Received)
 	}
+	nb.sent, nb.received, nb.hops, nb.acks = s.Sent, s.Received, s.Hops, s.Acks
 	nb.applied = make(map[string]struct{}, len(s.Ledger))
 	for _, id := range s.Ledger {
 		if err := validTxID(id); err != nil {

@@ -11,6 +11,8 @@
 //	          read                     {"items":[...]}
 //	bank      transfer FROM TO AMOUNT TXID   {"ok":true}
 //	          read                     {"balances":{"a0":100,...},"ledger":[...],"total":800}
+//	          chain TXID AMOUNT BANK…  {"ok":true}: AMOUNT leaves a0 by message, bank to bank
+//	          hop TXID AMOUNT [BANK…]  {"ok":true}: the message (credits a0, passes it on)
 //	blob      fill BYTES [SEED]        {"size":n,"sha256":hex}
 //	          hash                     {"size":n,"sha256":hex}
 //	ticker    start PERIOD_MS [skip|fireonce|catchup] [MAXCATCHUP]
@@ -66,7 +68,7 @@ func Types() []actor.Type {
 		{Name: CounterType, New: func() actor.Object { return &counter{} }, Methods: []string{"add", "get"}},
 		{Name: RegisterType, New: func() actor.Object { return &register{} }, MaxStateBytes: registerMaxStateBytes, Methods: []string{"get", "put", "cas"}},
 		{Name: ListType, New: func() actor.Object { return &list{} }, MaxStateBytes: listMaxStateBytes, Methods: []string{"append", "read"}},
-		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes, Methods: []string{"transfer", "read"}},
+		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes, Methods: []string{"transfer", "read", "chain", "hop"}},
 		{Name: BlobType, New: func() actor.Object { return &blob{} }, MaxStateBytes: MaxBlobBytes, Methods: []string{"fill", "hash", "size", "write"}},
 		{Name: TickerType, New: func() actor.Object { return &ticker{} }, Methods: []string{"start", "read", "stop"}},
 		{Name: RoomType, New: func() actor.Object { return &room{} }, Methods: []string{"join", "say", "history"}},

@@ -13,6 +13,7 @@ type fakeContext struct {
 	obj    keyspace.Object
 	now    time.Time
 	timers *actor.Timers
+	sent   []actor.OutMessage // Send and Ask, in order
 }
 
 var _ actor.Context = (*fakeContext)(nil)
@@ -34,6 +35,20 @@ func (c *fakeContext) SetTimer(spec actor.TimerSpec) error { return c.timers.Set
 func (c *fakeContext) CancelTimer(name string) bool        { return c.timers.Cancel(name) }
 func (c *fakeContext) Push([]byte) error                   { return actor.ErrNoSession }
 func (c *fakeContext) Publish([]byte) error                { return nil }
+func (c *fakeContext) Send(to, method string, args ...[]byte) error {
+	return c.record(to, method, args, false)
+}
+func (c *fakeContext) Ask(to, method string, args ...[]byte) error {
+	return c.record(to, method, args, true)
+}
+
+func (c *fakeContext) record(to, method string, args [][]byte, ask bool) error {
+	if err := actor.ValidateMessage(to, method, args); err != nil {
+		return err
+	}
+	c.sent = append(c.sent, actor.OutMessage{To: to, Method: method, Args: args, Ask: ask})
+	return nil
+}
 
 // advance moves the clock and delivers the due ticks, as the runtime's
 // mailbox does in one turn.

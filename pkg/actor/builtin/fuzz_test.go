@@ -91,7 +91,8 @@ func seedStates(f *testing.F) map[string][][]byte {
 		case ListType:
 			script = [][]string{{"append", "a"}, {"append", ""}, {"append", "\u00e9\t"}}
 		case BankType:
-			script = [][]string{{"transfer", "a0", "a7", "100", "t-1"}, {"transfer", "a7", "a3", "150", "x:y@z.w_v"}}
+			script = [][]string{{"transfer", "a0", "a7", "100", "t-1"}, {"transfer", "a7", "a3", "150", "x:y@z.w_v"},
+				{"hop", "c0", "7"}, {"chain", "c1", "3", "actor/bank/b2", "actor/dbank/b3"}, {"hop", "c0", "5", "actor/bank/b9"}}
 		case BlobType:
 			script = [][]string{{"fill", "33", "seed"}}
 		case TickerType:

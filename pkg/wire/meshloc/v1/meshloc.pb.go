@@ -412,8 +412,14 @@ type CallRequest struct {
 	KnownObjectGeneration int64 `protobuf:"varint,9,opt,name=known_object_generation,json=knownObjectGeneration,proto3" json:"known_object_generation,omitempty"`
 	// A call of a session (session.proto): its gateway, binding and seq. The
 	// owner executes a session's calls in seq order, each once.
-	Session       *SessionRef `protobuf:"bytes,10,opt,name=session,proto3" json:"session,omitempty"`
-	SessionSeq    uint64      `protobuf:"varint,11,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	Session    *SessionRef `protobuf:"bytes,10,opt,name=session,proto3" json:"session,omitempty"`
+	SessionSeq uint64      `protobuf:"varint,11,opt,name=session_seq,json=sessionSeq,proto3" json:"session_seq,omitempty"`
+	// A message from another object (docs/design.md §13): set by the
+	// sender's owner as it delivers the message from its outbox; the
+	// operation id is the message's. The destination logs it as a message
+	// execution and refuses it (CODE_STALE_FENCE) when its cache shows the
+	// sender re-created under a newer object generation.
+	Sender        *MessageSender `protobuf:"bytes,12,opt,name=sender,proto3" json:"sender,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -525,6 +531,68 @@ func (x *CallRequest) GetSessionSeq() uint64 {
 	return 0
 }
 
+func (x *CallRequest) GetSender() *MessageSender {
+	if x != nil {
+		return x.Sender
+	}
+	return nil
+}
+
+// MessageSender names the object a message comes from and the fence its
+// owner delivers it under.
+type MessageSender struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// actor/<type>/<id>
+	Object        string `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	Fence         *Fence `protobuf:"bytes,2,opt,name=fence,proto3" json:"fence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MessageSender) Reset() {
+	*x = MessageSender{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MessageSender) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MessageSender) ProtoMessage() {}
+
+func (x *MessageSender) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MessageSender.ProtoReflect.Descriptor instead.
+func (*MessageSender) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *MessageSender) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *MessageSender) GetFence() *Fence {
+	if x != nil {
+		return x.Fence
+	}
+	return nil
+}
+
 type CallReply struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Code    Code                   `protobuf:"varint,1,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
@@ -542,7 +610,7 @@ type CallReply struct {
 
 func (x *CallReply) Reset() {
 	*x = CallReply{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[4]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -554,7 +622,7 @@ func (x *CallReply) String() string {
 func (*CallReply) ProtoMessage() {}
 
 func (x *CallReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[4]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -567,7 +635,7 @@ func (x *CallReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CallReply.ProtoReflect.Descriptor instead.
 func (*CallReply) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{4}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CallReply) GetCode() Code {
@@ -630,7 +698,7 @@ type Participant struct {
 
 func (x *Participant) Reset() {
 	*x = Participant{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[5]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -642,7 +710,7 @@ func (x *Participant) String() string {
 func (*Participant) ProtoMessage() {}
 
 func (x *Participant) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[5]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -655,7 +723,7 @@ func (x *Participant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Participant.ProtoReflect.Descriptor instead.
 func (*Participant) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{5}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Participant) GetObject() string {
@@ -751,7 +819,7 @@ type Prepare struct {
 
 func (x *Prepare) Reset() {
 	*x = Prepare{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +831,7 @@ func (x *Prepare) String() string {
 func (*Prepare) ProtoMessage() {}
 
 func (x *Prepare) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +844,7 @@ func (x *Prepare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare.ProtoReflect.Descriptor instead.
 func (*Prepare) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{6}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Prepare) GetVersion() uint32 {
@@ -902,7 +970,7 @@ type Precopied struct {
 
 func (x *Precopied) Reset() {
 	*x = Precopied{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +982,7 @@ func (x *Precopied) String() string {
 func (*Precopied) ProtoMessage() {}
 
 func (x *Precopied) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +995,7 @@ func (x *Precopied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Precopied.ProtoReflect.Descriptor instead.
 func (*Precopied) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{7}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Precopied) GetRelocationId() []byte {
@@ -956,7 +1024,7 @@ type Sealed struct {
 
 func (x *Sealed) Reset() {
 	*x = Sealed{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +1036,7 @@ func (x *Sealed) String() string {
 func (*Sealed) ProtoMessage() {}
 
 func (x *Sealed) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +1049,7 @@ func (x *Sealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sealed.ProtoReflect.Descriptor instead.
 func (*Sealed) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{8}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Sealed) GetRelocationId() []byte {
@@ -1044,7 +1112,7 @@ type StateChunk struct {
 
 func (x *StateChunk) Reset() {
 	*x = StateChunk{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1056,7 +1124,7 @@ func (x *StateChunk) String() string {
 func (*StateChunk) ProtoMessage() {}
 
 func (x *StateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1069,7 +1137,7 @@ func (x *StateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateChunk.ProtoReflect.Descriptor instead.
 func (*StateChunk) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{9}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StateChunk) GetRelocationId() []byte {
@@ -1109,7 +1177,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1189,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1202,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{10}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Ready) GetRelocationId() []byte {
@@ -1155,7 +1223,7 @@ type Failed struct {
 
 func (x *Failed) Reset() {
 	*x = Failed{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1235,7 @@ func (x *Failed) String() string {
 func (*Failed) ProtoMessage() {}
 
 func (x *Failed) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1248,7 @@ func (x *Failed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failed.ProtoReflect.Descriptor instead.
 func (*Failed) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{11}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Failed) GetRelocationId() []byte {
@@ -1216,7 +1284,7 @@ type Data struct {
 
 func (x *Data) Reset() {
 	*x = Data{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1228,7 +1296,7 @@ func (x *Data) String() string {
 func (*Data) ProtoMessage() {}
 
 func (x *Data) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1241,7 +1309,7 @@ func (x *Data) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Data.ProtoReflect.Descriptor instead.
 func (*Data) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{12}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Data) GetRelocationId() []byte {
@@ -1276,7 +1344,7 @@ type Cutover struct {
 
 func (x *Cutover) Reset() {
 	*x = Cutover{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1288,7 +1356,7 @@ func (x *Cutover) String() string {
 func (*Cutover) ProtoMessage() {}
 
 func (x *Cutover) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1301,7 +1369,7 @@ func (x *Cutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cutover.ProtoReflect.Descriptor instead.
 func (*Cutover) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Cutover) GetRelocationId() []byte {
@@ -1340,7 +1408,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1420,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1433,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Outcome) GetRelocationId() []byte {
@@ -1418,14 +1486,17 @@ type ParticipantState struct {
 	// When state is carried outside the envelope (see Envelope), its length.
 	StateLength uint64 `protobuf:"varint,6,opt,name=state_length,json=stateLength,proto3" json:"state_length,omitempty"`
 	// The sessions bound to the object (session.proto), sealed.
-	Sessions      []*SessionJournal `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions []*SessionJournal `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// pkg/actor Outbox encoding: the messages the object sent that their
+	// destinations have not answered yet (empty: none).
+	Outbox        []byte `protobuf:"bytes,8,opt,name=outbox,proto3" json:"outbox,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ParticipantState) Reset() {
 	*x = ParticipantState{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1437,7 +1508,7 @@ func (x *ParticipantState) String() string {
 func (*ParticipantState) ProtoMessage() {}
 
 func (x *ParticipantState) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1450,7 +1521,7 @@ func (x *ParticipantState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantState.ProtoReflect.Descriptor instead.
 func (*ParticipantState) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *ParticipantState) GetParticipant() *Participant {
@@ -1502,6 +1573,13 @@ func (x *ParticipantState) GetSessions() []*SessionJournal {
 	return nil
 }
 
+func (x *ParticipantState) GetOutbox() []byte {
+	if x != nil {
+		return x.Outbox
+	}
+	return nil
+}
+
 // Envelope describes the payload a relocation streams in STATE chunks. The
 // payload is "MLRE", a 4-byte big-endian length, this Envelope with every
 // participant's state left out, then each participant's state (state_length
@@ -1522,7 +1600,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1534,7 +1612,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1547,7 +1625,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Envelope) GetVersion() uint32 {
@@ -1598,7 +1676,7 @@ type RelocationFrame struct {
 
 func (x *RelocationFrame) Reset() {
 	*x = RelocationFrame{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1610,7 +1688,7 @@ func (x *RelocationFrame) String() string {
 func (*RelocationFrame) ProtoMessage() {}
 
 func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1623,7 +1701,7 @@ func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationFrame.ProtoReflect.Descriptor instead.
 func (*RelocationFrame) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RelocationFrame) GetFrame() isRelocationFrame_Frame {
@@ -1787,7 +1865,7 @@ type ReplyRelay struct {
 
 func (x *ReplyRelay) Reset() {
 	*x = ReplyRelay{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1799,7 +1877,7 @@ func (x *ReplyRelay) String() string {
 func (*ReplyRelay) ProtoMessage() {}
 
 func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1812,7 +1890,7 @@ func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelay.ProtoReflect.Descriptor instead.
 func (*ReplyRelay) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ReplyRelay) GetRelocationId() []byte {
@@ -1859,7 +1937,7 @@ type ReplyRelayAck struct {
 
 func (x *ReplyRelayAck) Reset() {
 	*x = ReplyRelayAck{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1871,7 +1949,7 @@ func (x *ReplyRelayAck) String() string {
 func (*ReplyRelayAck) ProtoMessage() {}
 
 func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1884,7 +1962,7 @@ func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelayAck.ProtoReflect.Descriptor instead.
 func (*ReplyRelayAck) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ReplyRelayAck) GetCode() Code {
@@ -1911,7 +1989,7 @@ type RelocateCommand struct {
 
 func (x *RelocateCommand) Reset() {
 	*x = RelocateCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2001,7 @@ func (x *RelocateCommand) String() string {
 func (*RelocateCommand) ProtoMessage() {}
 
 func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2014,7 @@ func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateCommand.ProtoReflect.Descriptor instead.
 func (*RelocateCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *RelocateCommand) GetObject() string {
@@ -2004,7 +2082,7 @@ type RelocationStatus struct {
 
 func (x *RelocationStatus) Reset() {
 	*x = RelocationStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2016,7 +2094,7 @@ func (x *RelocationStatus) String() string {
 func (*RelocationStatus) ProtoMessage() {}
 
 func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2029,7 +2107,7 @@ func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationStatus.ProtoReflect.Descriptor instead.
 func (*RelocationStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RelocationStatus) GetRelocationId() []byte {
@@ -2159,7 +2237,7 @@ type ListRelocationsRequest struct {
 
 func (x *ListRelocationsRequest) Reset() {
 	*x = ListRelocationsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2171,7 +2249,7 @@ func (x *ListRelocationsRequest) String() string {
 func (*ListRelocationsRequest) ProtoMessage() {}
 
 func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2184,7 +2262,7 @@ func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
 }
 
 // GroupCommand is a group operation of the AdminService: create a group on
@@ -2204,7 +2282,7 @@ type GroupCommand struct {
 
 func (x *GroupCommand) Reset() {
 	*x = GroupCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2294,7 @@ func (x *GroupCommand) String() string {
 func (*GroupCommand) ProtoMessage() {}
 
 func (x *GroupCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2307,7 @@ func (x *GroupCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
 func (*GroupCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GroupCommand) GetGroup() string {
@@ -2271,7 +2349,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2283,7 +2361,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2296,7 +2374,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GroupStatus) GetGroup() string {
@@ -2343,7 +2421,7 @@ type ListRelocationsResponse struct {
 
 func (x *ListRelocationsResponse) Reset() {
 	*x = ListRelocationsResponse{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2355,7 +2433,7 @@ func (x *ListRelocationsResponse) String() string {
 func (*ListRelocationsResponse) ProtoMessage() {}
 
 func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2368,7 +2446,7 @@ func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
@@ -2393,7 +2471,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2405,7 +2483,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2418,7 +2496,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *DrainRequest) GetConcurrency() uint32 {
@@ -2457,7 +2535,7 @@ type DrainEvent struct {
 
 func (x *DrainEvent) Reset() {
 	*x = DrainEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2469,7 +2547,7 @@ func (x *DrainEvent) String() string {
 func (*DrainEvent) ProtoMessage() {}
 
 func (x *DrainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2482,7 +2560,7 @@ func (x *DrainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEvent.ProtoReflect.Descriptor instead.
 func (*DrainEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *DrainEvent) GetEvent() isDrainEvent_Event {
@@ -2552,7 +2630,7 @@ type DrainProgress struct {
 
 func (x *DrainProgress) Reset() {
 	*x = DrainProgress{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2642,7 @@ func (x *DrainProgress) String() string {
 func (*DrainProgress) ProtoMessage() {}
 
 func (x *DrainProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2655,7 @@ func (x *DrainProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainProgress.ProtoReflect.Descriptor instead.
 func (*DrainProgress) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *DrainProgress) GetKind() string {
@@ -2672,7 +2750,7 @@ type DrainedObject struct {
 
 func (x *DrainedObject) Reset() {
 	*x = DrainedObject{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2684,7 +2762,7 @@ func (x *DrainedObject) String() string {
 func (*DrainedObject) ProtoMessage() {}
 
 func (x *DrainedObject) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2697,7 +2775,7 @@ func (x *DrainedObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainedObject.ProtoReflect.Descriptor instead.
 func (*DrainedObject) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DrainedObject) GetObject() string {
@@ -2749,7 +2827,7 @@ type DrainFailure struct {
 
 func (x *DrainFailure) Reset() {
 	*x = DrainFailure{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2839,7 @@ func (x *DrainFailure) String() string {
 func (*DrainFailure) ProtoMessage() {}
 
 func (x *DrainFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2852,7 @@ func (x *DrainFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainFailure.ProtoReflect.Descriptor instead.
 func (*DrainFailure) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DrainFailure) GetObject() string {
@@ -2827,7 +2905,7 @@ type DrainReport struct {
 
 func (x *DrainReport) Reset() {
 	*x = DrainReport{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +2917,7 @@ func (x *DrainReport) String() string {
 func (*DrainReport) ProtoMessage() {}
 
 func (x *DrainReport) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +2930,7 @@ func (x *DrainReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReport.ProtoReflect.Descriptor instead.
 func (*DrainReport) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DrainReport) GetOwner() string {
@@ -2911,6 +2989,188 @@ func (x *DrainReport) GetEndedEarly() string {
 	return ""
 }
 
+// TrafficRequest asks a node for the heaviest edges of the messages its
+// objects sent (AdminService.Traffic).
+type TrafficRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Most edges in the answer (0: all the node keeps).
+	Limit         uint32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrafficRequest) Reset() {
+	*x = TrafficRequest{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrafficRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrafficRequest) ProtoMessage() {}
+
+func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrafficRequest.ProtoReflect.Descriptor instead.
+func (*TrafficRequest) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *TrafficRequest) GetLimit() uint32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+// TrafficEdge is one edge of the object graph: messages from one object to
+// another, as counted by the sender's node (decayed: older traffic weighs
+// less).
+type TrafficEdge struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	From          string                 `protobuf:"bytes,1,opt,name=from,proto3" json:"from,omitempty"`
+	To            string                 `protobuf:"bytes,2,opt,name=to,proto3" json:"to,omitempty"`
+	Count         uint64                 `protobuf:"varint,3,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrafficEdge) Reset() {
+	*x = TrafficEdge{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrafficEdge) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrafficEdge) ProtoMessage() {}
+
+func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrafficEdge.ProtoReflect.Descriptor instead.
+func (*TrafficEdge) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *TrafficEdge) GetFrom() string {
+	if x != nil {
+		return x.From
+	}
+	return ""
+}
+
+func (x *TrafficEdge) GetTo() string {
+	if x != nil {
+		return x.To
+	}
+	return ""
+}
+
+func (x *TrafficEdge) GetCount() uint64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+// TrafficReply is a node's traffic sketch: its heaviest edges, heaviest
+// first, and the totals it counted over the same (decayed) span.
+type TrafficReply struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Edges []*TrafficEdge         `protobuf:"bytes,1,rep,name=edges,proto3" json:"edges,omitempty"`
+	// Messages counted, and those whose destination was served by another node.
+	Messages  uint64 `protobuf:"varint,2,opt,name=messages,proto3" json:"messages,omitempty"`
+	CrossNode uint64 `protobuf:"varint,3,opt,name=cross_node,json=crossNode,proto3" json:"cross_node,omitempty"`
+	// Edges the sketch keeps at most.
+	Capacity      uint32 `protobuf:"varint,4,opt,name=capacity,proto3" json:"capacity,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TrafficReply) Reset() {
+	*x = TrafficReply{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TrafficReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TrafficReply) ProtoMessage() {}
+
+func (x *TrafficReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TrafficReply.ProtoReflect.Descriptor instead.
+func (*TrafficReply) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *TrafficReply) GetEdges() []*TrafficEdge {
+	if x != nil {
+		return x.Edges
+	}
+	return nil
+}
+
+func (x *TrafficReply) GetMessages() uint64 {
+	if x != nil {
+		return x.Messages
+	}
+	return 0
+}
+
+func (x *TrafficReply) GetCrossNode() uint64 {
+	if x != nil {
+		return x.CrossNode
+	}
+	return 0
+}
+
+func (x *TrafficReply) GetCapacity() uint32 {
+	if x != nil {
+		return x.Capacity
+	}
+	return 0
+}
+
 var File_meshloc_v1_meshloc_proto protoreflect.FileDescriptor
 
 const file_meshloc_v1_meshloc_proto_rawDesc = "" +
@@ -2935,7 +3195,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"routing_id\x18\x03 \x01(\fR\troutingId\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vreply_route\x18\x05 \x01(\x04R\n" +
-	"replyRoute\"\xfa\x02\n" +
+	"replyRoute\"\xad\x03\n" +
 	"\vCallRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -2949,7 +3209,11 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\asession\x18\n" +
 	" \x01(\v2\x16.meshloc.v1.SessionRefR\asession\x12\x1f\n" +
 	"\vsession_seq\x18\v \x01(\x04R\n" +
-	"sessionSeq\"\xd4\x01\n" +
+	"sessionSeq\x121\n" +
+	"\x06sender\x18\f \x01(\v2\x19.meshloc.v1.MessageSenderR\x06sender\"P\n" +
+	"\rMessageSender\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12'\n" +
+	"\x05fence\x18\x02 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\"\xd4\x01\n" +
 	"\tCallReply\x12$\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x18\n" +
@@ -3023,7 +3287,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x04code\x18\x02 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12/\n" +
 	"\tcommitted\x18\x03 \x01(\v2\x11.meshloc.v1.FenceR\tcommitted\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
-	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xa1\x02\n" +
+	"\fdata_applied\x18\x05 \x01(\rR\vdataApplied\"\xb9\x02\n" +
 	"\x10ParticipantState\x129\n" +
 	"\vparticipant\x18\x01 \x01(\v2\x17.meshloc.v1.ParticipantR\vparticipant\x12\x14\n" +
 	"\x05state\x18\x02 \x01(\fR\x05state\x12\x16\n" +
@@ -3031,7 +3295,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\areplies\x18\x04 \x01(\fR\areplies\x12/\n" +
 	"\x06queued\x18\x05 \x03(\v2\x17.meshloc.v1.CallRequestR\x06queued\x12!\n" +
 	"\fstate_length\x18\x06 \x01(\x04R\vstateLength\x126\n" +
-	"\bsessions\x18\a \x03(\v2\x1a.meshloc.v1.SessionJournalR\bsessions\"\xa5\x01\n" +
+	"\bsessions\x18\a \x03(\v2\x1a.meshloc.v1.SessionJournalR\bsessions\x12\x16\n" +
+	"\x06outbox\x18\b \x01(\fR\x06outbox\"\xa5\x01\n" +
 	"\bEnvelope\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x12@\n" +
@@ -3145,7 +3410,19 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\vrelocations\x18\x06 \x01(\rR\vrelocations\x12\x1a\n" +
 	"\bstopping\x18\a \x01(\bR\bstopping\x12\x1f\n" +
 	"\vended_early\x18\b \x01(\tR\n" +
-	"endedEarly*\x8a\x05\n" +
+	"endedEarly\"&\n" +
+	"\x0eTrafficRequest\x12\x14\n" +
+	"\x05limit\x18\x01 \x01(\rR\x05limit\"G\n" +
+	"\vTrafficEdge\x12\x12\n" +
+	"\x04from\x18\x01 \x01(\tR\x04from\x12\x0e\n" +
+	"\x02to\x18\x02 \x01(\tR\x02to\x12\x14\n" +
+	"\x05count\x18\x03 \x01(\x04R\x05count\"\x94\x01\n" +
+	"\fTrafficReply\x12-\n" +
+	"\x05edges\x18\x01 \x03(\v2\x17.meshloc.v1.TrafficEdgeR\x05edges\x12\x1a\n" +
+	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x1d\n" +
+	"\n" +
+	"cross_node\x18\x03 \x01(\x04R\tcrossNode\x12\x1a\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity*\x8a\x05\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -3189,88 +3466,95 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(Code)(0),                       // 0: meshloc.v1.Code
 	(*Fence)(nil),                   // 1: meshloc.v1.Fence
 	(*Location)(nil),                // 2: meshloc.v1.Location
 	(*Requester)(nil),               // 3: meshloc.v1.Requester
 	(*CallRequest)(nil),             // 4: meshloc.v1.CallRequest
-	(*CallReply)(nil),               // 5: meshloc.v1.CallReply
-	(*Participant)(nil),             // 6: meshloc.v1.Participant
-	(*Prepare)(nil),                 // 7: meshloc.v1.Prepare
-	(*Precopied)(nil),               // 8: meshloc.v1.Precopied
-	(*Sealed)(nil),                  // 9: meshloc.v1.Sealed
-	(*StateChunk)(nil),              // 10: meshloc.v1.StateChunk
-	(*Ready)(nil),                   // 11: meshloc.v1.Ready
-	(*Failed)(nil),                  // 12: meshloc.v1.Failed
-	(*Data)(nil),                    // 13: meshloc.v1.Data
-	(*Cutover)(nil),                 // 14: meshloc.v1.Cutover
-	(*Outcome)(nil),                 // 15: meshloc.v1.Outcome
-	(*ParticipantState)(nil),        // 16: meshloc.v1.ParticipantState
-	(*Envelope)(nil),                // 17: meshloc.v1.Envelope
-	(*RelocationFrame)(nil),         // 18: meshloc.v1.RelocationFrame
-	(*ReplyRelay)(nil),              // 19: meshloc.v1.ReplyRelay
-	(*ReplyRelayAck)(nil),           // 20: meshloc.v1.ReplyRelayAck
-	(*RelocateCommand)(nil),         // 21: meshloc.v1.RelocateCommand
-	(*RelocationStatus)(nil),        // 22: meshloc.v1.RelocationStatus
-	(*ListRelocationsRequest)(nil),  // 23: meshloc.v1.ListRelocationsRequest
-	(*GroupCommand)(nil),            // 24: meshloc.v1.GroupCommand
-	(*GroupStatus)(nil),             // 25: meshloc.v1.GroupStatus
-	(*ListRelocationsResponse)(nil), // 26: meshloc.v1.ListRelocationsResponse
-	(*DrainRequest)(nil),            // 27: meshloc.v1.DrainRequest
-	(*DrainEvent)(nil),              // 28: meshloc.v1.DrainEvent
-	(*DrainProgress)(nil),           // 29: meshloc.v1.DrainProgress
-	(*DrainedObject)(nil),           // 30: meshloc.v1.DrainedObject
-	(*DrainFailure)(nil),            // 31: meshloc.v1.DrainFailure
-	(*DrainReport)(nil),             // 32: meshloc.v1.DrainReport
-	(*SessionRef)(nil),              // 33: meshloc.v1.SessionRef
-	(*SessionJournal)(nil),          // 34: meshloc.v1.SessionJournal
+	(*MessageSender)(nil),           // 5: meshloc.v1.MessageSender
+	(*CallReply)(nil),               // 6: meshloc.v1.CallReply
+	(*Participant)(nil),             // 7: meshloc.v1.Participant
+	(*Prepare)(nil),                 // 8: meshloc.v1.Prepare
+	(*Precopied)(nil),               // 9: meshloc.v1.Precopied
+	(*Sealed)(nil),                  // 10: meshloc.v1.Sealed
+	(*StateChunk)(nil),              // 11: meshloc.v1.StateChunk
+	(*Ready)(nil),                   // 12: meshloc.v1.Ready
+	(*Failed)(nil),                  // 13: meshloc.v1.Failed
+	(*Data)(nil),                    // 14: meshloc.v1.Data
+	(*Cutover)(nil),                 // 15: meshloc.v1.Cutover
+	(*Outcome)(nil),                 // 16: meshloc.v1.Outcome
+	(*ParticipantState)(nil),        // 17: meshloc.v1.ParticipantState
+	(*Envelope)(nil),                // 18: meshloc.v1.Envelope
+	(*RelocationFrame)(nil),         // 19: meshloc.v1.RelocationFrame
+	(*ReplyRelay)(nil),              // 20: meshloc.v1.ReplyRelay
+	(*ReplyRelayAck)(nil),           // 21: meshloc.v1.ReplyRelayAck
+	(*RelocateCommand)(nil),         // 22: meshloc.v1.RelocateCommand
+	(*RelocationStatus)(nil),        // 23: meshloc.v1.RelocationStatus
+	(*ListRelocationsRequest)(nil),  // 24: meshloc.v1.ListRelocationsRequest
+	(*GroupCommand)(nil),            // 25: meshloc.v1.GroupCommand
+	(*GroupStatus)(nil),             // 26: meshloc.v1.GroupStatus
+	(*ListRelocationsResponse)(nil), // 27: meshloc.v1.ListRelocationsResponse
+	(*DrainRequest)(nil),            // 28: meshloc.v1.DrainRequest
+	(*DrainEvent)(nil),              // 29: meshloc.v1.DrainEvent
+	(*DrainProgress)(nil),           // 30: meshloc.v1.DrainProgress
+	(*DrainedObject)(nil),           // 31: meshloc.v1.DrainedObject
+	(*DrainFailure)(nil),            // 32: meshloc.v1.DrainFailure
+	(*DrainReport)(nil),             // 33: meshloc.v1.DrainReport
+	(*TrafficRequest)(nil),          // 34: meshloc.v1.TrafficRequest
+	(*TrafficEdge)(nil),             // 35: meshloc.v1.TrafficEdge
+	(*TrafficReply)(nil),            // 36: meshloc.v1.TrafficReply
+	(*SessionRef)(nil),              // 37: meshloc.v1.SessionRef
+	(*SessionJournal)(nil),          // 38: meshloc.v1.SessionJournal
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
 	3,  // 1: meshloc.v1.CallRequest.requester:type_name -> meshloc.v1.Requester
-	33, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
-	0,  // 3: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
-	1,  // 4: meshloc.v1.CallReply.fence:type_name -> meshloc.v1.Fence
-	2,  // 5: meshloc.v1.CallReply.hint:type_name -> meshloc.v1.Location
-	1,  // 6: meshloc.v1.Prepare.coordinator:type_name -> meshloc.v1.Fence
-	1,  // 7: meshloc.v1.Prepare.target:type_name -> meshloc.v1.Fence
-	6,  // 8: meshloc.v1.Prepare.participants:type_name -> meshloc.v1.Participant
-	0,  // 9: meshloc.v1.Failed.code:type_name -> meshloc.v1.Code
-	4,  // 10: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
-	0,  // 11: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
-	1,  // 12: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
-	6,  // 13: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
-	4,  // 14: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
-	34, // 15: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
-	16, // 16: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
-	7,  // 17: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
-	10, // 18: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
-	11, // 19: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
-	12, // 20: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
-	13, // 21: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
-	14, // 22: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
-	15, // 23: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
-	8,  // 24: meshloc.v1.RelocationFrame.precopied:type_name -> meshloc.v1.Precopied
-	9,  // 25: meshloc.v1.RelocationFrame.sealed:type_name -> meshloc.v1.Sealed
-	3,  // 26: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
-	5,  // 27: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
-	0,  // 28: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
-	0,  // 29: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	22, // 30: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
-	22, // 31: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	29, // 32: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
-	32, // 33: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
-	0,  // 34: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
-	0,  // 35: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
-	30, // 36: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
-	31, // 37: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	37, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
+	5,  // 3: meshloc.v1.CallRequest.sender:type_name -> meshloc.v1.MessageSender
+	1,  // 4: meshloc.v1.MessageSender.fence:type_name -> meshloc.v1.Fence
+	0,  // 5: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
+	1,  // 6: meshloc.v1.CallReply.fence:type_name -> meshloc.v1.Fence
+	2,  // 7: meshloc.v1.CallReply.hint:type_name -> meshloc.v1.Location
+	1,  // 8: meshloc.v1.Prepare.coordinator:type_name -> meshloc.v1.Fence
+	1,  // 9: meshloc.v1.Prepare.target:type_name -> meshloc.v1.Fence
+	7,  // 10: meshloc.v1.Prepare.participants:type_name -> meshloc.v1.Participant
+	0,  // 11: meshloc.v1.Failed.code:type_name -> meshloc.v1.Code
+	4,  // 12: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
+	0,  // 13: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
+	1,  // 14: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
+	7,  // 15: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
+	4,  // 16: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
+	38, // 17: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
+	17, // 18: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
+	8,  // 19: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
+	11, // 20: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
+	12, // 21: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
+	13, // 22: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
+	14, // 23: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
+	15, // 24: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
+	16, // 25: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
+	9,  // 26: meshloc.v1.RelocationFrame.precopied:type_name -> meshloc.v1.Precopied
+	10, // 27: meshloc.v1.RelocationFrame.sealed:type_name -> meshloc.v1.Sealed
+	3,  // 28: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
+	6,  // 29: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
+	0,  // 30: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
+	0,  // 31: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
+	23, // 32: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	23, // 33: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	30, // 34: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	33, // 35: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	0,  // 36: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 37: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	31, // 38: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	32, // 39: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	35, // 40: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -3279,8 +3563,8 @@ func file_meshloc_v1_meshloc_proto_init() {
 		return
 	}
 	file_meshloc_v1_session_types_proto_init()
-	file_meshloc_v1_meshloc_proto_msgTypes[9].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[17].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[10].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[18].OneofWrappers = []any{
 		(*RelocationFrame_Prepare)(nil),
 		(*RelocationFrame_Chunk)(nil),
 		(*RelocationFrame_Ready)(nil),
@@ -3291,8 +3575,8 @@ func file_meshloc_v1_meshloc_proto_init() {
 		(*RelocationFrame_Precopied)(nil),
 		(*RelocationFrame_Sealed)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[26].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[27].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[27].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[28].OneofWrappers = []any{
 		(*DrainEvent_Progress)(nil),
 		(*DrainEvent_Report)(nil),
 	}
@@ -3302,7 +3586,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   32,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

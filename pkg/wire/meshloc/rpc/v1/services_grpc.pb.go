@@ -138,6 +138,7 @@ const (
 	AdminService_CreateGroup_FullMethodName     = "/meshloc.rpc.v1.AdminService/CreateGroup"
 	AdminService_JoinGroup_FullMethodName       = "/meshloc.rpc.v1.AdminService/JoinGroup"
 	AdminService_LeaveGroup_FullMethodName      = "/meshloc.rpc.v1.AdminService/LeaveGroup"
+	AdminService_Traffic_FullMethodName         = "/meshloc.rpc.v1.AdminService/Traffic"
 )
 
 // AdminServiceClient is the client API for AdminService service.
@@ -163,6 +164,9 @@ type AdminServiceClient interface {
 	JoinGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error)
 	// LeaveGroup removes an actor from its group; sent to the group's owner.
 	LeaveGroup(ctx context.Context, in *v1.GroupCommand, opts ...grpc.CallOption) (*v1.GroupStatus, error)
+	// Traffic is the node's sketch of the messages its objects sent: the
+	// heaviest edges of the object graph (the rebalancer's co-location mode).
+	Traffic(ctx context.Context, in *v1.TrafficRequest, opts ...grpc.CallOption) (*v1.TrafficReply, error)
 }
 
 type adminServiceClient struct {
@@ -242,6 +246,16 @@ func (c *adminServiceClient) LeaveGroup(ctx context.Context, in *v1.GroupCommand
 	return out, nil
 }
 
+func (c *adminServiceClient) Traffic(ctx context.Context, in *v1.TrafficRequest, opts ...grpc.CallOption) (*v1.TrafficReply, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.TrafficReply)
+	err := c.cc.Invoke(ctx, AdminService_Traffic_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServiceServer is the server API for AdminService service.
 // All implementations must embed UnimplementedAdminServiceServer
 // for forward compatibility.
@@ -265,6 +279,9 @@ type AdminServiceServer interface {
 	JoinGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error)
 	// LeaveGroup removes an actor from its group; sent to the group's owner.
 	LeaveGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error)
+	// Traffic is the node's sketch of the messages its objects sent: the
+	// heaviest edges of the object graph (the rebalancer's co-location mode).
+	Traffic(context.Context, *v1.TrafficRequest) (*v1.TrafficReply, error)
 	mustEmbedUnimplementedAdminServiceServer()
 }
 
@@ -292,6 +309,9 @@ func (UnimplementedAdminServiceServer) JoinGroup(context.Context, *v1.GroupComma
 }
 func (UnimplementedAdminServiceServer) LeaveGroup(context.Context, *v1.GroupCommand) (*v1.GroupStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method LeaveGroup not implemented")
+}
+func (UnimplementedAdminServiceServer) Traffic(context.Context, *v1.TrafficRequest) (*v1.TrafficReply, error) {
+	return nil, status.Error(codes.Unimplemented, "method Traffic not implemented")
 }
 func (UnimplementedAdminServiceServer) mustEmbedUnimplementedAdminServiceServer() {}
 func (UnimplementedAdminServiceServer) testEmbeddedByValue()                      {}
@@ -415,6 +435,24 @@ func _AdminService_LeaveGroup_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _AdminService_Traffic_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.TrafficRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).Traffic(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_Traffic_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).Traffic(ctx, req.(*v1.TrafficRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // AdminService_ServiceDesc is the grpc.ServiceDesc for AdminService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -441,6 +479,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LeaveGroup",
 			Handler:    _AdminService_LeaveGroup_Handler,
+		},
+		{
+			MethodName: "Traffic",
+			Handler:    _AdminService_Traffic_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

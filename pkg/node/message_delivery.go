@@ -1,0 +1,181 @@
+package node
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Delivery of an object's outbox (messages.go). One goroutine per object
+// at most (outboxDelivery.running: deliverOutbox), one of the node's work (waited for at
+// Stop), started by kickDelivery when something may be sendable — a turn
+// recorded messages, an answer was applied, the object was admitted,
+// reopened or re-activated, a retry came due — and ending once nothing is
+// (a retry arms a timer that kicks it again). It asks actor.Delivery what
+// to send, sends those side by side, and tells it what came back; it
+// changes the outbox itself never: answers go to the object's mailbox
+// (applyAnswers).
+//
+// The race that matters: a seal, a reopen or a restore resets the delivery
+// (epoch+1) while a send is in flight. Its answer is then dropped, never
+// applied under the new epoch — the same rule as a session delivery's count,
+// which counts only under the binding it was sent for — so nothing that
+// reached the copy before the move is applied after it; the message is
+// asked again, and its destination answers from its reply table.
+
+// messageParallel bounds the destinations one object sends to at a time.
+const messageParallel = 16
+
+// deliverableLocked reports whether h may deliver its outbox now (h.mu
+// held): it serves here, and has messages.
+func (h *hosted) deliverableLocked() bool {
+	return !h.closed && !h.lost && h.mode == modeServing && h.outbox.Len() > 0
+}
+
+// kickDelivery starts h's delivery goroutine, or tells the running one to
+// look again.
+func (h *hosted) kickDelivery() {
+	h.mu.Lock()
+	if !h.deliverableLocked() {
+		h.mu.Unlock()
+		return
+	}
+	md := h.messagesLocked()
+	if md.running {
+		md.kicked = true
+		h.mu.Unlock()
+		return
+	}
+	md.running = true
+	h.mu.Unlock()
+	h.n.work.Go(h.deliverOutbox)
+}
+
+// resetDeliveryLocked forgets the sends in flight and the answers not yet
+// applied (h.mu held): a seal, a reopen, a restore, a rollback.
+func (h *hosted) resetDeliveryLocked() {
+	md := h.msgs
+	if md == nil {
+		return
+	}
+	md.d.Reset()
+	md.epoch++
+	if md.timer != nil {
+		md.timer.Stop()
+		md.timer = nil
+	}
+}
+
+// stopDeliveryLocked stops h's retry timer (h.mu held; h closes).
+func (h *hosted) stopDeliveryLocked() {
+	if md := h.msgs; md != nil && md.timer != nil {
+		md.timer.Stop()
+		md.timer = nil
+	}
+}
+
+func (h *hosted) deliverOutbox() {
+	n := h.n
+	for {
+		h.mu.Lock()
+		md := h.msgs
+		if !h.deliverableLocked() {
+			md.running = false
+			h.mu.Unlock()
+			return
+		}
+		now := n.now()
+		if st := n.keeper.Status(now); st != lease.Valid && !bugWokenOwnerServes() {
+			// An owner that cannot confirm its lease sends nothing under
+			// its fence; it looks again soon (or is fenced and drops h).
+			md.running = false
+			h.armDeliveryLocked(now.Add(100 * time.Millisecond))
+			h.mu.Unlock()
+			return
+		}
+		md.kicked = false
+		send, expired, wake := md.d.Next(h.outbox, now, messageParallel, n.giveUpAfter())
+		epoch := md.epoch
+		from := &pb.MessageSender{Object: h.name, Fence: n.wireFence(h.fence, h.version, n.selfNode.RoutingID)}
+		h.mu.Unlock()
+
+		var answers []messageAnswer
+		for _, m := range expired {
+			answers = append(answers, messageAnswer{msg: m, outcome: actor.OutcomeRefused})
+		}
+		if len(send) == 0 && len(answers) == 0 {
+			h.mu.Lock()
+			if md.kicked && h.deliverableLocked() {
+				h.mu.Unlock()
+				continue
+			}
+			md.running = false
+			if !wake.IsZero() {
+				h.armDeliveryLocked(wake)
+			}
+			h.mu.Unlock()
+			return
+		}
+		replies := h.sendAll(send, from)
+		h.mu.Lock()
+		if md.epoch != epoch {
+			h.mu.Unlock() // reset meanwhile: these answers belong to a copy that is gone
+			continue
+		}
+		now = n.now()
+		for i, m := range send {
+			out := md.d.Result(m.ID, replies[i].GetCode(), now)
+			if out == actor.OutcomeRetry {
+				n.metrics.messages.retried.Inc()
+				continue
+			}
+			answers = append(answers, messageAnswer{msg: m, reply: replies[i], outcome: out})
+		}
+		h.mu.Unlock()
+		if len(answers) > 0 {
+			// Refused (not serving any more): the seal reset the delivery,
+			// the messages go again from the next owner.
+			h.submit(&work{fn: func() { h.applyAnswers(answers) }})
+		}
+	}
+}
+
+// armDeliveryLocked kicks the delivery at at (h.mu held).
+func (h *hosted) armDeliveryLocked(at time.Time) {
+	md := h.messagesLocked()
+	if md.timer != nil {
+		md.timer.Stop()
+	}
+	md.timer = h.n.clock.AfterFunc(max(at.Sub(h.n.now()), 0), h.kickDelivery)
+}
+
+// sendAll sends msgs side by side and returns their replies in order.
+func (h *hosted) sendAll(msgs []actor.OutMessage, from *pb.MessageSender) []*pb.CallReply {
+	out := make([]*pb.CallReply, len(msgs))
+	send := h.n.seams.sendMessage
+	if len(msgs) == 1 {
+		out[0] = send(msgs[0], from)
+		return out
+	}
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		wg.Go(func() { out[i] = send(m, from) })
+	}
+	wg.Wait()
+	return out
+}
+
+// sendMessage delivers one message like a call: routed by this node (to
+// itself when it owns the destination), following redirects, with the
+// message's operation id and the sender's fence.
+func (n *Node) sendMessage(m actor.OutMessage, from *pb.MessageSender) *pb.CallReply {
+	ctx, cancel := context.WithTimeout(n.stopCtx, n.cfg.CallTimeout)
+	defer cancel()
+	req := &pb.CallRequest{Version: wire.Version, Object: m.To, Method: m.Method, Args: m.Args, OperationId: m.ID[:], Sender: from}
+	return n.call(ctx, req)
+}
