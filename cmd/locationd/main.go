@@ -17,12 +17,12 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/demo"
 	"github.com/meshloc/meshloc/internal/locationd"
+	"github.com/meshloc/meshloc/internal/logging"
 )
 
 // Exit statuses.
@@ -100,11 +100,10 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 			if err := cliutil.ApplyEnv(cmd.Flags(), locationd.EnvPrefix, lookup); err != nil {
 				return usageError{err}
 			}
-			lvl, err := cfg.Level()
+			log, err := logging.New(stderr, cfg.LogLevel, cfg.LogFormat, "locationd")
 			if err != nil {
-				return usageError{fmt.Errorf("--log-level %q: %w", cfg.LogLevel, err)}
+				return usageError{err}
 			}
-			log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", "locationd").Logger()
 			srv, err := locationd.New(cfg, log)
 			if err != nil {
 				return usageError{err}
@@ -161,15 +160,19 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 			}
 			dc.Locationd = *cfg
 			dc.Nodes = strings.Split(nodes, ",")
-			lvl := zerolog.WarnLevel
+			// The demo's own lines are its output: its log shows warnings
+			// and errors only, as readable text, unless told otherwise.
+			level, format := "warn", "console"
 			if cmd.Flags().Changed("log-level") {
-				l, err := cfg.Level()
-				if err != nil {
-					return usageError{err}
-				}
-				lvl = l
+				level = cfg.LogLevel
 			}
-			log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(lvl).With().Timestamp().Logger()
+			if cmd.Flags().Changed("log-format") {
+				format = cfg.LogFormat
+			}
+			log, err := logging.New(stderr, level, format, "")
+			if err != nil {
+				return usageError{err}
+			}
 			return demo.Run(cmd.Context(), dc, stdout, log)
 		},
 	}

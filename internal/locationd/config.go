@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
 )
@@ -150,10 +151,14 @@ type Config struct {
 	// several meshloc clusters can share one etcd.
 	Prefix  string
 	Cluster string
-	// LogLevel (--log-level, default info) is the least zerolog level written:
-	// trace, debug, info, warn, error, fatal, panic, or disabled. It does not
-	// set the embedded etcd's logger: see EtcdLogLevel.
+	// LogLevel (--log-level, default info) is the least level written:
+	// debug, info, warn, error or disabled, as on every meshloc binary
+	// (internal/logging). It does not set the embedded etcd's logger: see
+	// EtcdLogLevel.
 	LogLevel string
+	// LogFormat (--log-format, default json): json (one object a line) or
+	// console (readable text), as on every meshloc binary.
+	LogFormat string
 	// EtcdLogLevel (--etcd-log-level, default error) is the level of the
 	// embedded etcd's own logger (zap, JSON on stderr): debug, info, warn,
 	// error, panic or fatal. Above error it hides etcd's real failures; note
@@ -271,6 +276,7 @@ func DefaultConfig() Config {
 		Prefix:           keyspace.DefaultPrefix,
 		Cluster:          keyspace.DefaultCluster,
 		LogLevel:         "info",
+		LogFormat:        "json",
 		EtcdLogLevel:     "error",
 		RequestTimeout:   5 * time.Second,
 		ShutdownTimeout:  10 * time.Second,
@@ -315,7 +321,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", c.AdvertiseHTTP, "host:port of the API published in the recovery controller's election (default: the address --http listens on)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error, fatal, panic, disabled")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error or disabled")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: json (one object a line) or console (readable text)")
 	fs.StringVar(&c.EtcdLogLevel, "etcd-log-level", c.EtcdLogLevel, "level of the embedded etcd's own log: debug, info, warn, error, panic, fatal")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "bound on the etcd reads of one API request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on the wait for API requests in flight at shutdown")
@@ -392,12 +399,7 @@ func (c *Config) Embedded() bool { return len(c.EtcdEndpoints) == 0 }
 func (c *Config) Keys() (keyspace.Keys, error) { return keyspace.New(c.Prefix, c.Cluster) }
 
 // Level is the parsed LogLevel.
-func (c *Config) Level() (zerolog.Level, error) {
-	if c.LogLevel == "" {
-		return zerolog.InfoLevel, nil
-	}
-	return zerolog.ParseLevel(c.LogLevel)
-}
+func (c *Config) Level() (zerolog.Level, error) { return logging.ParseLevel(c.LogLevel) }
 
 func checkURL(field, s string) (*url.URL, error) {
 	u, err := url.Parse(s)
@@ -414,7 +416,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --prefix/--cluster: %w", ErrInvalidConfig, err)
 	}
 	if _, err := c.Level(); err != nil {
-		return fmt.Errorf("%w: --log-level %q: %w", ErrInvalidConfig, c.LogLevel, err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := logging.CheckFormat(c.LogFormat); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
 		return fmt.Errorf("%w: --http %q is not host:port: %w", ErrInvalidConfig, c.HTTP, err)

@@ -143,7 +143,7 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
 	n.relocs = newRelocationLog(n.noteChange)
-	n.metrics = newMetrics(reg, cfg.Name)
+	n.metrics = newMetrics(reg)
 	n.peers = newConnPool()
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
 	n.life = context.Background()
