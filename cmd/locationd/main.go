@@ -134,11 +134,13 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 func demoCmd(cfg *locationd.Config, stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
 	dc := demo.DefaultConfig()
 	nodes := strings.Join(dc.Nodes, ",")
+	var nodeHTTP string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "embedded etcd + 3 in-process meshnodes + a live, checked workload, printing progress",
-		Long: `locationd demo starts locationd (embedded etcd and the location API), three
-meshnodes in this process (n1..n3 on --nodes), and a workload of --workers callers
+		Long: `locationd demo starts locationd (embedded etcd, the location API and its
+dashboard, whose URL it prints first), three meshnodes in this process (n1..n3
+on --nodes, each with /metrics on --node-http), and a workload of --workers callers
 over counter, list and bank objects. Every reply is checked against what the
 caller expects, and every object's final state is checked at the end. It prints
 one progress line every --every; Ctrl-C (or --duration) ends it. While it runs,
@@ -160,6 +162,9 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 			}
 			dc.Locationd = *cfg
 			dc.Nodes = strings.Split(nodes, ",")
+			if nodeHTTP != "" {
+				dc.NodeHTTP = strings.Split(nodeHTTP, ",")
+			}
 			// The demo's own lines are its output: its log shows warnings
 			// and errors only, as readable text, unless told otherwise.
 			level, format := "warn", "console"
@@ -180,6 +185,7 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 	cmd.Flags().IntVar(&dc.Workers, "workers", dc.Workers, "concurrent callers")
 	cmd.Flags().IntVar(&dc.Objects, "objects", dc.Objects, "objects per worker and type")
 	cmd.Flags().StringVar(&nodes, "nodes", nodes, "gRPC addresses of the in-process nodes (comma-separated)")
+	cmd.Flags().StringVar(&nodeHTTP, "node-http", "", "HTTP addresses (/metrics, /healthz) of the in-process nodes, one per node (default: each gRPC port + 1)")
 	cmd.Flags().DurationVar(&dc.Every, "every", dc.Every, "interval between progress lines")
 	cmd.Flags().DurationVar(&dc.LeaseTTL, "lease-ttl", dc.LeaseTTL, "owner lease TTL of the nodes")
 	cmd.Flags().BoolVar(&dc.Relocate, "relocations", dc.Relocate, "keep moving the objects the workload uses between the nodes (--relocations=false: never move)")

@@ -141,6 +141,8 @@ type Config struct {
 	// connections count, until HTTPIdleTimeout. Keep it under the process's
 	// file descriptor limit (ulimit -n), which the embedded etcd shares.
 	HTTPMaxConnections int
+	// Events bounds the event stream (GET /v1/events; events_config.go).
+	Events EventsConfig
 	// AdvertiseHTTP (--advertise-http, default: the address HTTP listens on)
 	// is the address this locationd publishes as its own in the recovery
 	// controller's election (`meshctl controllers`), for one that listens
@@ -294,6 +296,7 @@ func DefaultConfig() Config {
 		HTTPIdleTimeout:       2 * time.Minute,
 		HTTPMaxHeaderBytes:    64 << 10,
 		HTTPMaxConnections:    1024,
+		Events:                DefaultEventsConfig(),
 
 		ElectionTTL:  5 * time.Second,
 		RecoveryRate: 10,
@@ -318,6 +321,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "a keep-alive connection without a new request is closed after this long")
 	fs.IntVar(&c.HTTPMaxHeaderBytes, "http-max-header-bytes", c.HTTPMaxHeaderBytes, "bound on a request's line and headers, in bytes (1024..1048576)")
 	fs.IntVar(&c.HTTPMaxConnections, "http-max-connections", c.HTTPMaxConnections, "most open API connections (1..1048576); more wait in the listen backlog until one closes")
+	c.Events.addFlags(fs)
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", c.AdvertiseHTTP, "host:port of the API published in the recovery controller's election (default: the address --http listens on)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
@@ -501,7 +505,7 @@ func (c *Config) validateHTTPServer() error {
 		return &FlagError{Flag: "--http-max-connections", Value: strconv.Itoa(c.HTTPMaxConnections),
 			Reason: fmt.Sprintf("want 1..%d", maxHTTPMaxConnections)}
 	}
-	return nil
+	return c.Events.validate()
 }
 
 // refuseClusterFlags refuses, with --etcd-endpoints, a cluster flag that is

@@ -190,6 +190,11 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		pool.creds = s.tls.ClientCredentials(mtls.WantRole(mtls.RoleNode))
 	}
 
+	// The event stream's hub: its sources run while it has clients; closed
+	// (every stream ended) before the API shuts down.
+	events := newEventHub(cfg.Events, s.log, s.eventSources(cli, pool))
+	defer events.close()
+
 	// 3. The API.
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
@@ -205,7 +210,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		ln = tls.NewListener(ln, s.tls.ServerConfig())
 	}
 	hs := &http.Server{
-		Handler:           s.routes(authority.New(cli, s.keys), cli, pool),
+		Handler:           s.routes(authority.New(cli, s.keys), cli, pool, events),
 		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		WriteTimeout:      cfg.HTTPWriteTimeout,
@@ -260,6 +265,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	// closed; then (deferred) the client and the embedded etcd.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	events.close() // the event streams end now: they would hold Shutdown
 	if e := hs.Shutdown(sctx); e != nil {
 		s.log.Warn().Err(e).Dur("bound", cfg.ShutdownTimeout).Msg("requests still in flight at the shutdown bound; closing their connections")
 		_ = hs.Close()
