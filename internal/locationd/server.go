@@ -46,6 +46,7 @@ type Server struct {
 	ready chan struct{}
 
 	mu        sync.Mutex
+	events    *eventHub // GET /v1/events, from Run on
 	httpAddr  string
 	endpoints []string
 }
@@ -194,6 +195,9 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	// (every stream ended) before the API shuts down.
 	events := newEventHub(cfg.Events, s.log, s.eventSources(cli, pool))
 	defer events.close()
+	s.mu.Lock()
+	s.events = events
+	s.mu.Unlock()
 
 	// 3. The API.
 	ln, err := net.Listen("tcp", cfg.HTTP)
