@@ -93,7 +93,7 @@ func TestDashboard(t *testing.T) {
 	cfg.Workers, cfg.Objects = 4, 8
 	cfg.Every = 5 * time.Second
 	out := &lines{want: "try (after make build)", ready: make(chan struct{})}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	demoCtx, stopDemo := context.WithCancel(ctx)
 	demoErr := make(chan error, 1)
@@ -158,9 +158,14 @@ func TestDashboard(t *testing.T) {
 	})
 
 	url := "http://" + cfg.Locationd.HTTP + "/"
+	// (MESHLOC_SCREENSHOT_WAIT, e.g. 60s, fills the charts for a picture.)
+	pause := 3 * time.Second
+	if d, err := time.ParseDuration(os.Getenv("MESHLOC_SCREENSHOT_WAIT")); err == nil && d > 0 && d < 4*time.Minute {
+		pause = d
+	}
 	do := func(what string, actions ...chromedp.Action[chromedp.Void]) {
 		t.Helper()
-		sctx, cancel := context.WithTimeout(bctx, 90*time.Second)
+		sctx, cancel := context.WithTimeout(bctx, 90*time.Second+pause)
 		defer cancel()
 		if err := chromedp.Do(sctx, actions...); err != nil {
 			dctx, cancel := context.WithTimeout(bctx, 10*time.Second)
@@ -197,8 +202,10 @@ func TestDashboard(t *testing.T) {
 	}
 
 	// Its relocate button: the relocation appears and completes in the
-	// live view, and its timeline has both sides' phases.
-	do("relocate", chromedp.Click(chromedp.CSS(`#relocate button`)), visible(`#relocate-result[data-outcome="completed"]`))
+	// live view (the stream's, kept to this object: the demo moves
+	// hundreds a second), and its timeline has both sides' phases.
+	do("relocate", chromedp.Click(chromedp.CSS(`#only-selected`)), chromedp.Click(chromedp.CSS(`#relocate button`)),
+		visible(`#relocate-result[data-outcome="completed"]`))
 	result := text(`#relocate-result`)
 	fields := strings.Fields(result) // relocation <short id> completed ...
 	if len(fields) < 3 || fields[0] != "relocation" {
@@ -215,7 +222,8 @@ func TestDashboard(t *testing.T) {
 	}
 
 	// Let the charts gather a few seconds, then the picture.
-	do("wait, then the top of the page", chromedp.Sleep(3*time.Second), chromedp.ScrollIntoView(chromedp.CSS(`header`)))
+	do("every object's relocations again, wait, then the top of the page", chromedp.Click(chromedp.CSS(`#only-selected`)),
+		chromedp.Sleep(pause), chromedp.ScrollIntoView(chromedp.CSS(`header`)))
 	sctx, cancelShot := context.WithTimeout(bctx, time.Minute)
 	png, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
 	cancelShot()

@@ -14,6 +14,7 @@ const st = {
   live: new Map(),     // id → watch event
   inflight: new Map(), // relocation id → source report
   recent: [],          // ended, newest first
+  recentSel: [],       // ended relocations of the selected object, newest first
   done: [],            // {t: ms, us, outcome} of ended relocations (charts)
   selected: '',        // the object shown
   objectStream: null,
@@ -143,8 +144,10 @@ function relocationEvent(r) {
   if (r.role !== 'source') return; // one row per relocation: its source's
   if (!r.outcome) { st.inflight.set(r.relocationId, r); return; }
   st.inflight.delete(r.relocationId);
-  st.recent.unshift(r);
-  if (st.recent.length > RECENT) st.recent.length = RECENT;
+  for (const list of r.object === st.selected ? [st.recent, st.recentSel] : [st.recent]) {
+    list.unshift(r);
+    if (list.length > RECENT) list.length = RECENT;
+  }
   st.done.push({ t: Date.now(), us: r.interruptionMicros, outcome: r.outcome });
 }
 
@@ -182,13 +185,15 @@ function render() {
     el('td', { title: r.object }, r.object),
     el('td', {}, `${name(r.source)} → ${name(r.target)}`),
     last);
-  const infl = [...st.inflight.values()].sort((a, b) => b.startedUnixMs - a.startedUnixMs).slice(0, 12);
+  const only = $('#only-selected').checked && st.selected;
+  const infl = [...st.inflight.values()].filter((r) => !only || r.object === st.selected)
+    .sort((a, b) => b.startedUnixMs - a.startedUnixMs).slice(0, 12);
   fill($('#inflight tbody'), infl.map((r) => {
     const tr = row(r, el('td', {}, r.phase));
     tr.append(el('td', {}, `${Math.max(0, now - r.startedUnixMs)} ms`));
     return tr;
   }));
-  fill($('#recent tbody'), st.recent.slice(0, 16).map((r) => {
+  fill($('#recent tbody'), (only ? st.recentSel : st.recent).slice(0, 16).map((r) => {
     const tr = row(r, el('td', { class: 'outcome-' + r.outcome, title: r.message || '' }, r.outcome));
     tr.append(el('td', {}, r.interruptionMicros ? ms(r.interruptionMicros) : '-'));
     return tr;
@@ -313,8 +318,13 @@ async function search(ev) {
 async function selectObject(obj) {
   try {
     const o = await api('/v1/objects/' + obj + '?history=16');
-    if (st.selected !== obj) followObject(obj);
+    if (st.selected !== obj) {
+      followObject(obj);
+      st.recentSel = st.recent.filter((r) => r.object === obj);
+    }
     st.selected = obj;
+    $('#only-selected').disabled = false;
+    $('#only-name').textContent = `(${obj})`;
     $('#object').hidden = false;
     $('#object-name').textContent = o.object;
     const r = o.record;
@@ -335,20 +345,13 @@ async function selectObject(obj) {
   }
 }
 
-// followObject streams the selected object's record changes and
-// relocations only.
+// followObject streams the selected object's record changes only: the
+// view is read again at each.
 function followObject(obj) {
   if (st.objectStream) st.objectStream.close();
-  const es = new EventSource('/v1/events?types=record,relocation&object=' + encodeURIComponent(obj));
+  const es = new EventSource('/v1/events?types=record&object=' + encodeURIComponent(obj));
   let again = 0;
   es.addEventListener('record', () => { clearTimeout(again); again = setTimeout(() => selectObject(obj), 300); });
-  es.addEventListener('relocation', (m) => {
-    const r = JSON.parse(m.data);
-    if (r.role !== 'source' || !r.outcome) return;
-    const res = $('#relocate-result');
-    res.textContent = `relocation ${short(r.relocationId)} ${r.outcome}` + (r.interruptionMicros ? ` (interruption ${ms(r.interruptionMicros)})` : '') + (r.message ? `: ${r.message}` : '');
-    res.dataset.outcome = r.outcome;
-  });
   st.objectStream = es;
 }
 
@@ -362,14 +365,20 @@ function fillTargets() {
 async function relocate(ev) {
   ev.preventDefault();
   const res = $('#relocate-result');
-  const body = { object: st.selected, wait: false };
+  // The answer comes when the relocation ended (most take milliseconds);
+  // the live lists show it meanwhile.
+  const body = { object: st.selected };
   if ($('#relocate-target').value) body.target = $('#relocate-target').value;
   res.dataset.outcome = '';
+  res.textContent = 'relocating…';
   try {
     const r = await post('/v1/relocations', body);
-    res.textContent = `relocation ${short(r.relocationId)} started`;
+    res.textContent = `relocation ${short(r.relocationId)} ${r.outcome}` +
+      (r.interruptionMicros ? ` (interruption ${ms(r.interruptionMicros)})` : '') + (r.message ? `: ${r.message}` : '');
+    res.dataset.outcome = r.outcome;
   } catch (e) {
     res.textContent = e.message;
+    res.dataset.outcome = 'error';
   }
 }
 
@@ -390,6 +399,7 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#search').addEventListener('submit', search);
   $('#relocate').addEventListener('submit', relocate);
   $('#timeline-close').addEventListener('click', () => { $('#timeline').hidden = true; });
+  $('#only-selected').addEventListener('change', () => { st.dirty = true; });
   connect();
   setInterval(render, 500);
 });
