@@ -16,6 +16,7 @@ const st = {
   recent: [],          // ended, newest first
   recentSel: [],       // ended relocations of the selected object, newest first
   done: [],            // {t: ms, us, outcome} of ended relocations (charts)
+  ended: new Set(),    // ids seen ended: a snapshot read before may still list them in flight
   selected: '',        // the object shown
   objectStream: null,
   dirty: true,
@@ -68,17 +69,16 @@ async function loadSnapshots() {
     const [owners, rels] = await Promise.all([api('/v1/owners'), api('/v1/relocations')]);
     st.owners.clear();
     for (const o of owners.owners) st.owners.set(o.id, o);
-    st.inflight.clear();
-    st.recent = [];
-    st.done = [];
+    // Merged with what the stream already brought: each relocation once.
     for (const r of rels.relocations) {
-      if (r.role !== 'source') continue;
-      if (!r.outcome) st.inflight.set(r.relocationId, r);
-      else {
-        if (st.recent.length < RECENT) st.recent.push(r);
-        st.done.push({ t: r.endedUnixMs, us: r.interruptionMicros, outcome: r.outcome });
-      }
+      if (r.role !== 'source' || st.ended.has(r.relocationId)) continue;
+      if (!r.outcome) { st.inflight.set(r.relocationId, r); continue; }
+      st.ended.add(r.relocationId);
+      st.recent.push(r);
+      st.done.push({ t: r.endedUnixMs, us: r.interruptionMicros, outcome: r.outcome });
     }
+    st.recent.sort((a, b) => b.endedUnixMs - a.endedUnixMs);
+    if (st.recent.length > RECENT) st.recent.length = RECENT;
     st.done.sort((a, b) => a.t - b.t);
     fillTargets();
     st.dirty = true;
@@ -142,8 +142,10 @@ function connect() {
 
 function relocationEvent(r) {
   if (r.role !== 'source') return; // one row per relocation: its source's
-  if (!r.outcome) { st.inflight.set(r.relocationId, r); return; }
+  if (!r.outcome) { if (!st.ended.has(r.relocationId)) st.inflight.set(r.relocationId, r); return; }
   st.inflight.delete(r.relocationId);
+  st.ended.add(r.relocationId);
+  if (st.ended.size > 20000) st.ended = new Set([...st.ended].slice(-10000));
   for (const list of r.object === st.selected ? [st.recent, st.recentSel] : [st.recent]) {
     list.unshift(r);
     if (list.length > RECENT) list.length = RECENT;
@@ -158,7 +160,7 @@ function render() {
   st.dirty = false;
   const now = Date.now();
   while (st.done.length && st.done[0].t < now - WINDOW_S * 1000) st.done.shift();
-  for (const [id, r] of st.inflight) if (now - r.startedUnixMs > 60000) st.inflight.delete(id); // its node went away
+  for (const [id, r] of st.inflight) if (now - r.startedUnixMs > 30000) st.inflight.delete(id); // its node went away (relocations end within their deadline, 10 s by default)
 
   const ids = [...st.owners.keys()].sort();
   fill($('#nodes tbody'), ids.map((id) => {
