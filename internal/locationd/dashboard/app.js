@@ -37,6 +37,37 @@ function el(tag, attrs, ...kids) {
 
 function fill(tbody, rows) { tbody.replaceChildren(...rows); }
 
+// syncRows makes tbody's rows those of rows ({key, attrs, onclick, cells}),
+// keeping the row element of each key and changing only the cells that
+// changed: a row or button under the pointer is never replaced by a
+// redraw, so no click is lost. A cell is a value, {text, class, title}, or
+// a function making its element once (a button).
+function syncRows(tbody, rows) {
+  const old = new Map([...tbody.children].map((tr) => [tr.dataset.key, tr]));
+  rows.forEach((r, i) => {
+    let tr = old.get(r.key);
+    if (tr) old.delete(r.key);
+    else {
+      tr = el('tr', {});
+      tr.dataset.key = r.key;
+      if (r.onclick) tr.addEventListener('click', r.onclick);
+    }
+    for (const [k, v] of Object.entries(r.attrs || {})) if (tr.getAttribute(k) !== String(v)) tr.setAttribute(k, v);
+    r.cells.forEach((c, j) => {
+      let td = tr.children[j];
+      if (!td) { td = document.createElement('td'); tr.append(td); }
+      if (typeof c === 'function') { if (!td.firstChild) td.append(c()); return; }
+      const cell = c !== null && typeof c === 'object' ? c : { text: c };
+      const text = String(cell.text);
+      if (td.textContent !== text) td.textContent = text;
+      if (td.className !== (cell.class || '')) td.className = cell.class || '';
+      if (cell.title) td.title = cell.title; else td.removeAttribute('title');
+    });
+    if (tbody.children[i] !== tr) tbody.insertBefore(tr, tbody.children[i] || null);
+  });
+  for (const tr of old.values()) tr.remove();
+}
+
 function showError(msg) {
   $('#error').textContent = msg || '';
 }
@@ -110,9 +141,9 @@ async function loadController() {
         el('dt', {}, 'this locationd'), el('dd', {}, `${rec.self.id}${rec.self.leader ? ', leader' : ''}`)));
     }
     $('#orphan-count').textContent = `(${orphans.objects.length})`;
-    fill($('#orphans tbody'), orphans.objects.slice(0, 20).map((o) =>
-      el('tr', { class: 'click', onclick: () => selectObject(o.object) },
-        el('td', {}, o.object), el('td', { class: 'dead' }, `${o.record.owner.id}@${o.record.owner.generation}`), el('td', {}, o.record.state))));
+    syncRows($('#orphans tbody'), orphans.objects.slice(0, 20).map((o) => ({
+      key: o.object, attrs: { class: 'click' }, onclick: () => selectObject(o.object),
+      cells: [o.object, { text: `${o.record.owner.id}@${o.record.owner.generation}`, class: 'dead' }, o.record.state] })));
     if (orphans.objects.length > 0) scheduleController(5000); // until they are recovered
   } catch (e) {
     showError('controller: ' + e.message);
@@ -163,18 +194,19 @@ function render() {
   for (const [id, r] of st.inflight) if (now - r.startedUnixMs > 30000) st.inflight.delete(id); // its node went away (relocations end within their deadline, 10 s by default)
 
   const ids = [...st.owners.keys()].sort();
-  fill($('#nodes tbody'), ids.map((id) => {
+  syncRows($('#nodes tbody'), ids.map((id) => {
     const o = st.owners.get(id), s = st.stats.get(id), w = st.live.get(id);
-    return el('tr', { 'data-node': id },
-      el('td', {}, `${id}@${o.generation}`),
-      el('td', { class: 'state-' + o.state }, o.state),
-      el('td', {}, o.weight),
-      el('td', {}, s ? s.hostedObjects : '-'),
-      el('td', {}, s ? Math.round(s.callsPerSecond) : '-'),
-      el('td', {}, s ? s.relocationsInFlight : '-'),
-      el('td', {}, o.address),
-      el('td', { class: w && !w.connected ? 'dead' : '', title: w && w.error ? w.error : '' }, w ? (w.connected ? 'yes' : 'no') : '…'),
-      el('td', {}, el('button', { type: 'button', onclick: () => drain(id) }, 'drain')));
+    return { key: id, attrs: { 'data-node': id }, cells: [
+      `${id}@${o.generation}`,
+      { text: o.state, class: 'state-' + o.state },
+      o.weight,
+      s ? s.hostedObjects : '-',
+      s ? Math.round(s.callsPerSecond) : '-',
+      s ? s.relocationsInFlight : '-',
+      o.address,
+      { text: w ? (w.connected ? 'yes' : 'no') : '…', class: w && !w.connected ? 'dead' : '', title: w && w.error ? w.error : '' },
+      () => el('button', { type: 'button', onclick: () => drain(id) }, 'drain'),
+    ] };
   }));
 
   const recentSec = st.done.filter((d) => d.t >= now - 5000 && d.outcome === 'completed').length / 5;
@@ -182,24 +214,17 @@ function render() {
   const failed = st.done.filter((d) => d.outcome !== 'completed').length;
   $('#counts').textContent = `(${st.inflight.size} in flight; last 5 min: ${st.done.length - failed} completed, ${failed} other)`;
 
-  const row = (r, last) => el('tr', { class: 'click', 'data-id': r.relocationId, 'data-outcome': r.outcome || 'in-flight', onclick: () => showTimeline(r.relocationId) },
-    el('td', { title: r.relocationId }, short(r.relocationId)),
-    el('td', { title: r.object }, r.object),
-    el('td', {}, `${name(r.source)} → ${name(r.target)}`),
-    last);
+  const row = (r, ...last) => ({
+    key: r.relocationId, onclick: () => showTimeline(r.relocationId),
+    attrs: { class: 'click', 'data-id': r.relocationId, 'data-outcome': r.outcome || 'in-flight' },
+    cells: [{ text: short(r.relocationId), title: r.relocationId }, { text: r.object, title: r.object }, `${name(r.source)} → ${name(r.target)}`, ...last],
+  });
   const only = $('#only-selected').checked && st.selected;
   const infl = [...st.inflight.values()].filter((r) => !only || r.object === st.selected)
     .sort((a, b) => b.startedUnixMs - a.startedUnixMs).slice(0, 12);
-  fill($('#inflight tbody'), infl.map((r) => {
-    const tr = row(r, el('td', {}, r.phase));
-    tr.append(el('td', {}, `${Math.max(0, now - r.startedUnixMs)} ms`));
-    return tr;
-  }));
-  fill($('#recent tbody'), (only ? st.recentSel : st.recent).slice(0, 16).map((r) => {
-    const tr = row(r, el('td', { class: 'outcome-' + r.outcome, title: r.message || '' }, r.outcome));
-    tr.append(el('td', {}, r.interruptionMicros ? ms(r.interruptionMicros) : '-'));
-    return tr;
-  }));
+  syncRows($('#inflight tbody'), infl.map((r) => row(r, r.phase, `${Math.max(0, now - r.startedUnixMs)} ms`)));
+  syncRows($('#recent tbody'), (only ? st.recentSel : st.recent).slice(0, 16).map((r) =>
+    row(r, { text: r.outcome, class: 'outcome-' + r.outcome, title: r.message || '' }, r.interruptionMicros ? ms(r.interruptionMicros) : '-')));
   drawRate(now);
   drawHistogram();
 }
