@@ -89,7 +89,8 @@ FUZZ_TARGETS = \
 	./pkg/node/              FuzzDecodeDurableState \
 	./pkg/session/                FuzzJournalOf \
 	./pkg/client/                 FuzzParseToken \
-	./internal/locationd/         FuzzRequestBodies
+	./internal/locationd/         FuzzRequestBodies \
+	./internal/locationd/         FuzzEventsQuery
 fuzz:
 	@missing=; for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' cmd internal pkg test | sed 's/^func //' | sort -u); do \
 	  case " $$(echo $(FUZZ_TARGETS)) " in *" $$f "*) ;; *) missing="$$missing $$f";; esac; \

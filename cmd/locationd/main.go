@@ -17,12 +17,12 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/demo"
 	"github.com/meshloc/meshloc/internal/locationd"
+	"github.com/meshloc/meshloc/internal/logging"
 )
 
 // Exit statuses.
@@ -100,11 +100,10 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 			if err := cliutil.ApplyEnv(cmd.Flags(), locationd.EnvPrefix, lookup); err != nil {
 				return usageError{err}
 			}
-			lvl, err := cfg.Level()
+			log, err := logging.New(stderr, cfg.LogLevel, cfg.LogFormat, "locationd")
 			if err != nil {
-				return usageError{fmt.Errorf("--log-level %q: %w", cfg.LogLevel, err)}
+				return usageError{err}
 			}
-			log := zerolog.New(stderr).Level(lvl).With().Timestamp().Str("service", "locationd").Logger()
 			srv, err := locationd.New(cfg, log)
 			if err != nil {
 				return usageError{err}
@@ -135,11 +134,13 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 func demoCmd(cfg *locationd.Config, stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
 	dc := demo.DefaultConfig()
 	nodes := strings.Join(dc.Nodes, ",")
+	var nodeHTTP string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "embedded etcd + 3 in-process meshnodes + a live, checked workload, printing progress",
-		Long: `locationd demo starts locationd (embedded etcd and the location API), three
-meshnodes in this process (n1..n3 on --nodes), and a workload of --workers callers
+		Long: `locationd demo starts locationd (embedded etcd, the location API and its
+dashboard, whose URL it prints first), three meshnodes in this process (n1..n3
+on --nodes, each with /metrics on --node-http), and a workload of --workers callers
 over counter, list and bank objects. Every reply is checked against what the
 caller expects, and every object's final state is checked at the end. It prints
 one progress line every --every; Ctrl-C (or --duration) ends it. While it runs,
@@ -161,15 +162,22 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 			}
 			dc.Locationd = *cfg
 			dc.Nodes = strings.Split(nodes, ",")
-			lvl := zerolog.WarnLevel
-			if cmd.Flags().Changed("log-level") {
-				l, err := cfg.Level()
-				if err != nil {
-					return usageError{err}
-				}
-				lvl = l
+			if nodeHTTP != "" {
+				dc.NodeHTTP = strings.Split(nodeHTTP, ",")
 			}
-			log := zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(lvl).With().Timestamp().Logger()
+			// The demo's own lines are its output: its log shows warnings
+			// and errors only, as readable text, unless told otherwise.
+			level, format := "warn", "console"
+			if cmd.Flags().Changed("log-level") {
+				level = cfg.LogLevel
+			}
+			if cmd.Flags().Changed("log-format") {
+				format = cfg.LogFormat
+			}
+			log, err := logging.New(stderr, level, format, "")
+			if err != nil {
+				return usageError{err}
+			}
 			return demo.Run(cmd.Context(), dc, stdout, log)
 		},
 	}
@@ -177,6 +185,7 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 	cmd.Flags().IntVar(&dc.Workers, "workers", dc.Workers, "concurrent callers")
 	cmd.Flags().IntVar(&dc.Objects, "objects", dc.Objects, "objects per worker and type")
 	cmd.Flags().StringVar(&nodes, "nodes", nodes, "gRPC addresses of the in-process nodes (comma-separated)")
+	cmd.Flags().StringVar(&nodeHTTP, "node-http", "", "HTTP addresses (/metrics, /healthz) of the in-process nodes, one per node (default: each gRPC port + 1)")
 	cmd.Flags().DurationVar(&dc.Every, "every", dc.Every, "interval between progress lines")
 	cmd.Flags().DurationVar(&dc.LeaseTTL, "lease-ttl", dc.LeaseTTL, "owner lease TTL of the nodes")
 	cmd.Flags().BoolVar(&dc.Relocate, "relocations", dc.Relocate, "keep moving the objects the workload uses between the nodes (--relocations=false: never move)")

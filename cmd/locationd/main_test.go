@@ -21,6 +21,10 @@ func TestUsage(t *testing.T) {
 		{nil, map[string]string{"LOCATIOND_PREFIX": "nope"}, exitUsage, "locationd: usage: locationd: invalid config: --prefix/--cluster"},
 		{nil, map[string]string{"LOCATIOND_REQUEST_TIMEOUT": "soon"}, exitUsage, `locationd: usage: environment LOCATIOND_REQUEST_TIMEOUT="soon"`},
 		{[]string{"--log-level", "loud"}, nil, exitUsage, `locationd: usage: --log-level "loud"`},
+		// One set of levels on every binary, and no "defaulting": refused.
+		{[]string{"--log-level", "verbose"}, nil, exitUsage, `locationd: usage: --log-level "verbose": logging: unknown level (want debug, info, warn, error or disabled) (see locationd --help)`},
+		{[]string{"demo", "--log-level", "trace"}, nil, exitUsage, `locationd: usage: --log-level "trace": logging: unknown level`},
+		{[]string{"--log-format", "text"}, nil, exitUsage, `locationd: usage: --log-format "text": logging: unknown format (want json or console)`},
 		{[]string{"--etcd-endpoints", "http://a:2379", "--initial-cluster", "m1=http://a:2380"}, nil, exitUsage,
 			`locationd: usage: locationd: invalid config: --initial-cluster "m1=http://a:2380": means nothing with --etcd-endpoints`},
 		{[]string{"--name", "m9", "--initial-cluster", "m1=http://127.0.0.1:2380"}, nil, exitUsage,
@@ -37,9 +41,16 @@ func TestUsage(t *testing.T) {
 		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
 		code := run(context.Background(), tc.args, &out, &errb, lookup)
 		lines := strings.Split(strings.TrimSuffix(errb.String(), "\n"), "\n")
-		if code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], tc.stderr) {
+		if code != tc.code || len(lines) != 1 || !strings.HasPrefix(lines[0], tc.stderr) || strings.Contains(errb.String(), "defaulting") {
 			t.Errorf("locationd %v %v: exit %d, stderr %q; want exit %d, stderr %q…", tc.args, tc.env, code, errb.String(), tc.code, tc.stderr)
 		}
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out, errb bytes.Buffer
+	if code := run(context.Background(), []string{"--version"}, &out, &errb, func(string) (string, bool) { return "", false }); code != exitOK || !strings.HasPrefix(out.String(), "locationd ") {
+		t.Errorf("--version: exit %d, %q %q", code, out.String(), errb.String())
 	}
 }
 

@@ -66,9 +66,14 @@ func callCmd(g *globals, out io.Writer) *cobra.Command {
 (any meshnode), or, with --etcd-endpoints, straight to the object's owner
 routed from etcd.
 
-Table output is the reply's JSON payload on one line, then
-  served by <owner>@<generation> objectGeneration=<g> ownerGeneration=<g>
+Table output is the reply's JSON payload on one line on stdout (so
+meshctl call ... | jq . works), and on stderr
+  served by <owner>@<owner generation> objectGeneration=<g> authorityGeneration=<g>
 with " (replayed)" when the owner answered from its de-duplication table.
+The owner generation (after @) is the serving node's life: it grows at
+each restart of that node. The authority generation is the object's: it
+grows by one at every change of the object's owner (a relocation, a
+recovery); the object generation grows when the object is re-created.
 -o json prints {"object","method","operationId","payload","fence",
 "storeVersion","replayed"}.
 
@@ -142,14 +147,18 @@ A change that would make a durable object's state larger than the node's
 			if err := json.Compact(&line, payload); err != nil {
 				return err
 			}
-			fmt.Fprintf(&line, "\nserved by %s objectGeneration=%d ownerGeneration=%d",
+			line.WriteByte('\n')
+			if _, err := out.Write(line.Bytes()); err != nil {
+				return err
+			}
+			// Who answered goes to stderr: stdout is the reply alone.
+			served := fmt.Sprintf("served by %s objectGeneration=%d authorityGeneration=%d",
 				r.Fence.Owner, r.Fence.ObjectGeneration, r.Fence.OwnerGeneration)
 			if r.Replayed {
-				line.WriteString(" (replayed)")
+				served += " (replayed)"
 			}
-			line.WriteByte('\n')
-			_, err = out.Write(line.Bytes())
-			return err
+			fmt.Fprintln(cmd.ErrOrStderr(), served)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&opID, "op-id", "", "operation id (a UUIDv7) of an earlier call to retry: executed at most once")

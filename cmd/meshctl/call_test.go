@@ -106,22 +106,23 @@ func TestCall(t *testing.T) {
 	}
 	ep, n := oneNode(t)
 	gw := []string{"--node", n.Address()}
-	served := fmt.Sprintf("served by %s objectGeneration=1 ownerGeneration=1\n", n.Self())
+	served := fmt.Sprintf("served by %s objectGeneration=1 authorityGeneration=1\n", n.Self())
 
 	t.Run("table", func(t *testing.T) {
 		for _, tc := range []struct {
 			args []string
 			want string
 		}{
-			{[]string{"call", "actor/counter/x", "add", "2"}, `{"value":2}` + "\n" + served},
-			{[]string{"call", "actor/counter/x", "get"}, `{"value":2}` + "\n" + served},
+			{[]string{"call", "actor/counter/x", "add", "2"}, `{"value":2}` + "\n"},
+			{[]string{"call", "actor/counter/x", "get"}, `{"value":2}` + "\n"},
 			// Flags after the positional arguments, a negative argument after "--".
-			{[]string{"call", "actor/counter/x", "add", "--timeout", "5s", "--", "-1"}, `{"value":1}` + "\n" + served},
-			{[]string{"call", "actor/list/l", "append", "a b"}, `{"length":1}` + "\n" + served},
-			{[]string{"call", "actor/list/l", "read"}, `{"items":["a b"]}` + "\n" + served},
+			{[]string{"call", "actor/counter/x", "add", "--timeout", "5s", "--", "-1"}, `{"value":1}` + "\n"},
+			{[]string{"call", "actor/list/l", "append", "a b"}, `{"length":1}` + "\n"},
+			{[]string{"call", "actor/list/l", "read"}, `{"items":["a b"]}` + "\n"},
 		} {
 			r := meshctl(nil, append(gw, tc.args...)...)
-			if r.code != 0 || r.stderr != "" || r.stdout != tc.want {
+			// stdout is the reply alone (| jq . works); who served it, on stderr.
+			if r.code != 0 || r.stderr != served || r.stdout != tc.want {
 				t.Errorf("meshctl %v: exit %d, stderr %q, stdout:\n%s\nwant:\n%s", tc.args, r.code, r.stderr, r.stdout, tc.want)
 			}
 		}
@@ -156,8 +157,8 @@ func TestCall(t *testing.T) {
 		}
 		// Table mode says so too; the counter was added to once.
 		r := meshctl(nil, append(gw, "call", "--op-id", op, "actor/counter/x", "add", "10")...)
-		if want := `{"value":11}` + "\n" + strings.TrimSuffix(served, "\n") + " (replayed)\n"; r.code != 0 || r.stdout != want {
-			t.Errorf("replay in table mode: %+v, want stdout %q", r, want)
+		if want := strings.TrimSuffix(served, "\n") + " (replayed)\n"; r.code != 0 || r.stdout != `{"value":11}`+"\n" || r.stderr != want {
+			t.Errorf("replay in table mode: %+v, want stderr %q", r, want)
 		}
 		r = meshctl(nil, append(gw, "call", "actor/counter/x", "get")...)
 		if r.code != 0 || !strings.HasPrefix(r.stdout, `{"value":11}`+"\n") {
@@ -175,7 +176,7 @@ func TestCall(t *testing.T) {
 			{map[string]string{"MESHCTL_ETCD_ENDPOINTS": ep, "MESHCTL_NODE": closedAddr(t)}, []string{"call", "actor/counter/x", "get"}},
 		} {
 			r := meshctl(tc.env, tc.args...)
-			if want := `{"value":11}` + "\n" + served; r.code != 0 || r.stderr != "" || r.stdout != want {
+			if want := `{"value":11}` + "\n"; r.code != 0 || r.stderr != served || r.stdout != want {
 				t.Errorf("meshctl %v (env %v): %+v, want stdout %q", tc.args, tc.env, r, want)
 			}
 		}
@@ -192,8 +193,8 @@ func TestCall(t *testing.T) {
 		}
 		// The re-created object serves, from a fresh state.
 		r = meshctl(nil, append(gw, "call", obj.String(), "add", "1")...)
-		want := `{"value":1}` + "\n" + fmt.Sprintf("served by %s objectGeneration=2 ownerGeneration=2\n", n.Self())
-		if r.code != 0 || r.stdout != want {
+		want := `{"value":1}` + "\n"
+		if r.code != 0 || r.stdout != want || r.stderr != fmt.Sprintf("served by %s objectGeneration=2 authorityGeneration=2\n", n.Self()) {
 			t.Errorf("second call: %+v, want stdout %q", r, want)
 		}
 	})

@@ -78,6 +78,7 @@ func (g *globals) httpClient() (*http.Client, error) {
 // error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
 	root := newRoot(stdout, lookup)
+	root.SetErr(stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -100,13 +101,30 @@ func errorLine(err error) string {
 			msg = "usage: " + err.Error() + " (see meshctl --help)"
 		}
 	} else if e, ok := api.AsError(err); ok {
-		msg = e.Code + ": " + e.Message
+		msg = e.Code + ": " + dropRepeatedCode(e.Message, e.Code)
 	} else if we := new(*wire.Error); errors.As(err, we) {
 		msg = wireErrorMessage(err, *we)
 	} else {
 		msg = api.CodeInternal + ": " + err.Error()
 	}
 	return "meshctl: " + strings.Join(strings.Fields(msg), " ")
+}
+
+// dropRepeatedCode drops from msg a leading "<code>: " or "<origin>:
+// <code in words>: " (the API's "locationd: conflict: ..."), which would
+// repeat the code errorLine already prints first.
+func dropRepeatedCode(msg, code string) string {
+	if rest, ok := strings.CutPrefix(msg, code+": "); ok && rest != "" {
+		return rest
+	}
+	origin, rest, ok := strings.Cut(msg, ": ")
+	if !ok || strings.Contains(origin, " ") {
+		return msg
+	}
+	if r, ok := strings.CutPrefix(rest, strings.ReplaceAll(code, "_", " ")+": "); ok && r != "" {
+		return r
+	}
+	return msg
 }
 
 func newRoot(stdout io.Writer, lookup func(string) (string, bool)) *cobra.Command {
@@ -283,7 +301,13 @@ func objectsCmd(g *globals, out io.Writer) *cobra.Command {
 		Use:   "objects",
 		Short: "list objects and their owners",
 		Long: `List authority records. --orphaned keeps the objects whose owner is gone
-(owner key absent, or of another generation); --orphaned=false keeps the others.`,
+(owner key absent, or of another generation); --orphaned=false keeps the others.
+
+OWNER is the owner pair id@generation: the generation after @ is the owner's,
+the node's life (it grows at each restart of that node). AUTHORITY-GEN is the
+object's authority generation: it grows by one at every change of the
+object's owner (a relocation, a recovery); in the JSON record it is
+"ownerGeneration". OBJECT-GEN grows when the object is re-created.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("orphaned") {
@@ -310,7 +334,7 @@ func objectsCmd(g *globals, out io.Writer) *cobra.Command {
 			if g.output == "json" {
 				return printJSON(out, raw)
 			}
-			rows := [][]string{{"OBJECT", "OWNER", "ALIVE", "STATE", "OBJECT-GEN", "OWNER-GEN", "STORE-VERSION", "ADDRESS"}}
+			rows := [][]string{{"OBJECT", "OWNER", "ALIVE", "STATE", "OBJECT-GEN", "AUTHORITY-GEN", "STORE-VERSION", "ADDRESS"}}
 			for _, o := range r.Objects {
 				rows = append(rows, []string{
 					o.Object, o.Record.Owner.String(), yesNo(o.OwnerAlive), string(o.Record.State),
@@ -331,7 +355,10 @@ func getCmd(g *globals, out io.Writer) *cobra.Command {
 	return &cobra.Command{
 		Use:   "get OBJECT",
 		Short: "show one object's authority record, e.g. get actor/counter/c1",
-		Args:  exactArgs(1),
+		Long: `Show one object's authority record. OWNER is id@generation, the owner's
+generation (its node's life); AUTHORITY-GEN is the object's count of owner
+changes (the record's "ownerGeneration" in -o json); see meshctl objects --help.`,
+		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			obj, err := parseObject("OBJECT", args[0])
 			if err != nil {
@@ -357,7 +384,7 @@ func getCmd(g *globals, out io.Writer) *cobra.Command {
 				{"OWNER-ALIVE", yesNo(r.OwnerAlive)},
 				{"STATE", string(rec.State)},
 				{"OBJECT-GEN", fmt.Sprint(rec.ObjectGeneration)},
-				{"OWNER-GEN", fmt.Sprint(rec.OwnerGeneration)},
+				{"AUTHORITY-GEN", fmt.Sprint(rec.OwnerGeneration)},
 				{"STORE-VERSION", fmt.Sprint(r.StoreVersion)},
 				{"REVISION", fmt.Sprint(r.Revision)},
 				{"ADDRESS", dash(rec.Node.Address)},

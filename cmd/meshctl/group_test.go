@@ -121,8 +121,8 @@ func TestGroupCommands(t *testing.T) {
 		code   int
 		stderr string
 	}{
-		{[]string{"group", "create", "group/taken"}, 1, "meshctl: conflict: locationd: conflict: node n1: node: group exists: group/taken, owned by n1@7"},
-		{[]string{"group", "join", "group/g1", "actor/counter/full"}, 1, "meshctl: conflict: locationd: conflict: node n1@7: authority: group/g1 would have 127 members, at most 126 fit: … --max-txn-ops=128 …"},
+		{[]string{"group", "create", "group/taken"}, 1, "meshctl: conflict: node n1: node: group exists: group/taken, owned by n1@7"},
+		{[]string{"group", "join", "group/g1", "actor/counter/full"}, 1, "meshctl: conflict: node n1@7: authority: group/g1 would have 127 members, at most 126 fit: … --max-txn-ops=128 …"},
 		{[]string{"group", "members", "group/nope"}, 1, "meshctl: not_found: authority: object not found: group/nope"},
 		{[]string{"group"}, 2, "meshctl: usage: a group command is required: create, join, leave or members (see meshctl --help)"},
 		{[]string{"group", "join", "group/g1"}, 2, "meshctl: usage: meshctl group join: accepts 2 arg(s), received 1 (see meshctl --help)"},

@@ -104,9 +104,9 @@ n1        7           serving   127.0.0.1:7100  1       v1       counter,bank  2
 node-two  11          draining  127.0.0.1:7200  0       -        -             -                         -                 -
 `},
 		{[]string{"objects"}, `
-OBJECT                     OWNER  ALIVE  STATE   OBJECT-GEN  OWNER-GEN  STORE-VERSION  ADDRESS
-actor/counter/c1           n1@7   yes    active  1           3          9              127.0.0.1:7100
-actor/counter/long-name-2  n1@7   no     active  1           3          10             127.0.0.1:7100
+OBJECT                     OWNER  ALIVE  STATE   OBJECT-GEN  AUTHORITY-GEN  STORE-VERSION  ADDRESS
+actor/counter/c1           n1@7   yes    active  1           3              9              127.0.0.1:7100
+actor/counter/long-name-2  n1@7   no     active  1           3              10             127.0.0.1:7100
 `},
 		{[]string{"get", "actor/counter/c1"}, `
 OBJECT         actor/counter/c1
@@ -114,7 +114,7 @@ OWNER          n1@7
 OWNER-ALIVE    yes
 STATE          active
 OBJECT-GEN     1
-OWNER-GEN      3
+AUTHORITY-GEN  3
 STORE-VERSION  9
 REVISION       12
 ADDRESS        127.0.0.1:7100
@@ -192,7 +192,7 @@ func TestErrors(t *testing.T) {
 			"meshctl: not_found: authority: object not found: actor/counter/x"},
 		// The server's invalid_argument: exit status 1, the request was made.
 		{nil, []string{"--locationd", f.URL, "objects", "--owner", "refused"}, 1,
-			`meshctl: invalid_argument: locationd: invalid argument: owner "refused"`},
+			`meshctl: invalid_argument: owner "refused"`},
 		// meshctl's: exit status 2, nothing was sent.
 		{nil, []string{"--locationd", f.URL, "objects", "--kind", "bad"}, 2,
 			`meshctl: invalid_argument: --kind: "bad" (want actor or group)`},

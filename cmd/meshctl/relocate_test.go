@@ -118,7 +118,7 @@ func TestRelocate(t *testing.T) {
 			"meshctl: aborted: relocation 01958a3c-2f00-7abc-8def-00000000beef of actor/list/l1 did not complete: deadline_exceeded: the target did not answer READY before the deadline\n",
 			`{"object":"actor/list/l1"}`},
 		{[]string{"relocate", "actor/counter/busy", "--to", "n2"}, 1, "",
-			"meshctl: conflict: locationd: conflict: node n1@7 (127.0.0.1:7100): node: object already relocating: actor/counter/busy\n",
+			"meshctl: conflict: node n1@7 (127.0.0.1:7100): node: object already relocating: actor/counter/busy\n",
 			`{"object":"actor/counter/busy","target":"n2"}`},
 		{[]string{"relocate", "actor/counter/gone"}, 1, "",
 			"meshctl: unavailable: locationd: owner not alive: n4@3 of actor/counter/gone has no live key of that generation\n",

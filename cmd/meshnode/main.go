@@ -28,6 +28,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/node"
@@ -140,11 +141,10 @@ func noArgs(cmd *cobra.Command, args []string) error {
 // serve runs the node until a signal, a drain through AdminService, or the
 // end of its lease.
 func serve(cfg node.Config, stderr io.Writer) error {
-	level, err := zerolog.ParseLevel(cfg.LogLevel)
+	log, err := logging.New(stderr, cfg.LogLevel, cfg.LogFormat, "meshnode")
 	if err != nil {
-		return usageError{fmt.Errorf("--log-level: %w", err)}
+		return usageError{err}
 	}
-	log := zerolog.New(stderr).Level(level).With().Timestamp().Logger()
 	reg := actor.NewRegistry()
 	if err := builtin.Register(reg); err != nil {
 		return err

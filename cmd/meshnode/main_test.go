@@ -29,10 +29,13 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"--no-such-flag"}, nil, "unknown flag"},
 		{[]string{"extra"}, nil, "takes no arguments"},
 		{[]string{"--name", "n1", "--log-level", "loud"}, nil, "--log-level"},
+		{[]string{"--name", "n1", "--log-level", "verbose"}, nil, `--log-level "verbose": logging: unknown level (want debug, info, warn, error or disabled)`},
+		{[]string{"--name", "n1", "--log-format", "text"}, nil, `--log-format "text": logging: unknown format`},
+		{[]string{"-name", "n1"}, nil, "unknown shorthand flag"}, // flags are --name, as on every binary
 		{[]string{"--name", "n1"}, map[string]string{"MESHNODE_LEASE_TTL": "soon"}, "MESHNODE_LEASE_TTL"},
 		{nil, nil, "--name"}, // required
 	} {
-		if code, _, errs := runArgs(tc.args, tc.env); code != 2 || !strings.Contains(errs, tc.want) {
+		if code, _, errs := runArgs(tc.args, tc.env); code != 2 || !strings.Contains(errs, tc.want) || strings.Contains(errs, "defaulting") {
 			t.Errorf("%v %v: exit %d, %q; want 2 naming %q", tc.args, tc.env, code, errs, tc.want)
 		}
 	}

@@ -15,12 +15,12 @@ import (
 	"net"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
@@ -44,6 +44,9 @@ type Config struct {
 	Locationd locationd.Config
 	// Nodes are the gRPC listen addresses of the in-process nodes.
 	Nodes []string
+	// NodeHTTP are the nodes' HTTP addresses (/metrics, /healthz), one per
+	// node; empty: each node's gRPC port + 1 (7101, 7111, 7121 by default).
+	NodeHTTP []string
 	// Workers is the number of concurrent callers.
 	Workers int
 	// Objects per worker and type.
@@ -112,6 +115,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 	if len(cfg.Nodes) == 0 || cfg.Workers <= 0 || cfg.Objects <= 0 {
 		return errors.New("demo: need nodes, workers and objects")
 	}
+	nodeHTTP, err := httpAddrs(cfg.Nodes, cfg.NodeHTTP)
+	if err != nil {
+		return err
+	}
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)
@@ -141,7 +148,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 		return nil
 	}
 	eps := srv.EtcdEndpoints()
-	fmt.Fprintf(out, "meshloc demo: etcd %s, location API http://%s, %d nodes, %d workers\n",
+	fmt.Fprintf(out, "meshloc demo: dashboard http://%s/\n", srv.HTTPAddr())
+	fmt.Fprintf(out, "  etcd %s, location API http://%s, %d nodes, %d workers\n",
 		strings.Join(eps, ","), srv.HTTPAddr(), len(cfg.Nodes), cfg.Workers)
 
 	// 2. The nodes.
@@ -162,14 +170,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 		nc.Name = fmt.Sprintf("n%d", i+1)
 		nc.EtcdEndpoints = eps
 		nc.Listen = addr
-		nc.HTTP = ""
+		nc.HTTP = nodeHTTP[i]
 		nc.LeaseTTL = cfg.LeaseTTL
 		nc.Prefix, nc.Cluster = cfg.Locationd.Prefix, cfg.Locationd.Cluster
 		lis, err := net.Listen("tcp", addr)
 		if err != nil {
 			return fmt.Errorf("demo: node %s: %w (is another meshnode or demo running?)", nc.Name, err)
 		}
-		n, err := node.New(nc, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(prometheus.NewRegistry()), node.WithLogger(log.With().Str("service", "meshnode").Logger()))
+		// Each node serves its own /metrics and /healthz (a registry of its own).
+		n, err := node.New(nc, node.WithRegistry(reg), node.WithListener(lis), node.WithLogger(log.With().Str("service", "meshnode").Logger()))
 		if err != nil {
 			lis.Close()
 			return err
@@ -181,7 +190,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 			return fmt.Errorf("demo: node %s: %w", nc.Name, err)
 		}
 		nodes = append(nodes, n)
-		fmt.Fprintf(out, "  node %s serving on %s (generation %d)\n", nc.Name, n.Address(), n.Self().Generation)
+		fmt.Fprintf(out, "  node %s serving on %s, http://%s/metrics (generation %d)\n", nc.Name, n.Address(), nc.HTTP, n.Self().Generation)
 	}
 
 	// 3. Clients: half route from etcd straight to owners, half through gateways.
@@ -195,7 +204,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 		return err
 	}
 	defer gateway.Close()
-	fmt.Fprintf(out, "try: go run ./cmd/meshctl call --node %s actor/counter/w0-c0 get   |   go run ./cmd/meshctl objects   |   go run ./cmd/meshctl relocations\n", cfg.Nodes[0])
+	fmt.Fprintf(out, "try (after make build): bin/meshctl call --node %s actor/counter/w0-c0 get   |   bin/meshctl objects   |   bin/meshctl relocations --watch\n", cfg.Nodes[0])
 
 	ec, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
 	if err != nil {
@@ -276,6 +285,27 @@ loop:
 		return fmt.Errorf("demo: %d wrong replies, %d final-state mismatches", total.wrong.Load(), len(bad))
 	}
 	return nil
+}
+
+// httpAddrs are the nodes' HTTP addresses: given, one per node, or each
+// gRPC port + 1.
+func httpAddrs(nodes, given []string) ([]string, error) {
+	if len(given) > 0 {
+		if len(given) != len(nodes) {
+			return nil, fmt.Errorf("demo: %d HTTP addresses for %d nodes", len(given), len(nodes))
+		}
+		return given, nil
+	}
+	out := make([]string, len(nodes))
+	for i, a := range nodes {
+		host, port, err := net.SplitHostPort(a)
+		p, perr := strconv.Atoi(port)
+		if err != nil || perr != nil || p <= 0 || p >= 65535 {
+			return nil, fmt.Errorf("demo: node address %q is not host:port with a port below 65535", a)
+		}
+		out[i] = net.JoinHostPort(host, strconv.Itoa(p+1))
+	}
+	return out, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
 )
@@ -140,6 +141,8 @@ type Config struct {
 	// connections count, until HTTPIdleTimeout. Keep it under the process's
 	// file descriptor limit (ulimit -n), which the embedded etcd shares.
 	HTTPMaxConnections int
+	// Events bounds the event stream (GET /v1/events; events_config.go).
+	Events EventsConfig
 	// AdvertiseHTTP (--advertise-http, default: the address HTTP listens on)
 	// is the address this locationd publishes as its own in the recovery
 	// controller's election (`meshctl controllers`), for one that listens
@@ -150,10 +153,14 @@ type Config struct {
 	// several meshloc clusters can share one etcd.
 	Prefix  string
 	Cluster string
-	// LogLevel (--log-level, default info) is the least zerolog level written:
-	// trace, debug, info, warn, error, fatal, panic, or disabled. It does not
-	// set the embedded etcd's logger: see EtcdLogLevel.
+	// LogLevel (--log-level, default info) is the least level written:
+	// debug, info, warn, error or disabled, as on every meshloc binary
+	// (internal/logging). It does not set the embedded etcd's logger: see
+	// EtcdLogLevel.
 	LogLevel string
+	// LogFormat (--log-format, default json): json (one object a line) or
+	// console (readable text), as on every meshloc binary.
+	LogFormat string
 	// EtcdLogLevel (--etcd-log-level, default error) is the level of the
 	// embedded etcd's own logger (zap, JSON on stderr): debug, info, warn,
 	// error, panic or fatal. Above error it hides etcd's real failures; note
@@ -271,6 +278,7 @@ func DefaultConfig() Config {
 		Prefix:           keyspace.DefaultPrefix,
 		Cluster:          keyspace.DefaultCluster,
 		LogLevel:         "info",
+		LogFormat:        "json",
 		EtcdLogLevel:     "error",
 		RequestTimeout:   5 * time.Second,
 		ShutdownTimeout:  10 * time.Second,
@@ -288,6 +296,7 @@ func DefaultConfig() Config {
 		HTTPIdleTimeout:       2 * time.Minute,
 		HTTPMaxHeaderBytes:    64 << 10,
 		HTTPMaxConnections:    1024,
+		Events:                DefaultEventsConfig(),
 
 		ElectionTTL:  5 * time.Second,
 		RecoveryRate: 10,
@@ -312,10 +321,12 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.HTTPIdleTimeout, "http-idle-timeout", c.HTTPIdleTimeout, "a keep-alive connection without a new request is closed after this long")
 	fs.IntVar(&c.HTTPMaxHeaderBytes, "http-max-header-bytes", c.HTTPMaxHeaderBytes, "bound on a request's line and headers, in bytes (1024..1048576)")
 	fs.IntVar(&c.HTTPMaxConnections, "http-max-connections", c.HTTPMaxConnections, "most open API connections (1..1048576); more wait in the listen backlog until one closes")
+	c.Events.addFlags(fs)
 	fs.StringVar(&c.AdvertiseHTTP, "advertise-http", c.AdvertiseHTTP, "host:port of the API published in the recovery controller's election (default: the address --http listens on)")
 	fs.StringVar(&c.Prefix, "prefix", c.Prefix, "etcd key prefix")
 	fs.StringVar(&c.Cluster, "cluster", c.Cluster, "cluster name: keys live under <prefix>/<cluster>/")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: trace, debug, info, warn, error, fatal, panic, disabled")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error or disabled")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: json (one object a line) or console (readable text)")
 	fs.StringVar(&c.EtcdLogLevel, "etcd-log-level", c.EtcdLogLevel, "level of the embedded etcd's own log: debug, info, warn, error, panic, fatal")
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "bound on the etcd reads of one API request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on the wait for API requests in flight at shutdown")
@@ -392,12 +403,7 @@ func (c *Config) Embedded() bool { return len(c.EtcdEndpoints) == 0 }
 func (c *Config) Keys() (keyspace.Keys, error) { return keyspace.New(c.Prefix, c.Cluster) }
 
 // Level is the parsed LogLevel.
-func (c *Config) Level() (zerolog.Level, error) {
-	if c.LogLevel == "" {
-		return zerolog.InfoLevel, nil
-	}
-	return zerolog.ParseLevel(c.LogLevel)
-}
+func (c *Config) Level() (zerolog.Level, error) { return logging.ParseLevel(c.LogLevel) }
 
 func checkURL(field, s string) (*url.URL, error) {
 	u, err := url.Parse(s)
@@ -414,7 +420,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("%w: --prefix/--cluster: %w", ErrInvalidConfig, err)
 	}
 	if _, err := c.Level(); err != nil {
-		return fmt.Errorf("%w: --log-level %q: %w", ErrInvalidConfig, c.LogLevel, err)
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := logging.CheckFormat(c.LogFormat); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if _, _, err := net.SplitHostPort(c.HTTP); err != nil {
 		return fmt.Errorf("%w: --http %q is not host:port: %w", ErrInvalidConfig, c.HTTP, err)
@@ -496,7 +505,7 @@ func (c *Config) validateHTTPServer() error {
 		return &FlagError{Flag: "--http-max-connections", Value: strconv.Itoa(c.HTTPMaxConnections),
 			Reason: fmt.Sprintf("want 1..%d", maxHTTPMaxConnections)}
 	}
-	return nil
+	return c.Events.validate()
 }
 
 // refuseClusterFlags refuses, with --etcd-endpoints, a cluster flag that is

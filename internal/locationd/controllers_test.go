@@ -99,7 +99,7 @@ func TestControllersRoute(t *testing.T) {
 		}
 	}
 	metrics := get(t, second.base+"/metrics")
-	if !strings.Contains(metrics, `meshloc_controller_leader{controller="recovery"} 0`) || !strings.Contains(metrics, "meshloc_orphaned_objects 0") {
+	if !strings.Contains(metrics, `meshloc_locationd_controller_leader{controller="recovery"} 0`) || !strings.Contains(metrics, "meshloc_locationd_orphaned_objects 0") {
 		t.Fatalf("metrics of the follower lack the controller's:\n%s", metrics)
 	}
 
@@ -113,8 +113,8 @@ func TestControllersRoute(t *testing.T) {
 		return nil
 	})
 	t.Logf("handover after the leader's clean stop: %s", time.Since(t0))
-	if m := get(t, second.base+"/metrics"); !strings.Contains(m, `meshloc_controller_leader{controller="recovery"} 1`) {
-		t.Fatal("the new leader's meshloc_controller_leader is not 1")
+	if m := get(t, second.base+"/metrics"); !strings.Contains(m, `meshloc_locationd_controller_leader{controller="recovery"} 1`) {
+		t.Fatal("the new leader's meshloc_locationd_controller_leader is not 1")
 	}
 }
 

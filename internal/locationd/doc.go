@@ -13,6 +13,11 @@
 // /v1/relocations, RebalanceConcurrency moves at a time, each checked against
 // etcd again first).
 //
+// It serves the dashboard at / (dashboard.go: embedded files) and the event
+// stream GET /v1/events (events.go: the hub, its ring and its clients;
+// events_sources.go: the etcd watch and the nodes' WatchEvents streams,
+// run only while a client is connected; events_http.go: the SSE handler).
+//
 // What it is not: a writer of ownership. The only keys it writes are its
 // election keys (lease-bound, under controllers/); every ownership write —
 // the recovery controller's too — goes through pkg/authority and its fenced

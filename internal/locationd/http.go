@@ -10,6 +10,7 @@ import (
 	"mime"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -37,6 +38,8 @@ var (
 	errMethodNotAllowed = &api.Error{Code: api.CodeMethodNotAllowed, Message: "locationd: method not allowed"}
 	// errUnsupportedMediaType: a POST body that is not application/json.
 	errUnsupportedMediaType = &api.Error{Code: api.CodeUnsupportedMediaType, Message: "locationd: unsupported media type"}
+	// errCrossOrigin: a browser sent a change from a page of another origin.
+	errCrossOrigin = wire.Sentinel(pb.Code_CODE_PERMISSION_DENIED, "locationd: cross-origin request refused")
 	// errUnavailable: etcd did not answer, or the answer kept changing under us.
 	errUnavailable = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "locationd: store unavailable")
 )
@@ -65,11 +68,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 type apiHandler func(ctx context.Context, r *http.Request) (any, error)
 
 type handlers struct {
-	s     *Server
-	st    *authority.Store
-	cli   *clientv3.Client
-	pool  *adminPool
-	moves *prometheus.CounterVec // meshloc_rebalance_moves_total (rebalance.go)
+	s      *Server
+	st     *authority.Store
+	cli    *clientv3.Client
+	pool   *adminPool
+	moves  *prometheus.CounterVec // meshloc_rebalance_moves_total (rebalance.go)
+	events *eventHub              // GET /v1/events (events*.go)
 }
 
 // serve answers a request with f. timeout > 0 bounds f's ctx; 0 leaves the
@@ -263,8 +267,8 @@ func (s *Server) authorize(h http.Handler) http.Handler {
 // rebalance, groups); any other method gets a typed 405, an unknown path a
 // typed 404, a path that is not canonical a typed 400 (canonicalPaths), and
 // a POST body that is not JSON a typed 415 (readBody).
-func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPool) http.Handler {
-	h := &handlers{s: s, st: st, cli: cli, pool: pool}
+func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPool, events *eventHub) http.Handler {
+	h := &handlers{s: s, st: st, cli: cli, pool: pool, events: events}
 	mux := http.NewServeMux()
 	handle := func(pattern string, f apiHandler) {
 		mux.Handle(pattern, s.m.instrument(pattern, s.getOnly(s.serve(pattern, f, s.cfg.RequestTimeout))))
@@ -294,13 +298,42 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 	h.groupRoutes(mux) // groups.go
 	handle("/v1/objects", h.objects)
 	handle("/v1/objects/{object...}", h.object)
+	mux.Handle(eventsRoute, s.m.instrument(eventsRoute, s.getOnly(http.HandlerFunc(h.eventsHTTP))))
 	handle("/healthz", h.healthz)
 	handle("/readyz", h.readyz)
+	s.dashboard(mux) // dashboard.go: / and /ui/
 	handle("/", func(_ context.Context, r *http.Request) (any, error) {
 		return nil, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path)
 	})
 	mux.Handle("/metrics", s.m.instrument("/metrics", s.getOnly(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))))
-	return s.authorize(s.canonicalPaths(mux))
+	return s.authorize(s.sameOrigin(s.canonicalPaths(mux)))
+}
+
+// sameOrigin refuses, with a typed 403, a request that changes something
+// (any method but GET and HEAD) sent by a web page of another origin: a
+// browser names the page's origin (Origin, Sec-Fetch-Site), so a page
+// elsewhere cannot make a browser that can reach locationd (the
+// dashboard's user's) relocate or drain. Clients that are not browsers
+// send neither header and are not affected.
+func (s *Server) sameOrigin(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			site := r.Header.Get("Sec-Fetch-Site")
+			origin := r.Header.Get("Origin")
+			cross := site != "" && site != "same-origin" && site != "none"
+			if origin != "" && origin != "null" {
+				u, err := url.Parse(origin)
+				cross = cross || err != nil || u.Host != r.Host
+			} else if origin == "null" {
+				cross = true
+			}
+			if cross {
+				s.writeError(w, r, "", fmt.Errorf("%w: %s %s from a page of another origin (Origin %q, Sec-Fetch-Site %q)", errCrossOrigin, r.Method, r.URL.Path, origin, site))
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // getOnly refuses every method but GET and HEAD with a typed 405.
@@ -499,12 +532,19 @@ func (h *handlers) objects(ctx context.Context, r *http.Request) (any, error) {
 // in one transaction (ReadMany). If the owner id changed in between, it
 // reads again, a few times.
 func (h *handlers) object(ctx context.Context, r *http.Request) (any, error) {
-	if _, err := query(r); err != nil {
+	q, err := query(r, "history")
+	if err != nil {
 		return nil, err
 	}
 	obj, err := keyspace.ParseObject(r.PathValue("object"))
 	if err != nil {
 		return nil, err
+	}
+	history := 0
+	if v, given := q["history"]; given {
+		if history, err = strconv.Atoi(v); err != nil || history < 1 || history > api.MaxHistory {
+			return nil, fmt.Errorf("%w: history %q (want 1..%d)", errInvalidArgument, v, api.MaxHistory)
+		}
 	}
 	const attempts = 3
 	for range attempts {
@@ -527,7 +567,13 @@ func (h *handlers) object(ctx context.Context, r *http.Request) (any, error) {
 		if snap.Record.Owner.ID != id {
 			continue
 		}
-		return api.ObjectResponse{Object: objectJSON(snap, v.Alive(snap.Record.Owner)), Revision: v.Revision}, nil
+		out := api.ObjectResponse{Object: objectJSON(snap, v.Alive(snap.Record.Owner)), Revision: v.Revision}
+		if history > 0 {
+			if out.History, out.HistoryCompacted, err = h.history(ctx, obj, snap.StoreVersion, history); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
 	}
 	return nil, fmt.Errorf("%w: %s changed owner during %d reads", errUnavailable, obj, attempts)
 }

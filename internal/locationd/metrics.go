@@ -12,8 +12,9 @@ import (
 // metrics of one Server, registered on its own registry (never the global
 // one, so two Servers in one test process do not collide).
 type metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests      *prometheus.CounterVec
+	duration      *prometheus.HistogramVec
+	eventsDropped prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -27,10 +28,15 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help:    "Time to answer an HTTP request, by route pattern.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 9), // 0.5ms … 33s
 		}, []string{"route"}),
+		eventsDropped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshloc_locationd_event_streams_dropped_total",
+			Help: "Event streams (GET /v1/events) closed because their client fell --events-buffer events behind.",
+		}),
 	}
 	reg.MustRegister(
 		m.requests,
 		m.duration,
+		m.eventsDropped,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

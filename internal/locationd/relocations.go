@@ -77,6 +77,9 @@ func relocationJSON(st *pb.RelocationStatus, node string) api.Relocation {
 	if out.Outcome != "" { // in flight, the code says nothing yet
 		out.Code = wire.CodeName(st.GetCode())
 	}
+	for _, m := range st.GetTimeline() {
+		out.Timeline = append(out.Timeline, api.TimelineMark{Step: m.GetStep(), AtUnixMicros: m.GetUnixUs()})
+	}
 	return out
 }
 
@@ -242,7 +245,8 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 
 // relocation is GET /v1/relocations/{id}: that relocation as its source
 // reports it (while it runs and after; its target's report when the source
-// does not answer), asked of every live owner.
+// does not answer), asked of every live owner, with the other side's
+// report and the time both spent in each phase (api.RelocationDetail).
 func (h *handlers) relocation(ctx context.Context, r *http.Request) (any, error) {
 	if _, err := query(r); err != nil {
 		return nil, err
@@ -255,12 +259,23 @@ func (h *handlers) relocation(ctx context.Context, r *http.Request) (any, error)
 	if err != nil {
 		return nil, err
 	}
-	for _, role := range []string{"source", "target"} {
-		for _, rel := range all.Relocations {
-			if rel.Role == role {
-				return rel, nil
-			}
+	var src, tgt *api.Relocation
+	for i := range all.Relocations {
+		switch rel := &all.Relocations[i]; rel.Role {
+		case "source":
+			src = rel
+		case "target":
+			tgt = rel
 		}
+	}
+	if src != nil || tgt != nil {
+		out := api.RelocationDetail{Phases: api.Phases(src, tgt)}
+		if src != nil {
+			out.Relocation, out.Counterpart = *src, tgt
+		} else {
+			out.Relocation = *tgt
+		}
+		return out, nil
 	}
 	if len(all.Unreachable) > 0 {
 		return nil, fmt.Errorf("%w: relocation %s: %d node(s) did not answer (%s: %s)", errNodeUnavailable, id, len(all.Unreachable), all.Unreachable[0].ID, all.Unreachable[0].Error)

@@ -46,6 +46,7 @@ type Server struct {
 	ready chan struct{}
 
 	mu        sync.Mutex
+	events    *eventHub // GET /v1/events, from Run on
 	httpAddr  string
 	endpoints []string
 }
@@ -190,6 +191,14 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		pool.creds = s.tls.ClientCredentials(mtls.WantRole(mtls.RoleNode))
 	}
 
+	// The event stream's hub: its sources run while it has clients; closed
+	// (every stream ended) before the API shuts down.
+	events := newEventHub(cfg.Events, s.log, s.eventSources(cli, pool))
+	defer events.close()
+	s.mu.Lock()
+	s.events = events
+	s.mu.Unlock()
+
 	// 3. The API.
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
@@ -205,7 +214,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		ln = tls.NewListener(ln, s.tls.ServerConfig())
 	}
 	hs := &http.Server{
-		Handler:           s.routes(authority.New(cli, s.keys), cli, pool),
+		Handler:           s.routes(authority.New(cli, s.keys), cli, pool, events),
 		ReadHeaderTimeout: cfg.HTTPReadHeaderTimeout,
 		ReadTimeout:       cfg.HTTPReadTimeout,
 		WriteTimeout:      cfg.HTTPWriteTimeout,
@@ -260,6 +269,7 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	// closed; then (deferred) the client and the embedded etcd.
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
 	defer cancel()
+	events.close() // the event streams end now: they would hold Shutdown
 	if e := hs.Shutdown(sctx); e != nil {
 		s.log.Warn().Err(e).Dur("bound", cfg.ShutdownTimeout).Msg("requests still in flight at the shutdown bound; closing their connections")
 		_ = hs.Close()

@@ -125,6 +125,16 @@ type recorder struct {
 	sealed   time.Time
 	chunks   int
 	failed   []error
+	steps    []string // the Timeline's, consecutive repeats folded
+}
+
+// Enter makes the recorder a Timeline too.
+func (r *recorder) Enter(step string, _ time.Time) {
+	r.mu.Lock()
+	if n := len(r.steps); n == 0 || r.steps[n-1] != step {
+		r.steps = append(r.steps, step)
+	}
+	r.mu.Unlock()
 }
 
 func newRecorder() *recorder { return &recorder{} }

@@ -68,6 +68,13 @@ func TestHappyPath(t *testing.T) {
 		if w.srcR.admitted.IsZero() || w.tgtR.admitted.IsZero() || w.srcR.chunks != 3 {
 			t.Errorf("reports: source admitted %v, target admitted %v, %d chunks", w.srcR.admitted, w.tgtR.admitted, w.srcR.chunks)
 		}
+		// The timeline of both sides (the eager cutover is off here).
+		if want := []string{"intent", "seal", "state", "ready", "cutover", "commit", "settle", "done"}; !slices.Equal(w.srcR.steps, want) {
+			t.Errorf("source timeline %v, want %v", w.srcR.steps, want)
+		}
+		if want := []string{"state", "ready", "cutover", "commit", "admission", "settle", "done"}; !slices.Equal(w.tgtR.steps, want) {
+			t.Errorf("target timeline %v, want %v", w.tgtR.steps, want)
+		}
 		// Nothing waited for a timer: no fallback, no deadline.
 		if d := time.Since(start); d >= w.fallback {
 			t.Errorf("the happy path took %s of virtual time", d)
@@ -95,6 +102,9 @@ func TestPrecopy(t *testing.T) {
 		want := []string{"PREPARE", "STATE 0", "STATE 1", "STATE 2", "SEALED", "STATE 2", "DATA", "CUTOVER"}
 		if !slices.Equal(sent, want) {
 			t.Errorf("source sent %v, want %v", sent, want)
+		}
+		if want := []string{"intent", "precopy", "seal", "state", "ready", "cutover", "commit", "settle", "done"}; !slices.Equal(w.srcR.steps, want) {
+			t.Errorf("source timeline %v, want %v", w.srcR.steps, want)
 		}
 	})
 }

@@ -86,3 +86,23 @@ type Reporter interface {
 	// Failed: a step the machine refused (a protocol error of the peer).
 	Failed(err error)
 }
+
+// Timeline, when a Reporter implements it too, hears the steps of the
+// relocation's timeline as the driver enters them, at the actions and
+// results that begin them (status only: nothing decides on it). A step
+// lasts until the next begins; "done" ends the last. Source: intent,
+// precopy, seal, state, ready (waiting for READY), cutover (DATA and
+// CUTOVER sent), commit (waiting for the target's commit), preserve,
+// settle, done. Target: state (PREPARE to the payload whole), ready (the
+// restore), cutover (READY sent, waiting for CUTOVER), commit, admission,
+// settle, done.
+type Timeline interface {
+	Enter(step string, at time.Time)
+}
+
+// enter tells r's Timeline, if it has one, that step began now.
+func enter(r Reporter, c interface{ Now() time.Time }, step string) {
+	if tl, ok := r.(Timeline); ok {
+		tl.Enter(step, c.Now())
+	}
+}

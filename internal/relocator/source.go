@@ -128,19 +128,23 @@ func receive(p Peer, q *queue) {
 
 // sourceExec carries out a source machine's actions.
 type sourceExec struct {
-	s     *Source
-	l     *loop
-	ctx   context.Context
-	async context.Context // of the spawned reads: ends with the run
+	s      *Source
+	l      *loop
+	ctx    context.Context
+	async  context.Context // of the spawned reads: ends with the run
+	sealed bool            // for the timeline: STATE before the seal is a pre-copy's
 }
 
 func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 	s, ctx := x.s, x.ctx
 	switch a := a.(type) {
 	case relocation.WriteIntent:
+		enter(s.Report, s.clock(), "intent")
 		res, err := s.Store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, Intent: a.Intent, LeaseID: s.LeaseID})
 		return one(relocation.IntentResult{Result: writeResult(res), Err: err})
 	case relocation.Seal:
+		x.sealed = true
+		enter(s.Report, s.clock(), "seal")
 		at := s.clock().Now()
 		segs, err := s.Mailbox.Seal(ctx, a)
 		size := 0
@@ -150,6 +154,7 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		s.Report.Sealed(at, size)
 		return one(relocation.Captured{Segments: segs, Err: err, SealedUnixUs: at.UnixMicro()})
 	case relocation.Snapshot:
+		enter(s.Report, s.clock(), "precopy")
 		segs, err := s.Mailbox.Snapshot(ctx, a)
 		return one(relocation.Snapshotted{Segments: segs, Err: err})
 	case relocation.Send:
@@ -157,11 +162,20 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 			return sendBroken(err)
 		}
 	case relocation.StreamChunks:
+		if x.sealed {
+			enter(s.Report, s.clock(), "state")
+		}
 		if err := x.streamChunks(a.Segments, a.Manifest, a.Only); err != nil {
 			return sendBroken(err)
 		}
+		if x.sealed {
+			enter(s.Report, s.clock(), "ready")
+		}
 	case relocation.SendBoundary:
-		return one(relocation.BoundarySent{Count: x.sendBoundary()})
+		enter(s.Report, s.clock(), "cutover")
+		n := x.sendBoundary()
+		enter(s.Report, s.clock(), "commit")
+		return one(relocation.BoundarySent{Count: n})
 	case relocation.ReadSettle:
 		x.l.spawn(func() relocation.Event {
 			v, err := s.Store.ReadMany(x.async, s.Objects, []string{s.Self.ID})
@@ -173,7 +187,9 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		}
 	case relocation.Admitted:
 		s.Report.Admitted(s.clock().Now())
+		enter(s.Report, s.clock(), "settle")
 	case relocation.Preserve:
+		enter(s.Report, s.clock(), "preserve")
 		res, err := s.Store.Preserve(ctx, authority.PreserveRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, RelocationID: s.Machine.ID().String()})
 		return one(relocation.PreserveResult{Result: writeResult(res), Err: err})
 	case relocation.Reopen:
@@ -184,6 +200,7 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		s.Mailbox.Fail(a.Code, a.Message)
 	case relocation.Finish:
 		x.l.done = true
+		enter(s.Report, s.clock(), "done")
 		s.Report.Finished(a)
 	}
 	return nil

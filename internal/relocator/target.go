@@ -56,6 +56,7 @@ func (t *Target) Run(ctx context.Context, first []relocation.Action) {
 	x.l = l
 	l.queue.init()
 	defer l.async.Wait()
+	enter(t.Report, t.clock(), "state")
 	go t.receive(&l.queue)
 	l.run(t.Machine, first, inputs{
 		tick: func(now time.Time) relocation.Event {
@@ -110,7 +111,11 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 	switch a := a.(type) {
 	case relocation.Send:
 		_ = t.Peer.Send(a.Frame) // a broken stream shows up as StreamBroken from Recv
+		if a.Frame.GetReady() != nil {
+			enter(t.Report, t.clock(), "cutover")
+		}
 	case relocation.Restore:
+		enter(t.Report, t.clock(), "ready")
 		err := t.Mailbox.Restore(a.Payload)
 		// The restore took time: the machine decides READY on the clock and
 		// drain state of now, not of before it.
@@ -121,16 +126,20 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 		s, err := t.Store.Read(ctx, a.Group)
 		return one(relocation.GroupRead{Snapshot: s, Err: err})
 	case relocation.Commit:
+		enter(t.Report, t.clock(), "commit")
 		return one(x.commit(a.RelocationID.String(), a.Participants, a.Join, false))
 	case relocation.ResolveCommit:
 		return one(x.commit(a.RelocationID.String(), a.Participants, a.Join, true))
 	case relocation.Admit:
+		enter(t.Report, t.clock(), "admission")
 		t.Mailbox.Admit(a)
 		t.Report.Admitted(t.clock().Now())
+		enter(t.Report, t.clock(), "settle")
 	case relocation.Discard:
 		t.Mailbox.Discard()
 	case relocation.Finish:
 		x.l.done = true
+		enter(t.Report, t.clock(), "done")
 		t.Report.Finished(a)
 	}
 	return nil

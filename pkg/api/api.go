@@ -90,7 +90,23 @@ type ObjectResponse struct {
 	Object
 	// Revision is the etcd revision record and owner key were read at.
 	Revision int64 `json:"revision"`
+	// History (?history=N, 1..MaxHistory) is the record's earlier versions,
+	// newest first, read back from etcd's history: at most N, fewer when
+	// the record was created since or etcd compacted what came before
+	// (HistoryCompacted).
+	History          []RecordVersion `json:"history,omitempty"`
+	HistoryCompacted bool            `json:"historyCompacted,omitempty"`
 }
+
+// RecordVersion is one earlier version of an authority record: the record
+// as it was from StoreVersion (its ModRevision then) until the next write.
+type RecordVersion struct {
+	Record       record.Record `json:"record"`
+	StoreVersion int64         `json:"storeVersion"`
+}
+
+// MaxHistory bounds ?history= of GET /v1/objects/{object}.
+const MaxHistory = 64
 
 // RelocateRequest is the body of POST /v1/relocations.
 type RelocateRequest struct {
@@ -158,6 +174,10 @@ type Relocation struct {
 	// the object still served (a pre-copy's base), and after the seal.
 	PrecopyBytes uint64 `json:"precopyBytes,omitempty"`
 	SealedBytes  uint64 `json:"sealedBytes,omitempty"`
+	// Timeline is the steps this side went through, in order, each with
+	// when it began by this node's clock; the last is "done" once ended
+	// (see Phases).
+	Timeline []TimelineMark `json:"timeline,omitempty"`
 }
 
 // InFlight reports whether the relocation has not ended yet.

@@ -375,10 +375,11 @@ type WriteResult struct {
 	Members map[string]Snapshot
 }
 
-// relocationIntent is the value of relocations/<id>.
+// relocationIntent is the value of relocations/<id>, for operators
+// (nothing of meshloc reads it back; the key lives with the source's lease).
 type relocationIntent struct {
-	Object string `json:"object"`
-	Source OwnerRef
+	Object string   `json:"object"`
+	Source OwnerRef `json:"source"`
 	Intent
 	Phase string `json:"phase"`
 }

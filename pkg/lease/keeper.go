@@ -359,12 +359,13 @@ func (k *Keeper) fence(cause error) {
 	}
 }
 
+// logFence logs a fence that was not asked for. A clean stop (Close, whose
+// cause is ErrClosed) is not a fence worth a line: Close logs its own.
 func (k *Keeper) logFence(cause error) {
-	ev := k.log.Warn()
 	if errors.Is(cause, ErrClosed) {
-		ev = k.log.Info()
+		return
 	}
-	ev.Str("event", "fenced").Str("cause", cause.Error()).Msg("lease: owner fenced")
+	k.log.Warn().Str("event", "fenced").Str("cause", cause.Error()).Msg("lease: owner fenced")
 }
 
 func (k *Keeper) lostErr(why string) error {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
@@ -56,8 +57,12 @@ type Config struct {
 	// AcquireWait: how long to wait at start for a crashed predecessor's owner
 	// key to expire (default: LeaseTTL + 1 s).
 	AcquireWait time.Duration
-	// LogLevel of zerolog (default info).
+	// LogLevel (--log-level, default info): debug, info, warn, error or
+	// disabled, as on every meshloc binary (the node checks it; the binary
+	// makes its logger from it).
 	LogLevel string
+	// LogFormat (--log-format, default json): json or console.
+	LogFormat string
 	// RelocationTimeout is a relocation's deadline from its start (default 10 s).
 	RelocationTimeout time.Duration
 	// CutoverFallback: how long a target waits after READY for CUTOVER
@@ -209,6 +214,7 @@ func DefaultConfig() Config {
 		CallTimeout:        10 * time.Second,
 		DedupWindow:        60 * time.Second,
 		LogLevel:           "info",
+		LogFormat:          "json",
 		RelocationTimeout:  10 * time.Second,
 		CutoverFallback:    2 * time.Second,
 		RelayWait:          5 * time.Second,
@@ -274,7 +280,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CallTimeout, "call-timeout", c.CallTimeout, "bound on one call, forwards included")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", c.DedupWindow, "how long an operation id may be retried")
 	fs.DurationVar(&c.AcquireWait, "acquire-wait", c.AcquireWait, "wait at start for a crashed predecessor's owner key (default: lease TTL + 1s)")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error or disabled")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: json (one object a line) or console (readable text)")
 	fs.DurationVar(&c.RelocationTimeout, "relocation-timeout", c.RelocationTimeout, "deadline of one relocation")
 	fs.DurationVar(&c.CutoverFallback, "cutover-fallback", c.CutoverFallback, "how long a target waits for CUTOVER after READY before committing alone")
 	fs.DurationVar(&c.RelayWait, "relay-wait", c.RelayWait, "how long a source waits for a relayed reply")
@@ -323,6 +330,12 @@ func (c *Config) Validate() error {
 	}
 	if err := keyspace.ValidateOwnerID(c.Name); err != nil {
 		return bad("--name", "%v", err)
+	}
+	if _, err := logging.ParseLevel(c.LogLevel); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	if err := logging.CheckFormat(c.LogFormat); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidConfig, err)
 	}
 	if len(c.EtcdEndpoints) == 0 {
 		return bad("--etcd-endpoints", "empty")

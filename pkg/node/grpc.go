@@ -7,6 +7,9 @@ import (
 	"google.golang.org/grpc"
 
 	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/pkg/mtls"
@@ -70,10 +73,13 @@ func rpcAction(fullMethod string) (mtls.Action, bool) {
 	case rpcpb.PeerService_ServiceDesc.ServiceName:
 		return mtls.ActionPeer, true
 	case rpcpb.AdminService_ServiceDesc.ServiceName:
-		if method == "ListRelocations" || method == "Traffic" {
+		if method == "ListRelocations" || method == "WatchEvents" || method == "Traffic" {
 			return mtls.ActionRead, true
 		}
 		return mtls.ActionOperate, true
+	case healthpb.Health_ServiceDesc.ServiceName, reflectionv1.ServerReflection_ServiceDesc.ServiceName,
+		reflectionv1alpha.ServerReflection_ServiceDesc.ServiceName:
+		return mtls.ActionRead, true // health and reflection (health.go): what anyone who may read may see
 	}
 	return "", false
 }

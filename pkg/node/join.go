@@ -101,7 +101,7 @@ func (n *Node) joinMetric() *prometheus.CounterVec {
 	j := &n.joins
 	j.metricMu.Do(func() {
 		j.retired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_join_cleanups_total",
-			Help: "Actor Join source clean-ups retired on this node (exactly one per join), by the relocation's outcome.", ConstLabels: prometheus.Labels{"node": n.cfg.Name}},
+			Help: "Actor Join source clean-ups retired on this node (exactly one per join), by the relocation's outcome."},
 			[]string{"outcome"})
 		if err := n.metrics.reg.Register(j.retired); err != nil {
 			if are, ok := err.(prometheus.AlreadyRegisteredError); ok {

@@ -63,8 +63,11 @@ func registerSessionMetrics(reg *prometheus.Registry, l prometheus.Labels) *sess
 	return m
 }
 
-func newMetrics(reg *prometheus.Registry, node string) *metrics {
-	l := prometheus.Labels{"node": node}
+// newMetrics registers the node's metrics on reg. They carry no label
+// naming the node: a registry is one node's (New makes one per node), and
+// the scraper's target labels (instance, job) tell nodes apart.
+func newMetrics(reg *prometheus.Registry) *metrics {
+	var l prometheus.Labels
 	m := &metrics{
 		reg: reg,
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_calls_total", Help: "Calls answered by this node, by code.", ConstLabels: l},

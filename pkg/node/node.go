@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -66,10 +67,13 @@ type Node struct {
 	routes     *pendingRoutes
 	budgets    *budgets
 	relocs     *relocationLog
+	events     eventHub   // WatchEvents (events.go)
 	gw         gwSessions // sessions this node holds as their gateway (session_gateway.go)
 	tombstones *tombstones
 	incoming   incoming // incoming.go
 	draining   atomic.Bool
+	serving    atomic.Bool     // advertised serving (Start), for health.go
+	health     *health.Server  // grpc.health.v1 (health.go)
 	stopping   chan struct{}   // closed when Stop begins
 	stopCtx    context.Context // ends when Stop begins
 	stopCancel context.CancelFunc
@@ -146,9 +150,10 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 		reg.MustRegister(prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	}
 	n.relocs = newRelocationLog(n.noteChange)
-	n.metrics = newMetrics(reg, cfg.Name)
+	n.relocs.hub = &n.events
+	n.metrics = newMetrics(reg)
 	n.traffic = newNodeTraffic(cfg)
-	n.metrics.messages = registerMessageMetrics(reg, prometheus.Labels{"node": cfg.Name}, n)
+	n.metrics.messages = registerMessageMetrics(reg, nil, n)
 	n.peers = newConnPool()
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
 	n.life = context.Background()
@@ -290,6 +295,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	rpcpb.RegisterPeerServiceServer(n.grpc, &peerServer{n: n})
 	rpcpb.RegisterAdminServiceServer(n.grpc, &adminServer{n: n})
 	rpcpb.RegisterSessionServiceServer(n.grpc, &sessionServer{n: n})
+	n.registerHealth(n.grpc)
 	n.spawnBG(func() { _ = n.grpc.Serve(n.lis) })
 
 	if n.cfg.HTTP != "" && n.opts.Metrics == nil {
@@ -323,6 +329,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if _, err := n.keeper.Update(ctx, func(d *lease.Descriptor) { d.State = lease.StateServing }); err != nil {
 		return fmt.Errorf("node: advertise serving: %w", err)
 	}
+	n.serving.Store(true)
+	n.updateHealth()
 	n.spawnBG(func() { n.watchFence(bgctx) })
 	n.spawnBG(func() { n.syncPeers(bgctx) })
 	n.spawnBG(func() { n.sweepReplies(bgctx) })
@@ -347,6 +355,7 @@ func (n *Node) watchFence(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-n.Fenced():
+		n.updateHealth()
 		if errors.Is(n.keeper.Err(), lease.ErrClosed) {
 			return // a clean stop
 		}
@@ -403,6 +412,7 @@ func (n *Node) Stop(ctx context.Context) error {
 	}
 	n.closing = true
 	n.mu.Unlock()
+	n.updateHealth()
 	n.drainJoins(ctx) // pending Actor Join clean-ups finish first (join.go)
 	close(n.stopping)
 	n.stopCancel()

@@ -40,6 +40,8 @@ type relocationLog struct {
 	// ended is called after a relocation ended (a drain waits for target
 	// stages to end).
 	ended func()
+	// hub hears each relocation start and end (WatchEvents; events.go).
+	hub *eventHub
 }
 
 func newRelocationLog(ended func()) *relocationLog {
@@ -51,6 +53,9 @@ func (l *relocationLog) track(st *pb.RelocationStatus) *relocationRecord {
 	l.mu.Lock()
 	l.active[string(st.RelocationId)+st.Role] = rec
 	l.mu.Unlock()
+	if l.hub != nil {
+		l.hub.publishRelocation(rec.snapshot)
+	}
 	return rec
 }
 
@@ -63,6 +68,9 @@ func (l *relocationLog) untrack(rec *relocationRecord) {
 		l.recent = l.recent[len(l.recent)-256:]
 	}
 	l.mu.Unlock()
+	if l.hub != nil {
+		l.hub.publishRelocation(func() *pb.RelocationStatus { return cloneStatus(st) })
+	}
 	l.ended()
 }
 
@@ -108,6 +116,19 @@ type reporter struct {
 }
 
 func (r *reporter) Phase(p string) { r.rec.set(func(s *pb.RelocationStatus) { s.Phase = p }) }
+
+// Enter makes the reporter the relocator's Timeline: the status keeps each
+// step's start (a step entered again, as the state of a pre-copy, keeps its
+// first).
+func (r *reporter) Enter(step string, at time.Time) {
+	us := at.UnixMicro()
+	r.rec.set(func(s *pb.RelocationStatus) {
+		if n := len(s.Timeline); n > 0 && s.Timeline[n-1].GetStep() == step {
+			return
+		}
+		s.Timeline = append(s.Timeline, &pb.TimelineMark{Step: step, UnixUs: us})
+	})
+}
 
 func (r *reporter) Sealed(at time.Time, size int) {
 	r.sealed = at

@@ -80,7 +80,7 @@ func participantName(p *pb.Prepare) string {
 // SetDraining marks the node as draining: new PREPAREs are refused with
 // ShuttingDown before anything is staged, and a target in READY does not
 // commit on its own without CUTOVER.
-func (n *Node) SetDraining(v bool) { n.draining.Store(v) }
+func (n *Node) SetDraining(v bool) { n.draining.Store(v); n.updateHealth() }
 
 // tombstones remember finished target stages (bounded), so a late or repeated
 // PREPARE gets the same answer and late frames are ignored, never re-applied.

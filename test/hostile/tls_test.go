@@ -1,8 +1,10 @@
 package hostile_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"path/filepath"
@@ -161,6 +163,40 @@ func TestTLSRoles(t *testing.T) {
 		t.Fatalf("viewer GET /v1/owners: %v %v", resp, err)
 	} else {
 		resp.Body.Close()
+	}
+	// The dashboard and the event stream are reads: a viewer sees them (its
+	// buttons are the POSTs refused above), and the stream's sources work
+	// over mutual TLS: locationd reads every node's WatchEvents with its
+	// own certificate.
+	if resp, err := viewer.Get(c.API(0) + "/"); err != nil || resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/html") {
+		t.Fatalf("viewer GET /: %v %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
+	resp, err := viewer.Get(c.API(0) + "/v1/events?types=watch")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("viewer GET /v1/events: %v %v", resp, err)
+	}
+	connected := map[string]bool{}
+	sc := bufio.NewScanner(resp.Body)
+	for len(connected) < 2 && sc.Scan() {
+		line, ok := strings.CutPrefix(sc.Text(), "data: ")
+		var w struct {
+			Node      string
+			Connected bool
+			Error     string
+		}
+		if ok && json.Unmarshal([]byte(line), &w) == nil {
+			if w.Connected {
+				connected[w.Node] = true
+			} else if w.Error != "" {
+				t.Logf("event stream: %s: %s", w.Node, w.Error)
+			}
+		}
+	}
+	resp.Body.Close()
+	if len(connected) < 2 {
+		t.Errorf("the event stream under TLS reached %v, want both nodes (%v)", connected, sc.Err())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -167,7 +167,7 @@ func hostedObjects(t *testing.T, m *mesh, nd *meshNode) float64 {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "meshloc_hosted_objects{") {
+		if strings.HasPrefix(line, "meshloc_hosted_objects ") || strings.HasPrefix(line, "meshloc_hosted_objects{") {
 			f := strings.Fields(line)
 			v, err := strconv.ParseFloat(f[len(f)-1], 64)
 			if err != nil {

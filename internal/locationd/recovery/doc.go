@@ -36,8 +36,8 @@
 // owner pair. An object is orphaned when its record's owner has no live key
 // of that generation at the revision the view has reached — the rule of
 // GET /v1/objects?orphaned=true. A compacted or broken watch re-lists.
-// meshloc_orphaned_objects is the leader's count (0 on other locationd);
-// meshloc_controller_leader is 1 on the leader.
+// meshloc_locationd_orphaned_objects is the leader's count (0 on other locationd);
+// meshloc_locationd_controller_leader is 1 on the leader.
 //
 // # Recovery (Config.Recover, --recover-orphans)
 //
@@ -57,7 +57,7 @@
 // object starts from fresh state, and the first call is answered
 // CODE_STATE_LOST (the state died with its owner; the call was not
 // executed), as when the node recovers it itself (pkg/node,
-// recreatedHere); a durable object is restored from its persisted state. Outcomes are counted in meshloc_recoveries_total{outcome}:
+// recreatedHere); a durable object is restored from its persisted state. Outcomes are counted in meshloc_locationd_recoveries_total{outcome}:
 // recovered, raced (the record moved or its owner is alive), no_target (no
 // eligible node), failed (etcd did not answer, or the result is uncertain).
 //

@@ -2,7 +2,7 @@ package recovery
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// Outcomes of a recovery attempt (meshloc_recoveries_total{outcome}).
+// Outcomes of a recovery attempt (meshloc_locationd_recoveries_total{outcome}).
 const (
 	OutcomeRecovered = "recovered" // re-activated on a live node
 	OutcomeRaced     = "raced"     // the record moved, or its owner is alive: nothing to do
@@ -21,16 +21,16 @@ type Metrics struct {
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name:        "meshloc_controller_leader",
+			Name:        "meshloc_locationd_controller_leader",
 			Help:        "1 while this locationd leads the controller's election, else 0.",
 			ConstLabels: prometheus.Labels{"controller": Name},
 		}),
 		orphans: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "meshloc_orphaned_objects",
+			Name: "meshloc_locationd_orphaned_objects",
 			Help: "Objects whose owner is gone, as the leading recovery controller sees them (0 on a locationd that does not lead).",
 		}),
 		recoveries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "meshloc_recoveries_total",
+			Name: "meshloc_locationd_recoveries_total",
 			Help: "Recovery attempts of orphaned objects by this locationd's recovery controller, by outcome (recovered, raced, no_target, failed).",
 		}, []string{"outcome"}),
 	}

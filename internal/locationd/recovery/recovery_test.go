@@ -132,11 +132,11 @@ func TestElectionHandover(t *testing.T) {
 	if !a.c.Status().Leader || b.c.Status().Leader {
 		t.Fatalf("two candidates: a %+v, b %+v", a.c.Status(), b.c.Status())
 	}
-	if g := gauge(t, a.reg, "meshloc_controller_leader"); g != 1 {
-		t.Fatalf("meshloc_controller_leader of the leader: %v", g)
+	if g := gauge(t, a.reg, "meshloc_locationd_controller_leader"); g != 1 {
+		t.Fatalf("meshloc_locationd_controller_leader of the leader: %v", g)
 	}
-	if g := gauge(t, b.reg, "meshloc_controller_leader"); g != 0 {
-		t.Fatalf("meshloc_controller_leader of the follower: %v", g)
+	if g := gauge(t, b.reg, "meshloc_locationd_controller_leader"); g != 0 {
+		t.Fatalf("meshloc_locationd_controller_leader of the follower: %v", g)
 	}
 
 	// 1. The leader stops: its lease is revoked on the way out.
@@ -144,7 +144,7 @@ func TestElectionHandover(t *testing.T) {
 	a.stop()
 	d := leads(t, watcher, b, 30*time.Second)
 	t.Logf("handover after a clean stop: %s (since the stop began: %s)", d, time.Since(t0))
-	if a.c.Status().Leader || gauge(t, a.reg, "meshloc_controller_leader") != 0 {
+	if a.c.Status().Leader || gauge(t, a.reg, "meshloc_locationd_controller_leader") != 0 {
 		t.Fatal("a stopped controller still says it leads")
 	}
 
@@ -328,7 +328,7 @@ func TestOrphansReportedThenRecovered(t *testing.T) {
 		}
 	}
 	waitFor(t, "orphans reported", 30*time.Second, func() error {
-		if n, g := rep.c.Status().Orphans, gauge(t, rep.reg, "meshloc_orphaned_objects"); n != len(before) || int(g) != len(before) {
+		if n, g := rep.c.Status().Orphans, gauge(t, rep.reg, "meshloc_locationd_orphaned_objects"); n != len(before) || int(g) != len(before) {
 			return fmt.Errorf("status %d, gauge %v, want %d", n, g, len(before))
 		}
 		l, _, err := recovery.ReadLeader(ctx, cli, keys)
@@ -354,8 +354,8 @@ func TestOrphansReportedThenRecovered(t *testing.T) {
 		}
 		return nil
 	})
-	if got := counter(t, rec.reg, "meshloc_recoveries_total", "outcome", recovery.OutcomeRecovered); int(got) != len(before) {
-		t.Fatalf("meshloc_recoveries_total{outcome=recovered} %v, want %d", got, len(before))
+	if got := counter(t, rec.reg, "meshloc_locationd_recoveries_total", "outcome", recovery.OutcomeRecovered); int(got) != len(before) {
+		t.Fatalf("meshloc_locationd_recoveries_total{outcome=recovered} %v, want %d", got, len(before))
 	}
 	owners, _, _ = lease.ListOwners(ctx, cli, keys)
 	live := map[authority.OwnerRef]lease.Owner{}
@@ -488,7 +488,7 @@ func TestRecoverWaitsForRelocationTarget(t *testing.T) {
 		t.Fatalf("recovered before the deadline plus grace")
 	}
 	waitFor(t, "no_target counted", 30*time.Second, func() error {
-		if n := counter(t, rec.reg, "meshloc_recoveries_total", "outcome", recovery.OutcomeNoTarget); n == 0 {
+		if n := counter(t, rec.reg, "meshloc_locationd_recoveries_total", "outcome", recovery.OutcomeNoTarget); n == 0 {
 			return fmt.Errorf("no no_target yet")
 		}
 		return nil

@@ -2074,8 +2074,15 @@ type RelocationStatus struct {
 	// Role source: STATE bytes sent while the object still served (a
 	// pre-copy's base), and after the seal (the whole payload, or a
 	// pre-copy's changed chunks): only the latter lie in the interruption.
-	PrecopyBytes  uint64 `protobuf:"varint,16,opt,name=precopy_bytes,json=precopyBytes,proto3" json:"precopy_bytes,omitempty"`
-	SealedBytes   uint64 `protobuf:"varint,17,opt,name=sealed_bytes,json=sealedBytes,proto3" json:"sealed_bytes,omitempty"`
+	PrecopyBytes uint64 `protobuf:"varint,16,opt,name=precopy_bytes,json=precopyBytes,proto3" json:"precopy_bytes,omitempty"`
+	SealedBytes  uint64 `protobuf:"varint,17,opt,name=sealed_bytes,json=sealedBytes,proto3" json:"sealed_bytes,omitempty"`
+	// The steps of its timeline this side went through, in order, each with
+	// when it entered it (Unix microseconds, the node's own clock); the last
+	// is "done" once the relocation ended. A step lasts until the next one
+	// begins. Source steps: intent, precopy, seal, state, ready, cutover,
+	// commit, settle; target steps: state, ready, cutover, commit, admission,
+	// settle (docs/design.md §4, "Timeline").
+	Timeline      []*TimelineMark `protobuf:"bytes,18,rep,name=timeline,proto3" json:"timeline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2229,6 +2236,267 @@ func (x *RelocationStatus) GetSealedBytes() uint64 {
 	return 0
 }
 
+func (x *RelocationStatus) GetTimeline() []*TimelineMark {
+	if x != nil {
+		return x.Timeline
+	}
+	return nil
+}
+
+// TimelineMark: a relocation's side entered step at unix_us.
+type TimelineMark struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Step          string                 `protobuf:"bytes,1,opt,name=step,proto3" json:"step,omitempty"`
+	UnixUs        int64                  `protobuf:"varint,2,opt,name=unix_us,json=unixUs,proto3" json:"unix_us,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TimelineMark) Reset() {
+	*x = TimelineMark{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TimelineMark) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TimelineMark) ProtoMessage() {}
+
+func (x *TimelineMark) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TimelineMark.ProtoReflect.Descriptor instead.
+func (*TimelineMark) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *TimelineMark) GetStep() string {
+	if x != nil {
+		return x.Step
+	}
+	return ""
+}
+
+func (x *TimelineMark) GetUnixUs() int64 {
+	if x != nil {
+		return x.UnixUs
+	}
+	return 0
+}
+
+// WatchEventsRequest opens AdminService.WatchEvents.
+type WatchEventsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The stream's version: 1.
+	Version       uint32 `protobuf:"varint,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchEventsRequest) Reset() {
+	*x = WatchEventsRequest{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchEventsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchEventsRequest) ProtoMessage() {}
+
+func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
+func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *WatchEventsRequest) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+// NodeEvent is one event of AdminService.WatchEvents.
+type NodeEvent struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*NodeEvent_Relocation
+	//	*NodeEvent_Stats
+	Event         isNodeEvent_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeEvent) Reset() {
+	*x = NodeEvent{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeEvent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeEvent) ProtoMessage() {}
+
+func (x *NodeEvent) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
+func (*NodeEvent) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *NodeEvent) GetEvent() isNodeEvent_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *NodeEvent) GetRelocation() *RelocationStatus {
+	if x != nil {
+		if x, ok := x.Event.(*NodeEvent_Relocation); ok {
+			return x.Relocation
+		}
+	}
+	return nil
+}
+
+func (x *NodeEvent) GetStats() *NodeStats {
+	if x != nil {
+		if x, ok := x.Event.(*NodeEvent_Stats); ok {
+			return x.Stats
+		}
+	}
+	return nil
+}
+
+type isNodeEvent_Event interface {
+	isNodeEvent_Event()
+}
+
+type NodeEvent_Relocation struct {
+	// A relocation started (outcome empty) or ended (outcome set).
+	Relocation *RelocationStatus `protobuf:"bytes,1,opt,name=relocation,proto3,oneof"`
+}
+
+type NodeEvent_Stats struct {
+	// The node's counters, once a second.
+	Stats *NodeStats `protobuf:"bytes,2,opt,name=stats,proto3,oneof"`
+}
+
+func (*NodeEvent_Relocation) isNodeEvent_Event() {}
+
+func (*NodeEvent_Stats) isNodeEvent_Event() {}
+
+// NodeStats are a node's counters at unix_ms.
+type NodeStats struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	UnixMs int64                  `protobuf:"varint,1,opt,name=unix_ms,json=unixMs,proto3" json:"unix_ms,omitempty"`
+	// Calls answered by this node since it started (as a gateway too).
+	CallsTotal          uint64 `protobuf:"varint,2,opt,name=calls_total,json=callsTotal,proto3" json:"calls_total,omitempty"`
+	HostedObjects       uint32 `protobuf:"varint,3,opt,name=hosted_objects,json=hostedObjects,proto3" json:"hosted_objects,omitempty"`
+	RelocationsInFlight uint32 `protobuf:"varint,4,opt,name=relocations_in_flight,json=relocationsInFlight,proto3" json:"relocations_in_flight,omitempty"`
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *NodeStats) Reset() {
+	*x = NodeStats{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeStats) ProtoMessage() {}
+
+func (x *NodeStats) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
+func (*NodeStats) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *NodeStats) GetUnixMs() int64 {
+	if x != nil {
+		return x.UnixMs
+	}
+	return 0
+}
+
+func (x *NodeStats) GetCallsTotal() uint64 {
+	if x != nil {
+		return x.CallsTotal
+	}
+	return 0
+}
+
+func (x *NodeStats) GetHostedObjects() uint32 {
+	if x != nil {
+		return x.HostedObjects
+	}
+	return 0
+}
+
+func (x *NodeStats) GetRelocationsInFlight() uint32 {
+	if x != nil {
+		return x.RelocationsInFlight
+	}
+	return 0
+}
+
 type ListRelocationsRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -2237,7 +2505,7 @@ type ListRelocationsRequest struct {
 
 func (x *ListRelocationsRequest) Reset() {
 	*x = ListRelocationsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2517,7 @@ func (x *ListRelocationsRequest) String() string {
 func (*ListRelocationsRequest) ProtoMessage() {}
 
 func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2530,7 @@ func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
 }
 
 // GroupCommand is a group operation of the AdminService: create a group on
@@ -2282,7 +2550,7 @@ type GroupCommand struct {
 
 func (x *GroupCommand) Reset() {
 	*x = GroupCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2294,7 +2562,7 @@ func (x *GroupCommand) String() string {
 func (*GroupCommand) ProtoMessage() {}
 
 func (x *GroupCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2307,7 +2575,7 @@ func (x *GroupCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
 func (*GroupCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GroupCommand) GetGroup() string {
@@ -2349,7 +2617,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2361,7 +2629,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2374,7 +2642,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GroupStatus) GetGroup() string {
@@ -2421,7 +2689,7 @@ type ListRelocationsResponse struct {
 
 func (x *ListRelocationsResponse) Reset() {
 	*x = ListRelocationsResponse{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2433,7 +2701,7 @@ func (x *ListRelocationsResponse) String() string {
 func (*ListRelocationsResponse) ProtoMessage() {}
 
 func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2446,7 +2714,7 @@ func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
@@ -2471,7 +2739,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2483,7 +2751,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2496,7 +2764,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DrainRequest) GetConcurrency() uint32 {
@@ -2535,7 +2803,7 @@ type DrainEvent struct {
 
 func (x *DrainEvent) Reset() {
 	*x = DrainEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2815,7 @@ func (x *DrainEvent) String() string {
 func (*DrainEvent) ProtoMessage() {}
 
 func (x *DrainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2828,7 @@ func (x *DrainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEvent.ProtoReflect.Descriptor instead.
 func (*DrainEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *DrainEvent) GetEvent() isDrainEvent_Event {
@@ -2630,7 +2898,7 @@ type DrainProgress struct {
 
 func (x *DrainProgress) Reset() {
 	*x = DrainProgress{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2910,7 @@ func (x *DrainProgress) String() string {
 func (*DrainProgress) ProtoMessage() {}
 
 func (x *DrainProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2923,7 @@ func (x *DrainProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainProgress.ProtoReflect.Descriptor instead.
 func (*DrainProgress) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DrainProgress) GetKind() string {
@@ -2750,7 +3018,7 @@ type DrainedObject struct {
 
 func (x *DrainedObject) Reset() {
 	*x = DrainedObject{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3030,7 @@ func (x *DrainedObject) String() string {
 func (*DrainedObject) ProtoMessage() {}
 
 func (x *DrainedObject) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3043,7 @@ func (x *DrainedObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainedObject.ProtoReflect.Descriptor instead.
 func (*DrainedObject) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrainedObject) GetObject() string {
@@ -2827,7 +3095,7 @@ type DrainFailure struct {
 
 func (x *DrainFailure) Reset() {
 	*x = DrainFailure{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2839,7 +3107,7 @@ func (x *DrainFailure) String() string {
 func (*DrainFailure) ProtoMessage() {}
 
 func (x *DrainFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2852,7 +3120,7 @@ func (x *DrainFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainFailure.ProtoReflect.Descriptor instead.
 func (*DrainFailure) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrainFailure) GetObject() string {
@@ -2905,7 +3173,7 @@ type DrainReport struct {
 
 func (x *DrainReport) Reset() {
 	*x = DrainReport{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2917,7 +3185,7 @@ func (x *DrainReport) String() string {
 func (*DrainReport) ProtoMessage() {}
 
 func (x *DrainReport) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2930,7 +3198,7 @@ func (x *DrainReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReport.ProtoReflect.Descriptor instead.
 func (*DrainReport) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrainReport) GetOwner() string {
@@ -3001,7 +3269,7 @@ type TrafficRequest struct {
 
 func (x *TrafficRequest) Reset() {
 	*x = TrafficRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3013,7 +3281,7 @@ func (x *TrafficRequest) String() string {
 func (*TrafficRequest) ProtoMessage() {}
 
 func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3026,7 +3294,7 @@ func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficRequest.ProtoReflect.Descriptor instead.
 func (*TrafficRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TrafficRequest) GetLimit() uint32 {
@@ -3050,7 +3318,7 @@ type TrafficEdge struct {
 
 func (x *TrafficEdge) Reset() {
 	*x = TrafficEdge{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3062,7 +3330,7 @@ func (x *TrafficEdge) String() string {
 func (*TrafficEdge) ProtoMessage() {}
 
 func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3075,7 +3343,7 @@ func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficEdge.ProtoReflect.Descriptor instead.
 func (*TrafficEdge) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *TrafficEdge) GetFrom() string {
@@ -3115,7 +3383,7 @@ type TrafficReply struct {
 
 func (x *TrafficReply) Reset() {
 	*x = TrafficReply{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3127,7 +3395,7 @@ func (x *TrafficReply) String() string {
 func (*TrafficReply) ProtoMessage() {}
 
 func (x *TrafficReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3140,7 +3408,7 @@ func (x *TrafficReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficReply.ProtoReflect.Descriptor instead.
 func (*TrafficReply) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TrafficReply) GetEdges() []*TrafficEdge {
@@ -3328,7 +3596,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x16\n" +
-	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xb5\x04\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xeb\x04\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -3347,7 +3615,25 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x0esealed_unix_us\x18\x0e \x01(\x03R\fsealedUnixUs\x12(\n" +
 	"\x10admitted_unix_us\x18\x0f \x01(\x03R\x0eadmittedUnixUs\x12#\n" +
 	"\rprecopy_bytes\x18\x10 \x01(\x04R\fprecopyBytes\x12!\n" +
-	"\fsealed_bytes\x18\x11 \x01(\x04R\vsealedBytes\"\x18\n" +
+	"\fsealed_bytes\x18\x11 \x01(\x04R\vsealedBytes\x124\n" +
+	"\btimeline\x18\x12 \x03(\v2\x18.meshloc.v1.TimelineMarkR\btimeline\";\n" +
+	"\fTimelineMark\x12\x12\n" +
+	"\x04step\x18\x01 \x01(\tR\x04step\x12\x17\n" +
+	"\aunix_us\x18\x02 \x01(\x03R\x06unixUs\".\n" +
+	"\x12WatchEventsRequest\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\rR\aversion\"\x83\x01\n" +
+	"\tNodeEvent\x12>\n" +
+	"\n" +
+	"relocation\x18\x01 \x01(\v2\x1c.meshloc.v1.RelocationStatusH\x00R\n" +
+	"relocation\x12-\n" +
+	"\x05stats\x18\x02 \x01(\v2\x15.meshloc.v1.NodeStatsH\x00R\x05statsB\a\n" +
+	"\x05event\"\xa0\x01\n" +
+	"\tNodeStats\x12\x17\n" +
+	"\aunix_ms\x18\x01 \x01(\x03R\x06unixMs\x12\x1f\n" +
+	"\vcalls_total\x18\x02 \x01(\x04R\n" +
+	"callsTotal\x12%\n" +
+	"\x0ehosted_objects\x18\x03 \x01(\rR\rhostedObjects\x122\n" +
+	"\x15relocations_in_flight\x18\x04 \x01(\rR\x13relocationsInFlight\"\x18\n" +
 	"\x16ListRelocationsRequest\"Y\n" +
 	"\fGroupCommand\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x14\n" +
@@ -3466,7 +3752,7 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(Code)(0),                       // 0: meshloc.v1.Code
 	(*Fence)(nil),                   // 1: meshloc.v1.Fence
@@ -3492,26 +3778,30 @@ var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(*ReplyRelayAck)(nil),           // 21: meshloc.v1.ReplyRelayAck
 	(*RelocateCommand)(nil),         // 22: meshloc.v1.RelocateCommand
 	(*RelocationStatus)(nil),        // 23: meshloc.v1.RelocationStatus
-	(*ListRelocationsRequest)(nil),  // 24: meshloc.v1.ListRelocationsRequest
-	(*GroupCommand)(nil),            // 25: meshloc.v1.GroupCommand
-	(*GroupStatus)(nil),             // 26: meshloc.v1.GroupStatus
-	(*ListRelocationsResponse)(nil), // 27: meshloc.v1.ListRelocationsResponse
-	(*DrainRequest)(nil),            // 28: meshloc.v1.DrainRequest
-	(*DrainEvent)(nil),              // 29: meshloc.v1.DrainEvent
-	(*DrainProgress)(nil),           // 30: meshloc.v1.DrainProgress
-	(*DrainedObject)(nil),           // 31: meshloc.v1.DrainedObject
-	(*DrainFailure)(nil),            // 32: meshloc.v1.DrainFailure
-	(*DrainReport)(nil),             // 33: meshloc.v1.DrainReport
-	(*TrafficRequest)(nil),          // 34: meshloc.v1.TrafficRequest
-	(*TrafficEdge)(nil),             // 35: meshloc.v1.TrafficEdge
-	(*TrafficReply)(nil),            // 36: meshloc.v1.TrafficReply
-	(*SessionRef)(nil),              // 37: meshloc.v1.SessionRef
-	(*SessionJournal)(nil),          // 38: meshloc.v1.SessionJournal
+	(*TimelineMark)(nil),            // 24: meshloc.v1.TimelineMark
+	(*WatchEventsRequest)(nil),      // 25: meshloc.v1.WatchEventsRequest
+	(*NodeEvent)(nil),               // 26: meshloc.v1.NodeEvent
+	(*NodeStats)(nil),               // 27: meshloc.v1.NodeStats
+	(*ListRelocationsRequest)(nil),  // 28: meshloc.v1.ListRelocationsRequest
+	(*GroupCommand)(nil),            // 29: meshloc.v1.GroupCommand
+	(*GroupStatus)(nil),             // 30: meshloc.v1.GroupStatus
+	(*ListRelocationsResponse)(nil), // 31: meshloc.v1.ListRelocationsResponse
+	(*DrainRequest)(nil),            // 32: meshloc.v1.DrainRequest
+	(*DrainEvent)(nil),              // 33: meshloc.v1.DrainEvent
+	(*DrainProgress)(nil),           // 34: meshloc.v1.DrainProgress
+	(*DrainedObject)(nil),           // 35: meshloc.v1.DrainedObject
+	(*DrainFailure)(nil),            // 36: meshloc.v1.DrainFailure
+	(*DrainReport)(nil),             // 37: meshloc.v1.DrainReport
+	(*TrafficRequest)(nil),          // 38: meshloc.v1.TrafficRequest
+	(*TrafficEdge)(nil),             // 39: meshloc.v1.TrafficEdge
+	(*TrafficReply)(nil),            // 40: meshloc.v1.TrafficReply
+	(*SessionRef)(nil),              // 41: meshloc.v1.SessionRef
+	(*SessionJournal)(nil),          // 42: meshloc.v1.SessionJournal
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
 	3,  // 1: meshloc.v1.CallRequest.requester:type_name -> meshloc.v1.Requester
-	37, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
+	41, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
 	5,  // 3: meshloc.v1.CallRequest.sender:type_name -> meshloc.v1.MessageSender
 	1,  // 4: meshloc.v1.MessageSender.fence:type_name -> meshloc.v1.Fence
 	0,  // 5: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
@@ -3526,7 +3816,7 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 14: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
 	7,  // 15: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
 	4,  // 16: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
-	38, // 17: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
+	42, // 17: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
 	17, // 18: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
 	8,  // 19: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
 	11, // 20: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
@@ -3541,20 +3831,23 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	6,  // 29: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
 	0,  // 30: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
 	0,  // 31: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	23, // 32: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
-	23, // 33: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	30, // 34: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
-	33, // 35: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
-	0,  // 36: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
-	0,  // 37: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
-	31, // 38: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
-	32, // 39: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
-	35, // 40: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	24, // 32: meshloc.v1.RelocationStatus.timeline:type_name -> meshloc.v1.TimelineMark
+	23, // 33: meshloc.v1.NodeEvent.relocation:type_name -> meshloc.v1.RelocationStatus
+	27, // 34: meshloc.v1.NodeEvent.stats:type_name -> meshloc.v1.NodeStats
+	23, // 35: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	23, // 36: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	34, // 37: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	37, // 38: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	0,  // 39: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 40: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	35, // 41: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	36, // 42: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	39, // 43: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
+	44, // [44:44] is the sub-list for method output_type
+	44, // [44:44] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -3575,8 +3868,12 @@ func file_meshloc_v1_meshloc_proto_init() {
 		(*RelocationFrame_Precopied)(nil),
 		(*RelocationFrame_Sealed)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[27].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[28].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[25].OneofWrappers = []any{
+		(*NodeEvent_Relocation)(nil),
+		(*NodeEvent_Stats)(nil),
+	}
+	file_meshloc_v1_meshloc_proto_msgTypes[31].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[32].OneofWrappers = []any{
 		(*DrainEvent_Progress)(nil),
 		(*DrainEvent_Report)(nil),
 	}
@@ -3586,7 +3883,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

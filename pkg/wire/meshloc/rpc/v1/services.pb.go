@@ -31,10 +31,11 @@ const file_meshloc_rpc_v1_services_proto_rawDesc = "" +
 	"\n" +
 	"\x1dmeshloc/rpc/v1/services.proto\x12\x0emeshloc.rpc.v1\x1a\x18meshloc/v1/meshloc.proto\x1a\x18meshloc/v1/session.proto2E\n" +
 	"\vCallService\x126\n" +
-	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply2\xf2\x03\n" +
+	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply2\xba\x04\n" +
 	"\fAdminService\x12E\n" +
 	"\bRelocate\x12\x1b.meshloc.v1.RelocateCommand\x1a\x1c.meshloc.v1.RelocationStatus\x12Z\n" +
-	"\x0fListRelocations\x12\".meshloc.v1.ListRelocationsRequest\x1a#.meshloc.v1.ListRelocationsResponse\x12;\n" +
+	"\x0fListRelocations\x12\".meshloc.v1.ListRelocationsRequest\x1a#.meshloc.v1.ListRelocationsResponse\x12F\n" +
+	"\vWatchEvents\x12\x1e.meshloc.v1.WatchEventsRequest\x1a\x15.meshloc.v1.NodeEvent0\x01\x12;\n" +
 	"\x05Drain\x12\x18.meshloc.v1.DrainRequest\x1a\x16.meshloc.v1.DrainEvent0\x01\x12@\n" +
 	"\vCreateGroup\x12\x18.meshloc.v1.GroupCommand\x1a\x17.meshloc.v1.GroupStatus\x12>\n" +
 	"\tJoinGroup\x12\x18.meshloc.v1.GroupCommand\x1a\x17.meshloc.v1.GroupStatus\x12?\n" +
@@ -58,66 +59,70 @@ var file_meshloc_rpc_v1_services_proto_goTypes = []any{
 	(*v1.CallRequest)(nil),             // 0: meshloc.v1.CallRequest
 	(*v1.RelocateCommand)(nil),         // 1: meshloc.v1.RelocateCommand
 	(*v1.ListRelocationsRequest)(nil),  // 2: meshloc.v1.ListRelocationsRequest
-	(*v1.DrainRequest)(nil),            // 3: meshloc.v1.DrainRequest
-	(*v1.GroupCommand)(nil),            // 4: meshloc.v1.GroupCommand
-	(*v1.TrafficRequest)(nil),          // 5: meshloc.v1.TrafficRequest
-	(*v1.RelocationFrame)(nil),         // 6: meshloc.v1.RelocationFrame
-	(*v1.ReplyRelay)(nil),              // 7: meshloc.v1.ReplyRelay
-	(*v1.SessionBindRequest)(nil),      // 8: meshloc.v1.SessionBindRequest
-	(*v1.SessionAckRequest)(nil),       // 9: meshloc.v1.SessionAckRequest
-	(*v1.SessionDelivery)(nil),         // 10: meshloc.v1.SessionDelivery
-	(*v1.SessionSealRequest)(nil),      // 11: meshloc.v1.SessionSealRequest
-	(*v1.SessionRouteRequest)(nil),     // 12: meshloc.v1.SessionRouteRequest
-	(*v1.SessionClientFrame)(nil),      // 13: meshloc.v1.SessionClientFrame
-	(*v1.CallReply)(nil),               // 14: meshloc.v1.CallReply
-	(*v1.RelocationStatus)(nil),        // 15: meshloc.v1.RelocationStatus
-	(*v1.ListRelocationsResponse)(nil), // 16: meshloc.v1.ListRelocationsResponse
-	(*v1.DrainEvent)(nil),              // 17: meshloc.v1.DrainEvent
-	(*v1.GroupStatus)(nil),             // 18: meshloc.v1.GroupStatus
-	(*v1.TrafficReply)(nil),            // 19: meshloc.v1.TrafficReply
-	(*v1.ReplyRelayAck)(nil),           // 20: meshloc.v1.ReplyRelayAck
-	(*v1.SessionBindReply)(nil),        // 21: meshloc.v1.SessionBindReply
-	(*v1.SessionAckReply)(nil),         // 22: meshloc.v1.SessionAckReply
-	(*v1.SessionDeliveryReply)(nil),    // 23: meshloc.v1.SessionDeliveryReply
-	(*v1.SessionSealReply)(nil),        // 24: meshloc.v1.SessionSealReply
-	(*v1.SessionRouteReply)(nil),       // 25: meshloc.v1.SessionRouteReply
-	(*v1.SessionServerFrame)(nil),      // 26: meshloc.v1.SessionServerFrame
+	(*v1.WatchEventsRequest)(nil),      // 3: meshloc.v1.WatchEventsRequest
+	(*v1.DrainRequest)(nil),            // 4: meshloc.v1.DrainRequest
+	(*v1.GroupCommand)(nil),            // 5: meshloc.v1.GroupCommand
+	(*v1.TrafficRequest)(nil),          // 6: meshloc.v1.TrafficRequest
+	(*v1.RelocationFrame)(nil),         // 7: meshloc.v1.RelocationFrame
+	(*v1.ReplyRelay)(nil),              // 8: meshloc.v1.ReplyRelay
+	(*v1.SessionBindRequest)(nil),      // 9: meshloc.v1.SessionBindRequest
+	(*v1.SessionAckRequest)(nil),       // 10: meshloc.v1.SessionAckRequest
+	(*v1.SessionDelivery)(nil),         // 11: meshloc.v1.SessionDelivery
+	(*v1.SessionSealRequest)(nil),      // 12: meshloc.v1.SessionSealRequest
+	(*v1.SessionRouteRequest)(nil),     // 13: meshloc.v1.SessionRouteRequest
+	(*v1.SessionClientFrame)(nil),      // 14: meshloc.v1.SessionClientFrame
+	(*v1.CallReply)(nil),               // 15: meshloc.v1.CallReply
+	(*v1.RelocationStatus)(nil),        // 16: meshloc.v1.RelocationStatus
+	(*v1.ListRelocationsResponse)(nil), // 17: meshloc.v1.ListRelocationsResponse
+	(*v1.NodeEvent)(nil),               // 18: meshloc.v1.NodeEvent
+	(*v1.DrainEvent)(nil),              // 19: meshloc.v1.DrainEvent
+	(*v1.GroupStatus)(nil),             // 20: meshloc.v1.GroupStatus
+	(*v1.TrafficReply)(nil),            // 21: meshloc.v1.TrafficReply
+	(*v1.ReplyRelayAck)(nil),           // 22: meshloc.v1.ReplyRelayAck
+	(*v1.SessionBindReply)(nil),        // 23: meshloc.v1.SessionBindReply
+	(*v1.SessionAckReply)(nil),         // 24: meshloc.v1.SessionAckReply
+	(*v1.SessionDeliveryReply)(nil),    // 25: meshloc.v1.SessionDeliveryReply
+	(*v1.SessionSealReply)(nil),        // 26: meshloc.v1.SessionSealReply
+	(*v1.SessionRouteReply)(nil),       // 27: meshloc.v1.SessionRouteReply
+	(*v1.SessionServerFrame)(nil),      // 28: meshloc.v1.SessionServerFrame
 }
 var file_meshloc_rpc_v1_services_proto_depIdxs = []int32{
 	0,  // 0: meshloc.rpc.v1.CallService.Call:input_type -> meshloc.v1.CallRequest
 	1,  // 1: meshloc.rpc.v1.AdminService.Relocate:input_type -> meshloc.v1.RelocateCommand
 	2,  // 2: meshloc.rpc.v1.AdminService.ListRelocations:input_type -> meshloc.v1.ListRelocationsRequest
-	3,  // 3: meshloc.rpc.v1.AdminService.Drain:input_type -> meshloc.v1.DrainRequest
-	4,  // 4: meshloc.rpc.v1.AdminService.CreateGroup:input_type -> meshloc.v1.GroupCommand
-	4,  // 5: meshloc.rpc.v1.AdminService.JoinGroup:input_type -> meshloc.v1.GroupCommand
-	4,  // 6: meshloc.rpc.v1.AdminService.LeaveGroup:input_type -> meshloc.v1.GroupCommand
-	5,  // 7: meshloc.rpc.v1.AdminService.Traffic:input_type -> meshloc.v1.TrafficRequest
-	6,  // 8: meshloc.rpc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
-	7,  // 9: meshloc.rpc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
-	8,  // 10: meshloc.rpc.v1.PeerService.SessionBind:input_type -> meshloc.v1.SessionBindRequest
-	9,  // 11: meshloc.rpc.v1.PeerService.SessionAck:input_type -> meshloc.v1.SessionAckRequest
-	10, // 12: meshloc.rpc.v1.PeerService.SessionDeliver:input_type -> meshloc.v1.SessionDelivery
-	11, // 13: meshloc.rpc.v1.PeerService.SessionSeal:input_type -> meshloc.v1.SessionSealRequest
-	12, // 14: meshloc.rpc.v1.PeerService.SessionRoute:input_type -> meshloc.v1.SessionRouteRequest
-	13, // 15: meshloc.rpc.v1.SessionService.Open:input_type -> meshloc.v1.SessionClientFrame
-	14, // 16: meshloc.rpc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
-	15, // 17: meshloc.rpc.v1.AdminService.Relocate:output_type -> meshloc.v1.RelocationStatus
-	16, // 18: meshloc.rpc.v1.AdminService.ListRelocations:output_type -> meshloc.v1.ListRelocationsResponse
-	17, // 19: meshloc.rpc.v1.AdminService.Drain:output_type -> meshloc.v1.DrainEvent
-	18, // 20: meshloc.rpc.v1.AdminService.CreateGroup:output_type -> meshloc.v1.GroupStatus
-	18, // 21: meshloc.rpc.v1.AdminService.JoinGroup:output_type -> meshloc.v1.GroupStatus
-	18, // 22: meshloc.rpc.v1.AdminService.LeaveGroup:output_type -> meshloc.v1.GroupStatus
-	19, // 23: meshloc.rpc.v1.AdminService.Traffic:output_type -> meshloc.v1.TrafficReply
-	6,  // 24: meshloc.rpc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
-	20, // 25: meshloc.rpc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
-	21, // 26: meshloc.rpc.v1.PeerService.SessionBind:output_type -> meshloc.v1.SessionBindReply
-	22, // 27: meshloc.rpc.v1.PeerService.SessionAck:output_type -> meshloc.v1.SessionAckReply
-	23, // 28: meshloc.rpc.v1.PeerService.SessionDeliver:output_type -> meshloc.v1.SessionDeliveryReply
-	24, // 29: meshloc.rpc.v1.PeerService.SessionSeal:output_type -> meshloc.v1.SessionSealReply
-	25, // 30: meshloc.rpc.v1.PeerService.SessionRoute:output_type -> meshloc.v1.SessionRouteReply
-	26, // 31: meshloc.rpc.v1.SessionService.Open:output_type -> meshloc.v1.SessionServerFrame
-	16, // [16:32] is the sub-list for method output_type
-	0,  // [0:16] is the sub-list for method input_type
+	3,  // 3: meshloc.rpc.v1.AdminService.WatchEvents:input_type -> meshloc.v1.WatchEventsRequest
+	4,  // 4: meshloc.rpc.v1.AdminService.Drain:input_type -> meshloc.v1.DrainRequest
+	5,  // 5: meshloc.rpc.v1.AdminService.CreateGroup:input_type -> meshloc.v1.GroupCommand
+	5,  // 6: meshloc.rpc.v1.AdminService.JoinGroup:input_type -> meshloc.v1.GroupCommand
+	5,  // 7: meshloc.rpc.v1.AdminService.LeaveGroup:input_type -> meshloc.v1.GroupCommand
+	6,  // 8: meshloc.rpc.v1.AdminService.Traffic:input_type -> meshloc.v1.TrafficRequest
+	7,  // 9: meshloc.rpc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
+	8,  // 10: meshloc.rpc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
+	9,  // 11: meshloc.rpc.v1.PeerService.SessionBind:input_type -> meshloc.v1.SessionBindRequest
+	10, // 12: meshloc.rpc.v1.PeerService.SessionAck:input_type -> meshloc.v1.SessionAckRequest
+	11, // 13: meshloc.rpc.v1.PeerService.SessionDeliver:input_type -> meshloc.v1.SessionDelivery
+	12, // 14: meshloc.rpc.v1.PeerService.SessionSeal:input_type -> meshloc.v1.SessionSealRequest
+	13, // 15: meshloc.rpc.v1.PeerService.SessionRoute:input_type -> meshloc.v1.SessionRouteRequest
+	14, // 16: meshloc.rpc.v1.SessionService.Open:input_type -> meshloc.v1.SessionClientFrame
+	15, // 17: meshloc.rpc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
+	16, // 18: meshloc.rpc.v1.AdminService.Relocate:output_type -> meshloc.v1.RelocationStatus
+	17, // 19: meshloc.rpc.v1.AdminService.ListRelocations:output_type -> meshloc.v1.ListRelocationsResponse
+	18, // 20: meshloc.rpc.v1.AdminService.WatchEvents:output_type -> meshloc.v1.NodeEvent
+	19, // 21: meshloc.rpc.v1.AdminService.Drain:output_type -> meshloc.v1.DrainEvent
+	20, // 22: meshloc.rpc.v1.AdminService.CreateGroup:output_type -> meshloc.v1.GroupStatus
+	20, // 23: meshloc.rpc.v1.AdminService.JoinGroup:output_type -> meshloc.v1.GroupStatus
+	20, // 24: meshloc.rpc.v1.AdminService.LeaveGroup:output_type -> meshloc.v1.GroupStatus
+	21, // 25: meshloc.rpc.v1.AdminService.Traffic:output_type -> meshloc.v1.TrafficReply
+	7,  // 26: meshloc.rpc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
+	22, // 27: meshloc.rpc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
+	23, // 28: meshloc.rpc.v1.PeerService.SessionBind:output_type -> meshloc.v1.SessionBindReply
+	24, // 29: meshloc.rpc.v1.PeerService.SessionAck:output_type -> meshloc.v1.SessionAckReply
+	25, // 30: meshloc.rpc.v1.PeerService.SessionDeliver:output_type -> meshloc.v1.SessionDeliveryReply
+	26, // 31: meshloc.rpc.v1.PeerService.SessionSeal:output_type -> meshloc.v1.SessionSealReply
+	27, // 32: meshloc.rpc.v1.PeerService.SessionRoute:output_type -> meshloc.v1.SessionRouteReply
+	28, // 33: meshloc.rpc.v1.SessionService.Open:output_type -> meshloc.v1.SessionServerFrame
+	17, // [17:34] is the sub-list for method output_type
+	0,  // [0:17] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

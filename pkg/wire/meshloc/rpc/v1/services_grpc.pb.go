@@ -134,6 +134,7 @@ var CallService_ServiceDesc = grpc.ServiceDesc{
 const (
 	AdminService_Relocate_FullMethodName        = "/meshloc.rpc.v1.AdminService/Relocate"
 	AdminService_ListRelocations_FullMethodName = "/meshloc.rpc.v1.AdminService/ListRelocations"
+	AdminService_WatchEvents_FullMethodName     = "/meshloc.rpc.v1.AdminService/WatchEvents"
 	AdminService_Drain_FullMethodName           = "/meshloc.rpc.v1.AdminService/Drain"
 	AdminService_CreateGroup_FullMethodName     = "/meshloc.rpc.v1.AdminService/CreateGroup"
 	AdminService_JoinGroup_FullMethodName       = "/meshloc.rpc.v1.AdminService/JoinGroup"
@@ -150,6 +151,13 @@ type AdminServiceClient interface {
 	// Relocate moves an object hosted by this node and returns when it ended.
 	Relocate(ctx context.Context, in *v1.RelocateCommand, opts ...grpc.CallOption) (*v1.RelocationStatus, error)
 	ListRelocations(ctx context.Context, in *v1.ListRelocationsRequest, opts ...grpc.CallOption) (*v1.ListRelocationsResponse, error)
+	// WatchEvents streams what the node does, as it happens: each relocation
+	// when it starts and when it ends (either role, with its timeline), and
+	// the node's counters once a second. The node serves a few watchers at a
+	// time, each with a bounded buffer: a watcher that falls behind is ended
+	// with RESOURCE_EXHAUSTED (and may watch again). locationd watches every
+	// live owner while its event stream (GET /v1/events) has clients.
+	WatchEvents(ctx context.Context, in *v1.WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.NodeEvent], error)
 	// Drain marks the node draining, moves every object it hosts to other nodes
 	// and streams one progress event per step, then one report; unless
 	// stop_after is false, the node then stops (its lease revoked last; a
@@ -197,9 +205,28 @@ func (c *adminServiceClient) ListRelocations(ctx context.Context, in *v1.ListRel
 	return out, nil
 }
 
+func (c *adminServiceClient) WatchEvents(ctx context.Context, in *v1.WatchEventsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.NodeEvent], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_WatchEvents_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[v1.WatchEventsRequest, v1.NodeEvent]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_WatchEventsClient = grpc.ServerStreamingClient[v1.NodeEvent]
+
 func (c *adminServiceClient) Drain(ctx context.Context, in *v1.DrainRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[v1.DrainEvent], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[0], AdminService_Drain_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &AdminService_ServiceDesc.Streams[1], AdminService_Drain_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -265,6 +292,13 @@ type AdminServiceServer interface {
 	// Relocate moves an object hosted by this node and returns when it ended.
 	Relocate(context.Context, *v1.RelocateCommand) (*v1.RelocationStatus, error)
 	ListRelocations(context.Context, *v1.ListRelocationsRequest) (*v1.ListRelocationsResponse, error)
+	// WatchEvents streams what the node does, as it happens: each relocation
+	// when it starts and when it ends (either role, with its timeline), and
+	// the node's counters once a second. The node serves a few watchers at a
+	// time, each with a bounded buffer: a watcher that falls behind is ended
+	// with RESOURCE_EXHAUSTED (and may watch again). locationd watches every
+	// live owner while its event stream (GET /v1/events) has clients.
+	WatchEvents(*v1.WatchEventsRequest, grpc.ServerStreamingServer[v1.NodeEvent]) error
 	// Drain marks the node draining, moves every object it hosts to other nodes
 	// and streams one progress event per step, then one report; unless
 	// stop_after is false, the node then stops (its lease revoked last; a
@@ -297,6 +331,9 @@ func (UnimplementedAdminServiceServer) Relocate(context.Context, *v1.RelocateCom
 }
 func (UnimplementedAdminServiceServer) ListRelocations(context.Context, *v1.ListRelocationsRequest) (*v1.ListRelocationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRelocations not implemented")
+}
+func (UnimplementedAdminServiceServer) WatchEvents(*v1.WatchEventsRequest, grpc.ServerStreamingServer[v1.NodeEvent]) error {
+	return status.Error(codes.Unimplemented, "method WatchEvents not implemented")
 }
 func (UnimplementedAdminServiceServer) Drain(*v1.DrainRequest, grpc.ServerStreamingServer[v1.DrainEvent]) error {
 	return status.Error(codes.Unimplemented, "method Drain not implemented")
@@ -369,6 +406,17 @@ func _AdminService_ListRelocations_Handler(srv interface{}, ctx context.Context,
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _AdminService_WatchEvents_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(v1.WatchEventsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(AdminServiceServer).WatchEvents(m, &grpc.GenericServerStream[v1.WatchEventsRequest, v1.NodeEvent]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type AdminService_WatchEventsServer = grpc.ServerStreamingServer[v1.NodeEvent]
 
 func _AdminService_Drain_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(v1.DrainRequest)
@@ -486,6 +534,11 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 		},
 	},
 	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "WatchEvents",
+			Handler:       _AdminService_WatchEvents_Handler,
+			ServerStreams: true,
+		},
 		{
 			StreamName:    "Drain",
 			Handler:       _AdminService_Drain_Handler,
