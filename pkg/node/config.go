@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/internal/logging"
+	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
