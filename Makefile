@@ -127,7 +127,7 @@ proto:
 	$(BUF) lint
 	$(BUF) generate
 
-## bench: meshctl bench, the full plan (about 90 s): meshloc beside its
+## bench: meshctl bench, the full plan (about 3 minutes): meshloc beside its
 ## baselines measured in the same run, each target marked met or not
 ## (README "Performance"); BENCH_FLAGS=--quick for the quick plan
 bench:

@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/bench"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/node"
 )
 
@@ -30,6 +31,8 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		eager                  int
 		chunk                  int
 		batch                  bool
+		markdown               bool
+		from                   string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,11 +47,13 @@ objects/s in groups of 8, streaming a 256 MiB state, calls direct and
 through a gateway with and without a relocation storm. Every figure is
 printed with its baseline, the ratio and its target, marked met or not.
 
-The full plan takes about 90 s on two cores; --quick, under 30 s. --tls runs
+The full plan takes about 3 minutes on two cores; --quick, under 30 s. --tls runs
 the plan twice, plaintext then secured (mutual TLS between nodes and clients,
 etcd over TLS with certificate authentication), and prints the secured
 run's report and every measure of both side by side.
--o json prints the report as JSON. Exit status 0 unless a measurement could
+-o json prints the report as JSON; --markdown, as Markdown tables (the
+README's). --from FILE prints a report saved with -o json again, measuring
+nothing. Exit status 0 unless a measurement could
 not be made, or --strict and a target was missed (1).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -98,6 +103,20 @@ not be made, or --strict and a target was missed (1).`,
 				}
 				defer stop()
 			}
+			if markdown && g.output == "json" {
+				return usageError{err: errors.New("--markdown and -o json: choose one")}
+			}
+			if from != "" {
+				if secured || quick || len(only) > 0 {
+					return usageError{err: errors.New("--from prints a saved report: it takes no --tls, --quick or --only")}
+				}
+				r, err := readReport(from)
+				if err != nil {
+					// A file that is not a report is bad input, like a bad flag.
+					return usageError{err: fmt.Errorf("--from %s: %w", from, err), code: api.CodeInvalidArgument}
+				}
+				return writeReport(out, r, g.output, markdown)
+			}
 			r, err := bench.Run(cmd.Context(), cfg)
 			if err != nil {
 				return err
@@ -111,12 +130,7 @@ not be made, or --strict and a target was missed (1).`,
 				}
 				return writeTLSComparison(out, g.output, r, sr)
 			}
-			if g.output == "json" {
-				err = r.WriteJSON(out)
-			} else {
-				err = r.WriteText(out)
-			}
-			if err != nil {
+			if err := writeReport(out, r, g.output, markdown); err != nil {
 				return err
 			}
 			if missed := r.Missed(); strict && len(missed) > 0 {
@@ -140,8 +154,30 @@ not be made, or --strict and a target was missed (1).`,
 	f.IntVar(&chunk, "chunk-bytes", 0, "the nodes' --chunk-bytes (0: theirs, 1 MiB), for an A/B of the chunk size")
 	f.IntVar(&eager, "eager-cutover-bytes", -1, "the nodes' --eager-cutover-bytes (-1: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
 	f.BoolVar(&batch, "batch-writes", true, "the nodes' --batch-writes, for an A/B of batched relocation writes")
+	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as the README shows it")
+	f.StringVar(&from, "from", "", "print this report (saved with -o json bench) again instead of measuring")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")
 	return cmd
+}
+
+// writeReport prints one run's report in the chosen format.
+func writeReport(out io.Writer, r *bench.Report, format string, markdown bool) error {
+	switch {
+	case format == "json":
+		return r.WriteJSON(out)
+	case markdown:
+		return r.WriteMarkdown(out)
+	}
+	return r.WriteText(out)
+}
+
+func readReport(path string) (*bench.Report, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return bench.ReadJSON(f)
 }
 
 func fmtRatio(r float64) string { return fmt.Sprintf("%.2f", r) }

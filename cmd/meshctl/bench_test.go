@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -14,6 +16,10 @@ func TestBenchUsage(t *testing.T) {
 		{[]string{"bench", "--only", "relocations,nope"}, `--only "nope"`},
 		{[]string{"bench", "extra"}, "usage"},
 		{[]string{"bench", "--quick=maybe"}, "usage"},
+		{[]string{"bench", "--from", "bench_test.go"}, "invalid_argument: --from bench_test.go: bench report"},
+		{[]string{"bench", "--from", "no-such-report.json"}, "invalid_argument"},
+		{[]string{"bench", "--from", "r.json", "--only", "etcd"}, "takes no"},
+		{[]string{"-o", "json", "bench", "--markdown"}, "choose one"},
 	} {
 		r := meshctl(nil, c.args...)
 		if r.code != exitUsage || !strings.Contains(r.stderr, c.want) {
@@ -31,5 +37,14 @@ func TestBenchOnlyEtcdJSON(t *testing.T) {
 	r := meshctl(nil, "-o", "json", "bench", "--quick", "--only", "etcd", "--dir", t.TempDir())
 	if r.code != 0 || !strings.Contains(r.stdout, `"etcd 8-key txn p50"`) || !strings.Contains(r.stdout, `"plan": "quick"`) {
 		t.Fatalf("exit %d\nstdout %s\nstderr %s", r.code, r.stdout, r.stderr)
+	}
+	// The saved report prints again, as Markdown, without measuring.
+	saved := filepath.Join(t.TempDir(), "report.json")
+	if err := os.WriteFile(saved, []byte(r.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	md := meshctl(nil, "bench", "--from", saved, "--markdown")
+	if md.code != 0 || !strings.Contains(md.stdout, "| etcd 8-key txn p50 | ") || !strings.HasPrefix(md.stdout, "quick plan, ") {
+		t.Fatalf("--from --markdown: exit %d\nstdout %s\nstderr %s", md.code, md.stdout, md.stderr)
 	}
 }

@@ -207,15 +207,7 @@ func (r *Report) WriteText(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s %s\t%s×\t%s\t%s\t%s\n", f.Name, valueUnit(f.Measure), f.Baseline.Name, valueUnit(f.Baseline), num(f.Ratio), tgt, met, f.Note)
 	}
 	tw.Flush()
-	met, with := 0, 0
-	for _, f := range r.Figures {
-		if f.Met != nil {
-			with++
-			if *f.Met {
-				met++
-			}
-		}
-	}
+	met, with := r.targetsMet()
 	fmt.Fprintf(bw, "\ntargets met: %d of %d\n", met, with)
 	return bw.Flush()
 }
