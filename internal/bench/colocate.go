@@ -5,21 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/meshloc/meshloc/internal/locationd"
-	"github.com/meshloc/meshloc/pkg/actor"
-	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/client"
-	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -55,7 +50,7 @@ func (x *run) colocate() error {
 		npairs = colocatePairs
 	}
 	x.step("colocate: a third node, locationd, %d pairs of banks placed over n1, n2, n3", npairs)
-	if err := x.m.addHost(x.ctx, "n3", x.cfg.Tune); err != nil {
+	if err := x.m.startNode(x.ctx, "n3", x.cfg.Tune); err != nil {
 		return err
 	}
 	ld, stop, err := x.m.startLocationd(x.ctx)
@@ -264,40 +259,6 @@ func (m *mesh) quiesce(ctx context.Context, within time.Duration) error {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-// addHost starts another node that hosts objects (plaintext), as the mesh's.
-func (m *mesh) addHost(ctx context.Context, name string, tune func(*node.Config)) error {
-	reg := actor.NewRegistry()
-	if err := builtin.Register(reg); err != nil {
-		return err
-	}
-	cfg := node.DefaultConfig()
-	cfg.Name = name
-	cfg.EtcdEndpoints = []string{m.etcd.Endpoint()}
-	cfg.Listen, cfg.HTTP = "127.0.0.1:0", ""
-	cfg.LeaseTTL = 5 * time.Second
-	cfg.RelocationTimeout = time.Minute
-	if tune != nil {
-		tune(&cfg)
-	}
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	mreg := prometheus.NewRegistry()
-	n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(mreg))
-	if err != nil {
-		lis.Close()
-		return err
-	}
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if err := n.Start(sctx); err != nil {
-		return fmt.Errorf("bench: node %s: %w", name, err)
-	}
-	m.nodes[name], m.metrics[name] = n, mreg
-	return nil
 }
 
 // startLocationd runs a locationd over the mesh's etcd in this process

@@ -93,46 +93,23 @@ func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Co
 			return nil, err
 		}
 	}
-	reg := actor.NewRegistry()
-	if err := builtin.Register(reg); err != nil {
-		return nil, err
-	}
 	for _, name := range []string{"n1", "n2", "gw"} {
-		cfg := node.DefaultConfig()
-		cfg.Name = name
-		cfg.EtcdEndpoints = []string{m.etcd.Endpoint()}
-		cfg.Listen, cfg.HTTP = "127.0.0.1:0", ""
-		cfg.LeaseTTL = 5 * time.Second
-		cfg.RelocationTimeout = time.Minute
-		if tune != nil {
-			tune(&cfg)
-		}
-		if name == "gw" {
-			cfg.Weight = 0
-		}
-		if secured {
-			cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = file(name+".crt"), file(name+".key"), file("ca.crt")
-			e := access("etcd-node")
-			cfg.EtcdCACert, cfg.EtcdCert, cfg.EtcdKey = e.CACert, e.Cert, e.Key
-		}
-		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		err := m.startNode(ctx, name, func(cfg *node.Config) {
+			if tune != nil {
+				tune(cfg)
+			}
+			if name == "gw" {
+				cfg.Weight = 0
+			}
+			if secured {
+				cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = file(name+".crt"), file(name+".key"), file("ca.crt")
+				e := access("etcd-node")
+				cfg.EtcdCACert, cfg.EtcdCert, cfg.EtcdKey = e.CACert, e.Cert, e.Key
+			}
+		})
 		if err != nil {
 			return nil, err
 		}
-		mreg := prometheus.NewRegistry()
-		m.metrics[name] = mreg
-		n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(mreg))
-		if err != nil {
-			lis.Close()
-			return nil, err
-		}
-		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		err = n.Start(sctx)
-		cancel()
-		if err != nil {
-			return nil, fmt.Errorf("bench: node %s: %w", name, err)
-		}
-		m.nodes[name] = n
 	}
 	var tls mtls.Files
 	if secured {
@@ -229,4 +206,39 @@ func (m *mesh) interruption(ctx context.Context, st *pb.RelocationStatus, on str
 		}
 		time.Sleep(time.Millisecond)
 	}
+}
+
+// startNode starts one node of the mesh with the builtin types, its own
+// metrics registry and the bench's settings; tune adjusts its config.
+func (m *mesh) startNode(ctx context.Context, name string, tune func(*node.Config)) error {
+	reg := actor.NewRegistry()
+	if err := builtin.Register(reg); err != nil {
+		return err
+	}
+	cfg := node.DefaultConfig()
+	cfg.Name = name
+	cfg.EtcdEndpoints = []string{m.etcd.Endpoint()}
+	cfg.Listen, cfg.HTTP = "127.0.0.1:0", ""
+	cfg.LeaseTTL = 5 * time.Second
+	cfg.RelocationTimeout = time.Minute
+	if tune != nil {
+		tune(&cfg)
+	}
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	mreg := prometheus.NewRegistry()
+	n, err := node.New(cfg, node.WithRegistry(reg), node.WithListener(lis), node.WithMetrics(mreg))
+	if err != nil {
+		lis.Close()
+		return err
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := n.Start(sctx); err != nil {
+		return fmt.Errorf("bench: node %s: %w", name, err)
+	}
+	m.nodes[name], m.metrics[name] = n, mreg
+	return nil
 }

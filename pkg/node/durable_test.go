@@ -174,21 +174,7 @@ func TestDurableSurvivesOwnerCrash(t *testing.T) {
 	// The crash: n1 loses etcd; its lease runs out, its owner key goes.
 	px.SetMode(tcpproxy.Blackhole)
 	crashed := time.Now()
-	select {
-	case <-n1.Keeper().Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("n1 still holds its lease 30 s after it was cut off from etcd")
-	}
-	waitUntil(t, 30*time.Second, "n1's owner key gone", func() error {
-		resp, err := m.etcd.Get(ctx, keyspace.Default().Owner("n1"))
-		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == n1.Self().Generation {
-			return errors.New("still there")
-		}
-		return nil
-	})
+	waitFencedAndGone(ctx, t, m, n1)
 	t.Logf("n1 fenced and its owner key gone %v after it was cut off", time.Since(crashed).Round(time.Millisecond))
 
 	// The retry of the last acknowledged add re-creates the counter on n2:
@@ -458,4 +444,25 @@ func TestDurableWriteAfterOwnRecordRewrite(t *testing.T) {
 	if got := m.persistedRead(t, obj, "get"); got != `{"value":3}` {
 		t.Fatalf("persisted %s after the preserve, want 3", got)
 	}
+}
+
+// waitFencedAndGone waits until n, cut off from etcd, has seen its lease
+// end and its owner key has expired in etcd: its objects are orphans.
+func waitFencedAndGone(ctx context.Context, t *testing.T, m *mesh, n *node.Node) {
+	t.Helper()
+	select {
+	case <-n.Keeper().Done():
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s still holds its lease 30 s after it was cut off from etcd", n.Self().ID)
+	}
+	waitUntil(t, 30*time.Second, n.Self().ID+"'s owner key gone", func() error {
+		resp, err := m.etcd.Get(ctx, keyspace.Default().Owner(n.Self().ID))
+		if err != nil {
+			return err
+		}
+		if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == n.Self().Generation {
+			return errors.New("still there")
+		}
+		return nil
+	})
 }

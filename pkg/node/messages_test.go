@@ -19,7 +19,6 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/client"
-	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -225,21 +224,7 @@ func TestDurableOutboxSurvivesOwnerCrash(t *testing.T) {
 		t.Fatal("the message is not persisted with the sender's state")
 	}
 	px.SetMode(tcpproxy.Blackhole)
-	select {
-	case <-n1.Keeper().Done():
-	case <-time.After(30 * time.Second):
-		t.Fatal("n1 still holds its lease 30 s after it was cut off from etcd")
-	}
-	waitUntil(t, 30*time.Second, "n1's owner key gone", func() error {
-		resp, err := m.etcd.Get(ctx, keyspace.Default().Owner("n1"))
-		if err != nil {
-			return err
-		}
-		if len(resp.Kvs) > 0 && resp.Kvs[0].CreateRevision == n1.Self().Generation {
-			return errors.New("still there")
-		}
-		return nil
-	})
+	waitFencedAndGone(ctx, t, m, n1)
 	// Re-activated on n2 from etcd: the outbox came back with the state.
 	if v := readBankOf(t, c, sender); v.Sent != 10 || len(v.Acks) != 0 {
 		t.Fatalf("the sender after the crash: %+v", v)
