@@ -102,11 +102,53 @@ type ReplyTable struct {
 	window     time.Duration
 	maxEntries int
 	watermark  int64 // Unix ms; 0: nothing evicted yet
-	// entries sorted by id bytes, so by time (UUIDv7): a lookup is a
-	// binary search, a new id almost always an append, eviction a cut at
-	// the front, and encoding a walk, with no map to build when a table
-	// arrives with its object.
-	entries []ReplyEntry
+	// slots sorted by id bytes, so by time (UUIDv7): a lookup is a binary
+	// search, a new id almost always an append, eviction a cut at the
+	// front, and encoding a walk, with no map to build when a table
+	// arrives with its object. A slot holds no pointer (its payload and
+	// message are in arena), so a table of thousands of replies is one
+	// block the garbage collector never scans, built with no write
+	// barriers when it arrives with its object.
+	slots []replySlot
+	arena []byte
+	live  int // bytes of arena that slots refer to; the rest is evicted
+}
+
+// replySlot is one entry: its reply's payload is arena[off:off+plen], its
+// message the mlen bytes after it.
+type replySlot struct {
+	id   wire.OperationID
+	off  int
+	plen uint32
+	mlen uint32
+	code int32
+}
+
+func (s replySlot) size() int { return int(s.plen) + int(s.mlen) }
+
+// reply is slot i's Reply, its payload a copy (nil when empty).
+func (t *ReplyTable) reply(i int) Reply {
+	s := t.slots[i]
+	r := Reply{Code: s.code}
+	if s.plen > 0 {
+		r.Payload = bytes.Clone(t.arena[s.off : s.off+int(s.plen)])
+	}
+	if s.mlen > 0 {
+		r.Message = string(t.arena[s.off+int(s.plen) : s.off+s.size()])
+	}
+	return r
+}
+
+// appendSlot adds an entry after the last one (the caller keeps the order).
+func (t *ReplyTable) appendSlot(id wire.OperationID, code int32, payload []byte, msg string) {
+	t.slots = append(t.slots, t.newSlot(id, code, payload, msg))
+}
+
+func (t *ReplyTable) newSlot(id wire.OperationID, code int32, payload []byte, msg string) replySlot {
+	s := replySlot{id: id, off: len(t.arena), plen: uint32(len(payload)), mlen: uint32(len(msg)), code: code}
+	t.arena = append(append(t.arena, payload...), msg...)
+	t.live += s.size()
+	return s
 }
 
 // NewReplyTable returns an empty table. window ≤ 0 means DefaultReplyWindow,
@@ -129,7 +171,7 @@ func NewReplyTable(window time.Duration, maxEntries int) *ReplyTable {
 
 // find is the index of id in the entries, or where it would go.
 func (t *ReplyTable) find(id wire.OperationID) (int, bool) {
-	return slices.BinarySearchFunc(t.entries, id, func(e ReplyEntry, id wire.OperationID) int { return compareIDs(e.ID, id) })
+	return slices.BinarySearchFunc(t.slots, id, func(s replySlot, id wire.OperationID) int { return compareIDs(s.id, id) })
 }
 
 // Window is the retry window.
@@ -147,7 +189,7 @@ func (t *ReplyTable) Watermark() time.Time {
 }
 
 // Len is the number of entries.
-func (t *ReplyTable) Len() int { return len(t.entries) }
+func (t *ReplyTable) Len() int { return len(t.slots) }
 
 func idMs(id wire.OperationID) int64 {
 	// UUIDv7: the first 48 bits are the Unix time in milliseconds.
@@ -164,9 +206,7 @@ func (t *ReplyTable) Check(id wire.OperationID, now time.Time) (Reply, bool, err
 		return Reply{}, false, fmt.Errorf("%w: %v", ErrInvalidOperation, err)
 	}
 	if i, ok := t.find(id); ok {
-		r := t.entries[i].Reply
-		r.Payload = bytes.Clone(r.Payload)
-		return r, true, nil
+		return t.reply(i), true, nil
 	}
 	if err := CheckOperationTime(id, now, t.window); err != nil {
 		return Reply{}, false, err
@@ -204,12 +244,7 @@ func CheckOperationTime(id wire.OperationID, now time.Time, window time.Duration
 // twice keeps the first reply.
 func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 	if i, ok := t.find(id); !ok {
-		if len(r.Payload) == 0 {
-			r.Payload = nil
-		} else {
-			r.Payload = bytes.Clone(r.Payload)
-		}
-		t.entries = slices.Insert(t.entries, i, ReplyEntry{ID: id, Reply: r})
+		t.slots = slices.Insert(t.slots, i, t.newSlot(id, r.Code, r.Payload, r.Message))
 	}
 	t.evict(now)
 }
@@ -219,15 +254,29 @@ func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 func (t *ReplyTable) evict(now time.Time) {
 	cutoff := now.UnixMilli() - t.window.Milliseconds()
 	n := 0
-	for n < len(t.entries) && (idMs(t.entries[n].ID) < cutoff || len(t.entries)-n > t.maxEntries) {
-		t.watermark = max(t.watermark, idMs(t.entries[n].ID))
+	for n < len(t.slots) && (idMs(t.slots[n].id) < cutoff || len(t.slots)-n > t.maxEntries) {
+		t.watermark = max(t.watermark, idMs(t.slots[n].id))
+		t.live -= t.slots[n].size()
 		n++
 	}
-	// Reslicing drops the front in O(1) (the evicted slots are cleared, so
-	// their payloads go); append copies to a new array when the capacity
-	// runs out, which releases the evicted prefix.
-	clear(t.entries[:n])
-	t.entries = t.entries[n:]
+	// Reslicing drops the front in O(1); append copies to a new array when
+	// the capacity runs out, which releases the evicted prefix. The arena
+	// is compacted once more of it is evicted than live, so it stays
+	// within about twice what the table holds, at O(1) amortized per reply.
+	t.slots = t.slots[n:]
+	if dead := len(t.arena) - t.live; dead > t.live && dead >= 4096 {
+		t.compact()
+	}
+}
+
+// compact copies the live payloads and messages into a new arena.
+func (t *ReplyTable) compact() {
+	arena := make([]byte, 0, t.live+t.live/2)
+	for i, s := range t.slots {
+		t.slots[i].off = len(arena)
+		arena = append(arena, t.arena[s.off:s.off+s.size()]...)
+	}
+	t.arena = arena
 }
 
 // Prune drops the replies older than the window at now, as Record does,
@@ -236,8 +285,8 @@ func (t *ReplyTable) evict(now time.Time) {
 // would otherwise each keep the map of their last calls).
 func (t *ReplyTable) Prune(now time.Time) {
 	t.evict(now)
-	if len(t.entries) == 0 {
-		t.entries = nil
+	if len(t.slots) == 0 {
+		t.slots, t.arena, t.live = nil, nil, 0
 	}
 }
 
@@ -258,30 +307,28 @@ const (
 
 // Encode returns the canonical bytes of the table: equal tables give equal bytes.
 func (t *ReplyTable) Encode() []byte {
-	size := 32
-	for _, e := range t.entries {
-		size += minReplyEntry + 2*binary.MaxVarintLen64 + len(e.Reply.Payload) + len(e.Reply.Message)
-	}
-	b := make([]byte, 0, size)
+	b := make([]byte, 0, 32+len(t.slots)*(minReplyEntry+2*binary.MaxVarintLen32)+t.live)
 	b = append(b, replyMagic, replyVersion)
 	b = binary.AppendUvarint(b, uint64(t.window.Milliseconds()))
 	b = binary.AppendUvarint(b, uint64(t.maxEntries))
 	b = binary.AppendVarint(b, t.watermark)
-	b = binary.AppendUvarint(b, uint64(len(t.entries)))
-	for _, e := range t.entries {
-		id, r := e.ID, e.Reply
-		b = append(b, id[:]...)
-		b = binary.AppendVarint(b, int64(r.Code))
-		b = binary.AppendUvarint(b, uint64(len(r.Payload)))
-		b = append(b, r.Payload...)
-		b = binary.AppendUvarint(b, uint64(len(r.Message)))
-		b = append(b, r.Message...)
+	b = binary.AppendUvarint(b, uint64(len(t.slots)))
+	for _, s := range t.slots {
+		b = append(b, s.id[:]...)
+		b = binary.AppendVarint(b, int64(s.code))
+		b = binary.AppendUvarint(b, uint64(s.plen))
+		b = append(b, t.arena[s.off:s.off+int(s.plen)]...)
+		b = binary.AppendUvarint(b, uint64(s.mlen))
+		b = append(b, t.arena[s.off+int(s.plen):s.off+s.size()]...)
 	}
 	return b
 }
 
-// DecodeReplyTable reads what Encode wrote. Every error wraps
-// ErrCorruptState. It never allocates more than a small multiple of len(b).
+// DecodeReplyTable reads what Encode wrote, and only its canonical form:
+// every integer in its shortest varint, the entries in strictly increasing
+// id order, nothing after them (so encoding what it returns gives b back).
+// Every error wraps ErrCorruptState. It never allocates more than a small
+// multiple of len(b).
 func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 	if len(b) < 2 || b[0] != replyMagic {
 		return nil, fmt.Errorf("%w: reply table: not a reply table encoding", ErrCorruptState)
@@ -311,11 +358,10 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 	if r.err != nil {
 		return nil, fmt.Errorf("%w: reply table: %v", ErrCorruptState, r.err)
 	}
-	t := &ReplyTable{
-		window: time.Duration(window) * time.Millisecond, maxEntries: int(maxEntries), watermark: watermark,
-		entries: make([]ReplyEntry, 0, n),
-	}
-	arena := make([]byte, 0, len(r.b)) // the payloads are within what is left
+	// Built in locals, stored in the table once: a slice stored into a
+	// heap object costs a write barrier while the collector runs.
+	slots := make([]replySlot, 0, n)
+	arena := make([]byte, 0, len(r.b)-int(n)*minReplyEntry) // the payloads and messages are within what is left
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		raw := r.bytes(wire.IDLen, "operation id")
 		code := r.varint("code")
@@ -333,25 +379,18 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 			r.fail("entry %d: code %d out of range", i, code)
 			break
 		}
-		if len(t.entries) > 0 && compareIDs(t.entries[len(t.entries)-1].ID, id) >= 0 {
+		if len(slots) > 0 && compareIDs(slots[len(slots)-1].id, id) >= 0 {
 			r.fail("entry %d: operation %s out of order", i, id)
 			break
 		}
-		rep := Reply{Code: int32(code), Message: string(msg)}
-		if len(payload) > 0 {
-			// One buffer for every payload (one allocation, not one per
-			// entry); each slice's capacity ends where it does.
-			from := len(arena)
-			arena = append(arena, payload...)
-			rep.Payload = arena[from:len(arena):len(arena)]
-		}
-		t.entries = append(t.entries, ReplyEntry{ID: id, Reply: rep})
+		slots = append(slots, replySlot{id: id, off: len(arena), plen: uint32(len(payload)), mlen: uint32(len(msg)), code: int32(code)})
+		arena = append(append(arena, payload...), msg...)
 	}
 	if err := r.end(); err != nil {
 		return nil, fmt.Errorf("%w: reply table: %v", ErrCorruptState, err)
 	}
-	if !bytes.Equal(t.Encode(), b) {
-		return nil, fmt.Errorf("%w: reply table: not in canonical form", ErrCorruptState)
-	}
-	return t, nil
+	return &ReplyTable{
+		window: time.Duration(window) * time.Millisecond, maxEntries: int(maxEntries), watermark: watermark,
+		slots: slots, arena: arena, live: len(arena),
+	}, nil
 }

@@ -1,7 +1,6 @@
 package actor
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"time"
@@ -18,10 +17,9 @@ type ReplyEntry struct {
 // Entries returns the table's entries, oldest id first (the payloads are
 // copies).
 func (t *ReplyTable) Entries() []ReplyEntry {
-	out := make([]ReplyEntry, 0, len(t.entries))
-	for _, e := range t.entries {
-		e.Reply.Payload = bytes.Clone(e.Reply.Payload)
-		out = append(out, e)
+	out := make([]ReplyEntry, 0, len(t.slots))
+	for i, s := range t.slots {
+		out = append(out, ReplyEntry{ID: s.id, Reply: t.reply(i)})
 	}
 	return out
 }
@@ -29,10 +27,10 @@ func (t *ReplyTable) Entries() []ReplyEntry {
 // Oldest returns the oldest id in the table (false: the table is empty).
 // Every id the table ever held that sorts before it was evicted.
 func (t *ReplyTable) Oldest() (wire.OperationID, bool) {
-	if len(t.entries) == 0 {
+	if len(t.slots) == 0 {
 		return wire.OperationID{}, false
 	}
-	return t.entries[0].ID, true
+	return t.slots[0].id, true
 }
 
 // RestoreReplyTable rebuilds a table from its bounds, its watermark (zero:
@@ -44,23 +42,16 @@ func RestoreReplyTable(window time.Duration, maxEntries int, watermark time.Time
 	if window <= 0 || window%time.Millisecond != 0 {
 		return nil, fmt.Errorf("%w: reply table: window %v is not a positive whole number of milliseconds", ErrCorruptState, window)
 	}
-	t := &ReplyTable{window: window, maxEntries: maxEntries, entries: make([]ReplyEntry, 0, len(entries))}
+	t := &ReplyTable{window: window, maxEntries: maxEntries, slots: make([]replySlot, 0, len(entries))}
 	if !watermark.IsZero() {
 		t.watermark = watermark.UnixMilli()
 	}
-	for _, e := range entries {
-		r := e.Reply
-		r.Payload = bytes.Clone(r.Payload)
-		if len(r.Payload) == 0 {
-			r.Payload = nil
+	sorted := slices.SortedFunc(slices.Values(entries), func(a, b ReplyEntry) int { return compareIDs(a.ID, b.ID) })
+	for i, e := range sorted {
+		if i > 0 && e.ID == sorted[i-1].ID {
+			return nil, fmt.Errorf("%w: reply table: operation %s twice", ErrCorruptState, e.ID)
 		}
-		t.entries = append(t.entries, ReplyEntry{ID: e.ID, Reply: r})
-	}
-	slices.SortFunc(t.entries, func(a, b ReplyEntry) int { return compareIDs(a.ID, b.ID) })
-	for i := 1; i < len(t.entries); i++ {
-		if t.entries[i].ID == t.entries[i-1].ID {
-			return nil, fmt.Errorf("%w: reply table: operation %s twice", ErrCorruptState, t.entries[i].ID)
-		}
+		t.appendSlot(e.ID, e.Reply.Code, e.Reply.Payload, e.Reply.Message)
 	}
 	// The canonical encoding's decoder checks every bound.
 	return DecodeReplyTable(t.Encode())

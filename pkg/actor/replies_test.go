@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -158,7 +159,7 @@ func TestReplyTableEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, rt) {
+	if !sameTable(got, rt) {
 		t.Fatalf("decode(encode(x)) != x:\n got %+v\nwant %+v", got, rt)
 	}
 	if !bytes.Equal(got.Encode(), b) {
@@ -252,12 +253,12 @@ func FuzzDecodeReplyTable(f *testing.F) {
 			t.Fatalf("encode(decode(b)) != b:\n%x\n%x", e, b)
 		}
 		again, err := DecodeReplyTable(e)
-		if err != nil || !reflect.DeepEqual(again, rt) {
+		if err != nil || !sameTable(again, rt) {
 			t.Fatalf("decode(encode(x)) != x: %v", err)
 		}
 		// A decoded table can be used without panicking.
 		now := t0
-		for _, e := range rt.entries {
+		for _, e := range rt.Entries() {
 			id := e.ID
 			now = id.Time()
 			if _, ran, err := rt.Check(id, now); !ran || err != nil {
@@ -300,8 +301,8 @@ func TestReplyTablePrune(t *testing.T) {
 		t.Fatalf("after the first expired: %d entries, want 1", rt.Len())
 	}
 	rt.Prune(at(ms(100_000)))
-	if rt.Len() != 0 || rt.entries != nil || !rt.Watermark().Equal(at(ms(30_000))) {
-		t.Fatalf("after both expired: len %d, entries %v, watermark t0+%s", rt.Len(), rt.entries, rt.Watermark().Sub(t0))
+	if rt.Len() != 0 || rt.slots != nil || rt.arena != nil || !rt.Watermark().Equal(at(ms(30_000))) {
+		t.Fatalf("after both expired: len %d, slots %v, arena %d bytes, watermark t0+%s", rt.Len(), rt.slots, len(rt.arena), rt.Watermark().Sub(t0))
 	}
 	if _, ran, err := rt.Check(opID(at(ms(30_000)), 2), at(ms(100_000))); ran || !errors.Is(err, ErrOperationExpired) {
 		t.Fatalf("an evicted operation: ran=%v err=%v", ran, err)
@@ -313,5 +314,47 @@ func TestReplyTablePrune(t *testing.T) {
 	}
 	if !bytes.Equal(rt.Encode(), rt.Encode()) {
 		t.Fatal("encode")
+	}
+}
+
+// sameTable: two tables hold the same bounds, watermark and replies (their
+// arenas may differ in what was evicted and not yet compacted).
+func sameTable(a, b *ReplyTable) bool {
+	return a.window == b.window && a.maxEntries == b.maxEntries && a.watermark == b.watermark &&
+		a.live == b.live && reflect.DeepEqual(a.Entries(), b.Entries())
+}
+
+// The arena holds what the table holds, not every reply it ever recorded:
+// a table that records a million replies through 4,096 slots stays within
+// about twice its live bytes, and every reply left reads back whole.
+func TestReplyTableArenaCompacts(t *testing.T) {
+	rt := NewReplyTable(time.Hour, 64)
+	now := t0
+	for i := range 100_000 {
+		now = t0.Add(time.Duration(i) * time.Millisecond)
+		r := okReply(strings.Repeat("p", i%50))
+		if i%7 == 0 {
+			r = ReplyOf(nil, InvalidArgument("bad %d", i))
+		}
+		rt.Record(opID(now, uint32(i)), r, now)
+		if len(rt.arena) > 2*rt.live+4096 {
+			t.Fatalf("after %d replies: arena %d bytes for %d live", i+1, len(rt.arena), rt.live)
+		}
+	}
+	for i, e := range rt.Entries() {
+		n := 100_000 - 64 + i
+		want := okReply(strings.Repeat("p", n%50))
+		if n%7 == 0 {
+			want = ReplyOf(nil, InvalidArgument("bad %d", n))
+		}
+		if len(want.Payload) == 0 {
+			want.Payload = nil
+		}
+		if !reflect.DeepEqual(e.Reply, want) || e.ID != opID(t0.Add(time.Duration(n)*time.Millisecond), uint32(n)) {
+			t.Fatalf("entry %d: %+v, want %+v", i, e.Reply, want)
+		}
+	}
+	if got, err := DecodeReplyTable(rt.Encode()); err != nil || !sameTable(got, rt) {
+		t.Fatalf("round trip after compaction: %v", err)
 	}
 }

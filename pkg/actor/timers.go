@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"github.com/meshloc/meshloc/pkg/wire"
-	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
 // OverrunPolicy says what a timer does with ticks that came due while the
@@ -452,9 +454,18 @@ func (r *reader) uvarint(what string) uint64 {
 		r.fail("bad %s", what)
 		return 0
 	}
+	if n != uvarintLen(v) {
+		// A longer form than the shortest is another encoding of the same
+		// state: refused, so every state has one encoding.
+		r.fail("%s: %d-byte varint, not canonical", what, n)
+		return 0
+	}
 	r.b = r.b[n:]
 	return v
 }
+
+// uvarintLen is the length of v's shortest (canonical) uvarint.
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
 
 func (r *reader) varint(what string) int64 {
 	if r.err != nil {
@@ -463,6 +474,10 @@ func (r *reader) varint(what string) int64 {
 	v, n := binary.Varint(r.b)
 	if n <= 0 {
 		r.fail("bad %s", what)
+		return 0
+	}
+	if n != uvarintLen(uint64(v)<<1^uint64(v>>63)) { // zig-zag, as binary.PutVarint
+		r.fail("%s: %d-byte varint, not canonical", what, n)
 		return 0
 	}
 	r.b = r.b[n:]
