@@ -264,8 +264,8 @@ func DecodeOutbox(b []byte) (*Outbox, error) {
 		r.fail("an empty outbox is encoded as no bytes")
 	case n > MaxOutboxMessages:
 		r.fail("%d messages, more than %d", n, MaxOutboxMessages)
-	case n > uint64(len(r.b)/minOutMessage):
-		r.fail("%d messages in %d bytes", n, len(r.b))
+	case n > uint64(r.left()/minOutMessage):
+		r.fail("%d messages in %d bytes", n, r.left())
 	}
 	o := &Outbox{}
 	if r.err == nil {

@@ -351,8 +351,8 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 			r.fail("watermark %d out of the UUIDv7 range", watermark)
 		case n > maxEntries:
 			r.fail("%d entries, more than the table's bound %d", n, maxEntries)
-		case n > uint64(len(r.b)/minReplyEntry):
-			r.fail("%d entries in %d bytes", n, len(r.b))
+		case n > uint64(r.left()/minReplyEntry):
+			r.fail("%d entries in %d bytes", n, r.left())
 		}
 	}
 	if r.err != nil {
@@ -361,7 +361,7 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 	// Built in locals, stored in the table once: a slice stored into a
 	// heap object costs a write barrier while the collector runs.
 	slots := make([]replySlot, 0, n)
-	arena := make([]byte, 0, len(r.b)-int(n)*minReplyEntry) // the payloads and messages are within what is left
+	arena := make([]byte, 0, r.left()-int(n)*minReplyEntry) // the payloads and messages are within what is left
 	for i := uint64(0); i < n && r.err == nil; i++ {
 		raw := r.bytes(wire.IDLen, "operation id")
 		code := r.varint("code")

@@ -365,14 +365,13 @@ func (ts *Timers) Encode() []byte {
 
 // DecodeTimers reads what Encode wrote. Every error wraps ErrCorruptState.
 func DecodeTimers(b []byte) (*Timers, error) {
-	r := reader{b: b}
 	if len(b) < 2 || b[0] != timersMagic {
 		return nil, fmt.Errorf("%w: timers: not a timers encoding", ErrCorruptState)
 	}
 	if b[1] != timersVersion {
 		return nil, fmt.Errorf("%w: timers: unsupported version %d", ErrCorruptState, b[1])
 	}
-	r.b = b[2:]
+	r := reader{b: b[2:]}
 	n := r.uvarint("count")
 	if r.err == nil && n > MaxTimers {
 		return nil, fmt.Errorf("%w: %w: %d timers, limit %d", ErrCorruptState, ErrTooManyTimers, n, MaxTimers)
@@ -433,11 +432,17 @@ func DecodeTimers(b []byte) (*Timers, error) {
 	return ts, nil
 }
 
-// reader reads a binary state; the first error sticks.
+// reader reads a binary state; the first error sticks. It moves an offset
+// rather than reslicing b: an int store through the pointer needs no
+// write barrier, and a decoder calls these once per field.
 type reader struct {
 	b   []byte
+	off int
 	err error
 }
+
+// left is how many bytes are still to read.
+func (r *reader) left() int { return len(r.b) - r.off }
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
@@ -449,7 +454,7 @@ func (r *reader) uvarint(what string) uint64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Uvarint(r.b)
+	v, n := binary.Uvarint(r.b[r.off:])
 	if n <= 0 {
 		r.fail("bad %s", what)
 		return 0
@@ -460,7 +465,7 @@ func (r *reader) uvarint(what string) uint64 {
 		r.fail("%s: %d-byte varint, not canonical", what, n)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.off += n
 	return v
 }
 
@@ -471,7 +476,7 @@ func (r *reader) varint(what string) int64 {
 	if r.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(r.b)
+	v, n := binary.Varint(r.b[r.off:])
 	if n <= 0 {
 		r.fail("bad %s", what)
 		return 0
@@ -480,7 +485,7 @@ func (r *reader) varint(what string) int64 {
 		r.fail("%s: %d-byte varint, not canonical", what, n)
 		return 0
 	}
-	r.b = r.b[n:]
+	r.off += n
 	return v
 }
 
@@ -488,12 +493,12 @@ func (r *reader) byte(what string) byte {
 	if r.err != nil {
 		return 0
 	}
-	if len(r.b) < 1 {
+	if r.left() < 1 {
 		r.fail("truncated %s", what)
 		return 0
 	}
-	c := r.b[0]
-	r.b = r.b[1:]
+	c := r.b[r.off]
+	r.off++
 	return c
 }
 
@@ -503,18 +508,18 @@ func (r *reader) bytes(n uint64, what string) []byte {
 	if r.err != nil {
 		return nil
 	}
-	if n > uint64(len(r.b)) {
-		r.fail("truncated %s: %d bytes, %d left", what, n, len(r.b))
+	if n > uint64(r.left()) {
+		r.fail("truncated %s: %d bytes, %d left", what, n, r.left())
 		return nil
 	}
-	s := r.b[:n:n]
-	r.b = r.b[n:]
+	s := r.b[r.off : r.off+int(n) : r.off+int(n)]
+	r.off += int(n)
 	return s
 }
 
 func (r *reader) end() error {
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d trailing bytes", len(r.b))
+	if r.err == nil && r.left() != 0 {
+		r.fail("%d trailing bytes", r.left())
 	}
 	return r.err
 }
