@@ -54,6 +54,7 @@ func anchors(t *testing.T, path string) map[string]bool {
 // none may point above its root.
 func TestDocLinks(t *testing.T) {
 	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	mdFiles := markdownFiles(t)
 	for _, doc := range append([]string{filepath.Join(root, "README.md")}, docs...) {
 		src, err := os.ReadFile(doc)
 		if err != nil {
@@ -83,11 +84,59 @@ func TestDocLinks(t *testing.T) {
 				t.Errorf("%s: link %q: no heading with anchor #%s", rel, target, anchor)
 			}
 		}
-		// Notes kept elsewhere are not cited (docs stand alone).
-		for _, bad := range []string{"../shared/", "seed-inventory", "CONVENTIONS.md", "/work/"} {
-			if strings.Contains(string(src), bad) {
-				t.Errorf("%s cites %q, which is not in the repository", rel, bad)
-			}
+		standsAlone(t, rel, doc, string(src), mdFiles)
+	}
+}
+
+var (
+	// mdName is a Markdown file named in prose (DESIGN.md, docs/x.md).
+	mdName = regexp.MustCompile(`\b[A-Za-z][\w-]*\.md\b`)
+	// upPath is a relative path in prose that starts above its file and
+	// names a directory or a file with an extension (../x/, ../x.md; a
+	// bare ../owners is an example of hostile input, not a citation).
+	upPath = regexp.MustCompile("(?:^|[\\s(`\"'])(\\.\\./[\\w.-]*[/.][\\w./-]*)")
+	// homePath is an absolute path into a machine's home or work tree.
+	homePath = regexp.MustCompile("(?:^|[\\s(`\"'=])(/(?:home|root|Users|work)/[\\w./-]*)")
+)
+
+// standsAlone: a document cites nothing a reader of the repository does
+// not have — no Markdown file that is not in it, no path above its root,
+// no path of the machine it was written on.
+func standsAlone(t *testing.T, rel, doc, src string, mdFiles map[string]bool) {
+	t.Helper()
+	for _, name := range mdName.FindAllString(src, -1) {
+		if !mdFiles[name] {
+			t.Errorf("%s names %s, which is not in the repository", rel, name)
 		}
 	}
+	for _, m := range upPath.FindAllStringSubmatch(src, -1) {
+		if r, err := filepath.Rel(root, filepath.Join(filepath.Dir(doc), m[1])); err != nil || strings.HasPrefix(r, "..") {
+			t.Errorf("%s cites %q, outside the repository", rel, m[1])
+		}
+	}
+	for _, m := range homePath.FindAllStringSubmatch(src, -1) {
+		t.Errorf("%s cites %q, a path of one machine", rel, m[1])
+	}
+}
+
+// markdownFiles is the base name of every Markdown file in the repository.
+func markdownFiles(t *testing.T) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	err := filepath.WalkDir(root, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && (d.Name() == ".git" || d.Name() == "node_modules") {
+			return filepath.SkipDir
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") {
+			out[d.Name()] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
