@@ -2,17 +2,30 @@
 
 package node
 
-import pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+import (
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/lease"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
 
 // A production build: no faults at the seams, and every check of the node
 // on. (faults_on.go is the test build's.)
 
 func withFaults(s seams) seams { return s }
 
-// bugWokenOwnerServes and bugNoGenerationCheck are the two planted bugs of
-// test builds that switch checks of the node's own off: never here.
-func bugWokenOwnerServes() bool  { return false }
+// bugNoGenerationCheck is the planted bug of test builds that switches the
+// node's generation checks off: never here.
 func bugNoGenerationCheck() bool { return false }
+
+// leaseStatus is the node's lease as every check before serving, firing a
+// timer or sending reads it (a test build's woken-owner-serves lies here).
+func (n *Node) leaseStatus(now time.Time) lease.Status { return n.keeper.Status(now) }
+
+// recordSeen is the cache's entry of an object, as the node reads it to
+// notice that etcd moved one of its objects away.
+func (n *Node) recordSeen(name string) (authority.Entry, bool) { return n.cache.EntryOf(name) }
 
 // Fenced is closed when the node's lease ended: it must not serve again.
 func (n *Node) Fenced() <-chan struct{} { return n.keeper.Done() }

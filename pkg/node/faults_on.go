@@ -5,11 +5,13 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/meshloc/meshloc/internal/failpoint"
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/session"
@@ -59,6 +61,24 @@ func withFaults(s seams) seams {
 
 func bugWokenOwnerServes() bool  { return failpoint.Planted(failpoint.BugWokenOwnerServes) }
 func bugNoGenerationCheck() bool { return failpoint.Planted(failpoint.BugNoGenerationCheck) }
+
+// leaseStatus: with the planted bug woken-owner-serves, the lease always
+// looks valid, so an owner that lost it serves on.
+func (n *Node) leaseStatus(now time.Time) lease.Status {
+	if bugWokenOwnerServes() {
+		return lease.Valid
+	}
+	return n.keeper.Status(now)
+}
+
+// recordSeen: with woken-owner-serves, the woken owner does not notice that
+// etcd moved its objects away either.
+func (n *Node) recordSeen(name string) (authority.Entry, bool) {
+	if bugWokenOwnerServes() {
+		return authority.Entry{}, false
+	}
+	return n.cache.EntryOf(name)
+}
 
 // Fenced is closed when the node's lease ended; with the planted bug
 // woken-owner-serves, never: a fenced node serves on.

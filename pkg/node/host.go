@@ -304,7 +304,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		return n.notHere(h.obj)
 	}
 	now := n.now()
-	if st := n.keeper.Status(now); st != lease.Valid && !bugWokenOwnerServes() {
+	if st := n.leaseStatus(now); st != lease.Valid {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
@@ -377,7 +377,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		h.kickDelivery()
 	}
 	// Check again just before the reply leaves (docs/design.md §5).
-	if st := n.keeper.Status(n.now()); (st == lease.Expired || st == lease.Lost || st == lease.Closed) && !bugWokenOwnerServes() {
+	if st := n.leaseStatus(n.now()); st == lease.Expired || st == lease.Lost || st == lease.Closed {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")
 	}
@@ -429,7 +429,7 @@ func (h *hosted) fireTimers() {
 		ticks = h.timers.FireDue(now)
 	}
 	h.mu.Unlock()
-	if st := h.n.keeper.Status(now); st != lease.Valid && st != lease.Unusable && !bugWokenOwnerServes() {
+	if st := h.n.leaseStatus(now); st != lease.Valid && st != lease.Unusable {
 		return
 	}
 	if to, ok := h.inst.(actor.TimerObject); ok {

@@ -90,7 +90,7 @@ func (h *hosted) deliverOutbox() {
 			return
 		}
 		now := n.now()
-		if st := n.keeper.Status(now); st != lease.Valid && !bugWokenOwnerServes() {
+		if st := n.leaseStatus(now); st != lease.Valid {
 			// An owner that cannot confirm its lease sends nothing under
 			// its fence; it looks again soon (or is fenced and drops h).
 			md.running = false

@@ -161,7 +161,7 @@ func (h *hosted) applyAnswers(as []messageAnswer) {
 		return
 	}
 	now := n.now()
-	if st := n.keeper.Status(now); st != lease.Valid && st != lease.Unusable && !bugWokenOwnerServes() {
+	if st := n.leaseStatus(now); st != lease.Valid && st != lease.Unusable {
 		h.forgetAnswers() // asked again if this node serves on; dropped with the object otherwise
 		return
 	}
