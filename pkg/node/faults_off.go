@@ -15,9 +15,14 @@ import (
 
 func withFaults(s seams) seams { return s }
 
-// bugNoGenerationCheck is the planted bug of test builds that switches the
-// node's generation checks off: never here.
-func bugNoGenerationCheck() bool { return false }
+// The seams of the generation checks (a test build's no-generation-check
+// acts at each): the object generation a call says its caller last saw;
+// the state_lost answer to a call that met a re-created object (nil: none,
+// the call runs); whether a reply with an older fence than one already
+// seen is taken.
+func knownGeneration(r *pb.CallRequest) int64 { return r.GetKnownObjectGeneration() }
+func stateLost(r *pb.CallReply) *pb.CallReply { return r }
+func acceptOlderFence() bool                  { return false }
 
 // leaseStatus is the node's lease as every check before serving, firing a
 // timer or sending reads it (a test build's woken-owner-serves lies here).

@@ -62,6 +62,25 @@ func withFaults(s seams) seams {
 func bugWokenOwnerServes() bool  { return failpoint.Planted(failpoint.BugWokenOwnerServes) }
 func bugNoGenerationCheck() bool { return failpoint.Planted(failpoint.BugNoGenerationCheck) }
 
+// With the planted bug no-generation-check: a call's known generation is
+// never seen, a re-created object's loss goes unsaid (the request runs on
+// the fresh state), and an older fence is taken.
+func knownGeneration(r *pb.CallRequest) int64 {
+	if bugNoGenerationCheck() {
+		return 0
+	}
+	return r.GetKnownObjectGeneration()
+}
+
+func stateLost(r *pb.CallReply) *pb.CallReply {
+	if bugNoGenerationCheck() {
+		return nil
+	}
+	return r
+}
+
+func acceptOlderFence() bool { return bugNoGenerationCheck() }
+
 // leaseStatus: with the planted bug woken-owner-serves, the lease always
 // looks valid, so an owner that lost it serves on.
 func (n *Node) leaseStatus(now time.Time) lease.Status {

@@ -308,7 +308,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		n.metrics.fencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
-	if k := w.req.GetKnownObjectGeneration(); k != 0 && k < h.fence.ObjectGeneration && !h.typ.Durable && !bugNoGenerationCheck() {
+	if k := knownGeneration(w.req); k != 0 && k < h.fence.ObjectGeneration && !h.typ.Durable {
 		return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 			"%s was re-created (object generation %d → %d): its state died with its owner; the request was not executed",
 			h.name, k, h.fence.ObjectGeneration))
@@ -567,12 +567,9 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			h.lostGen = w.Snapshot.Record.ObjectGeneration
 			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
 				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
-			if bugNoGenerationCheck() {
-				return nil // planted (test builds only): the loss goes unsaid, the request runs on the fresh state
-			}
-			return h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
+			return stateLost(h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 				"%s: owner %s died with its state; re-created with object generation %d; the request was not executed",
-				h.name, snap.Record.Owner, w.Snapshot.Record.ObjectGeneration))
+				h.name, snap.Record.Owner, w.Snapshot.Record.ObjectGeneration)))
 		}
 		if w.Found && w.OwnerAlive {
 			return n.notOwner(w.Snapshot)
