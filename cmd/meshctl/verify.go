@@ -51,8 +51,9 @@ they are built (go build -tags failpoints) when meshctl runs inside the
 meshloc module. Failpoint faults and planted bugs need the failpoints build.
 
 --self-test runs the planted-bug self-test instead: one short run per
-planted bug with its trigger (and a control run without any), and prints
-"planted bugs detected k/k".
+planted bug with its trigger (and a control run without any), a bug not
+caught run again up to 3 runs (its trigger is a race the storm may not win
+in one short run), and prints "planted bugs detected k/k".
 
 Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`,
 		Args: exactArgs(0),
@@ -155,7 +156,7 @@ func runSelfTest(cmd *cobra.Command, s chaos.Spec, out io.Writer) error {
 	fmt.Fprintf(out, "control run (every trigger, no bug): failed=%v (%s)\n", crep.Failed(), chaos.Caught(crep))
 	rs, err := chaos.SelfTest(cmd.Context(), s, nil)
 	for _, r := range rs {
-		fmt.Fprintf(out, "%-24s detected=%-5v by %s  [trigger: %s; %.0fs]%s\n", r.Bug, r.Detected, r.By, r.Trigger, r.Seconds, errSuffix(r.Err))
+		fmt.Fprintf(out, "%-24s detected=%-5v by %s  [trigger: %s; run %d of %d, %.0fs]%s\n", r.Bug, r.Detected, r.By, r.Trigger, r.Runs, chaos.PlantRuns, r.Seconds, errSuffix(r.Err))
 	}
 	fmt.Fprintln(out, chaos.PlantedFigure(rs))
 	if err != nil {
