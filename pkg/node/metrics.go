@@ -7,6 +7,7 @@ type metrics struct {
 	calls           *prometheus.CounterVec
 	callSeconds     prometheus.Histogram
 	forwards        prometheus.Counter
+	forwardStreams  prometheus.Gauge
 	hosted          prometheus.Gauge
 	activations     prometheus.Counter
 	recoveries      prometheus.Counter
@@ -74,12 +75,13 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			[]string{"code"}),
 		callSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_call_seconds", Help: "Time to answer a call on this node (routing included).",
 			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}),
-		forwards:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_forwards_total", Help: "Calls forwarded to another node.", ConstLabels: l}),
-		hosted:      prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_hosted_objects", Help: "Objects hosted on this node.", ConstLabels: l}),
-		activations: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activations_total", Help: "Objects activated on this node.", ConstLabels: l}),
-		recoveries:  prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_recoveries_total", Help: "Orphaned objects re-created on this node (state lost).", ConstLabels: l}),
-		dedupHits:   prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_dedup_hits_total", Help: "Retried operations answered from the de-duplication table.", ConstLabels: l}),
-		replayed:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_requests_replayed_total", Help: "Captured and DATA requests executed on this node as a relocation target.", ConstLabels: l}),
+		forwards:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_forwards_total", Help: "Calls forwarded to another node.", ConstLabels: l}),
+		forwardStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_forward_streams", Help: "Gateways' forward streams this node serves as an owner (one per gateway connection).", ConstLabels: l}),
+		hosted:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_hosted_objects", Help: "Objects hosted on this node.", ConstLabels: l}),
+		activations:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activations_total", Help: "Objects activated on this node.", ConstLabels: l}),
+		recoveries:     prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_recoveries_total", Help: "Orphaned objects re-created on this node (state lost).", ConstLabels: l}),
+		dedupHits:      prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_dedup_hits_total", Help: "Retried operations answered from the de-duplication table.", ConstLabels: l}),
+		replayed:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_requests_replayed_total", Help: "Captured and DATA requests executed on this node as a relocation target.", ConstLabels: l}),
 		relocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocations_total", Help: "Relocations by role and outcome (the first outcome recorded wins).", ConstLabels: l},
 			[]string{"role", "outcome"}),
 		interruption: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_relocation_interruption_seconds", Help: "From the seal on the source to the target's admission (OUTCOME received).",
@@ -96,7 +98,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		stagesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocation_stages_refused_total",
 			Help: "Incoming relocation stages refused before anything was staged, by the bound reached.", ConstLabels: l}, []string{"reason"}),
 	}
-	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
+	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.forwardStreams, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
 		m.dedupHits, m.relocations, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors, m.ownershipLost, m.stagesRefused)
 	m.durable = registerDurableMetrics(reg, l)
 	m.drained = registerDrainMetrics(reg, l)

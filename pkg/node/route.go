@@ -7,22 +7,14 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
-	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/placement"
-	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
-	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
-	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // maxRouteAttempts bounds how often one call follows a redirect or retries an
@@ -334,116 +326,6 @@ func (n *Node) Fence(obj keyspace.Object) (authority.Fence, bool) {
 	defer n.fmu.Unlock()
 	f, ok := n.fences[obj.String()]
 	return f, ok
-}
-
-// ---------------------------------------------------------------- peers
-
-// connPool holds one client connection per peer address. It dials only
-// addresses that etcd's owner directory names for a live owner (live, kept
-// current by syncPeers), and closes a connection once its address is no
-// live owner's: an address from a message is never dialled on its word.
-type connPool struct {
-	mu    sync.Mutex
-	conns map[string]peerConn
-	// live maps the dialable addresses to the owner id etcd names there;
-	// nil until the first sync: nothing is dialled.
-	live   map[string]string
-	closed bool // close ran: no new connection (it would never be closed)
-	// creds, when set, secures every connection with mutual TLS: the peer
-	// must present the certificate of the owner etcd names at its address.
-	creds *mtls.Reloader
-}
-
-type peerConn struct {
-	cc    *grpc.ClientConn
-	owner string // the owner id the connection was made to reach
-}
-
-func newConnPool() *connPool { return &connPool{conns: map[string]peerConn{}} }
-
-// setLive makes addrs (address → owner id) the dialable addresses and
-// closes the connections to any other address, or made for another owner;
-// it returns how many it closed.
-func (p *connPool) setLive(addrs map[string]string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.live = addrs
-	closed := 0
-	for a, c := range p.conns {
-		if owner, ok := addrs[a]; !ok || owner != c.owner {
-			c.cc.Close()
-			delete(p.conns, a)
-			closed++
-		}
-	}
-	return closed
-}
-
-func (p *connPool) get(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return c.cc, nil
-	}
-	if p.closed {
-		return nil, status.Error(codes.Unavailable, "node: stopped: no new peer connection")
-	}
-	owner, ok := p.live[addr]
-	if !ok {
-		return nil, status.Errorf(codes.Unavailable, "node: %s is not the address of a live owner", addr)
-	}
-	opts := transport.DialOptions(grpc.MaxCallRecvMsgSize(wire.MaxMessageBytes), grpc.MaxCallSendMsgSize(relocation.MaxChunkBytes+64<<10))
-	if p.creds != nil {
-		opts = append(opts, grpc.WithTransportCredentials(p.creds.ClientCredentials(mtls.WantIdentity(mtls.Identity{Role: mtls.RoleNode, Name: owner}))))
-	}
-	c, err := grpc.NewClient(addr, opts...)
-	if err != nil {
-		return nil, err
-	}
-	p.conns[addr] = peerConn{cc: c, owner: owner}
-	return c, nil
-}
-
-// syncPeers keeps the pool's dialable addresses those of the live owners
-// in the directory, until ctx ends.
-func (n *Node) syncPeers(ctx context.Context) {
-	for {
-		ch := n.dir.Changed()
-		n.syncPeersOnce()
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return
-		}
-	}
-}
-
-func (n *Node) syncPeersOnce() {
-	live := map[string]string{}
-	for _, o := range n.dir.List() {
-		live[o.Descriptor.Address] = o.Descriptor.OwnerID
-	}
-	if k := n.peers.setLive(live); k > 0 {
-		n.log.Debug().Int("closed", k).Msg("closed connections to addresses of owners no longer alive")
-	}
-}
-
-func (p *connPool) call(ctx context.Context, addr string, req *pb.CallRequest) (*pb.CallReply, error) {
-	c, err := p.get(addr)
-	if err != nil {
-		return nil, err
-	}
-	return rpcpb.NewCallServiceClient(c).Call(ctx, req)
-}
-
-func (p *connPool) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.closed = true
-	for a, c := range p.conns {
-		c.cc.Close()
-		delete(p.conns, a)
-	}
 }
 
 var errNotImplemented = errors.New("node: not implemented yet")

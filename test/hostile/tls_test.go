@@ -222,6 +222,17 @@ func TestTLSRoles(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("admin on PeerService.Relocate: %v, want PermissionDenied", err)
 	}
+	// A gateway's forward stream is for nodes: a client certificate cannot
+	// open one (it calls through CallService, where the owner checks it).
+	fs, err := rpcpb.NewPeerServiceClient(dialAs(t, c, nodeAddr, "viewer")).Forward(ctx)
+	if err == nil {
+		fop := wire.NewOperationID()
+		_ = fs.Send(&pb.ForwardRequest{Id: 1, Call: &pb.CallRequest{Version: wire.Version, Object: "actor/counter/r1", Method: "get", OperationId: fop[:]}})
+		_, err = fs.Recv()
+	}
+	if status.Code(err) != codes.PermissionDenied {
+		t.Errorf("viewer on PeerService.Forward: %v, want PermissionDenied", err)
+	}
 	op := wire.NewOperationID()
 	rep, err := rpcpb.NewCallServiceClient(dialAs(t, c, nodeAddr, "viewer")).Call(ctx, &pb.CallRequest{Version: wire.Version, Object: "actor/counter/r1", Method: "get", OperationId: op[:]})
 	if err != nil || rep.GetCode() != pb.Code_CODE_OK {

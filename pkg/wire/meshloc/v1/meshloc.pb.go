@@ -680,6 +680,126 @@ func (x *CallReply) GetReplayed() bool {
 	return false
 }
 
+// ForwardRequest is one call a gateway forwards to the owner on its
+// forward stream (PeerService.Forward): many calls share one stream, each
+// named by an id of the gateway's.
+type ForwardRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Echoed in the reply; unique among the gateway's calls in flight on
+	// the stream (the owner keeps nothing by it).
+	Id   uint64       `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Call *CallRequest `protobuf:"bytes,2,opt,name=call,proto3" json:"call,omitempty"`
+	// How long the gateway still waits, in milliseconds; 0: the owner's own
+	// call timeout. The owner never waits longer than its own.
+	TimeoutMs     uint32 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardRequest) Reset() {
+	*x = ForwardRequest{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardRequest) ProtoMessage() {}
+
+func (x *ForwardRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardRequest.ProtoReflect.Descriptor instead.
+func (*ForwardRequest) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ForwardRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ForwardRequest) GetCall() *CallRequest {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
+func (x *ForwardRequest) GetTimeoutMs() uint32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+// ForwardReply answers the ForwardRequest of the same id.
+type ForwardReply struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Reply         *CallReply             `protobuf:"bytes,2,opt,name=reply,proto3" json:"reply,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForwardReply) Reset() {
+	*x = ForwardReply{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForwardReply) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForwardReply) ProtoMessage() {}
+
+func (x *ForwardReply) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForwardReply.ProtoReflect.Descriptor instead.
+func (*ForwardReply) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *ForwardReply) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *ForwardReply) GetReply() *CallReply {
+	if x != nil {
+		return x.Reply
+	}
+	return nil
+}
+
 // Participant of a relocation: one object and the generations it was captured at.
 type Participant struct {
 	state               protoimpl.MessageState `protogen:"open.v1"`
@@ -698,7 +818,7 @@ type Participant struct {
 
 func (x *Participant) Reset() {
 	*x = Participant{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -710,7 +830,7 @@ func (x *Participant) String() string {
 func (*Participant) ProtoMessage() {}
 
 func (x *Participant) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[6]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -723,7 +843,7 @@ func (x *Participant) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Participant.ProtoReflect.Descriptor instead.
 func (*Participant) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{6}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Participant) GetObject() string {
@@ -819,7 +939,7 @@ type Prepare struct {
 
 func (x *Prepare) Reset() {
 	*x = Prepare{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -831,7 +951,7 @@ func (x *Prepare) String() string {
 func (*Prepare) ProtoMessage() {}
 
 func (x *Prepare) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[7]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -844,7 +964,7 @@ func (x *Prepare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Prepare.ProtoReflect.Descriptor instead.
 func (*Prepare) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{7}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Prepare) GetVersion() uint32 {
@@ -970,7 +1090,7 @@ type Precopied struct {
 
 func (x *Precopied) Reset() {
 	*x = Precopied{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1102,7 @@ func (x *Precopied) String() string {
 func (*Precopied) ProtoMessage() {}
 
 func (x *Precopied) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[8]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1115,7 @@ func (x *Precopied) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Precopied.ProtoReflect.Descriptor instead.
 func (*Precopied) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{8}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Precopied) GetRelocationId() []byte {
@@ -1024,7 +1144,7 @@ type Sealed struct {
 
 func (x *Sealed) Reset() {
 	*x = Sealed{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1156,7 @@ func (x *Sealed) String() string {
 func (*Sealed) ProtoMessage() {}
 
 func (x *Sealed) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[9]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1169,7 @@ func (x *Sealed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sealed.ProtoReflect.Descriptor instead.
 func (*Sealed) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{9}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Sealed) GetRelocationId() []byte {
@@ -1112,7 +1232,7 @@ type StateChunk struct {
 
 func (x *StateChunk) Reset() {
 	*x = StateChunk{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1124,7 +1244,7 @@ func (x *StateChunk) String() string {
 func (*StateChunk) ProtoMessage() {}
 
 func (x *StateChunk) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[10]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1137,7 +1257,7 @@ func (x *StateChunk) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StateChunk.ProtoReflect.Descriptor instead.
 func (*StateChunk) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{10}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StateChunk) GetRelocationId() []byte {
@@ -1177,7 +1297,7 @@ type Ready struct {
 
 func (x *Ready) Reset() {
 	*x = Ready{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1189,7 +1309,7 @@ func (x *Ready) String() string {
 func (*Ready) ProtoMessage() {}
 
 func (x *Ready) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[11]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1202,7 +1322,7 @@ func (x *Ready) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ready.ProtoReflect.Descriptor instead.
 func (*Ready) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{11}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Ready) GetRelocationId() []byte {
@@ -1223,7 +1343,7 @@ type Failed struct {
 
 func (x *Failed) Reset() {
 	*x = Failed{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1235,7 +1355,7 @@ func (x *Failed) String() string {
 func (*Failed) ProtoMessage() {}
 
 func (x *Failed) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[12]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1248,7 +1368,7 @@ func (x *Failed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failed.ProtoReflect.Descriptor instead.
 func (*Failed) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{12}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Failed) GetRelocationId() []byte {
@@ -1284,7 +1404,7 @@ type Data struct {
 
 func (x *Data) Reset() {
 	*x = Data{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1416,7 @@ func (x *Data) String() string {
 func (*Data) ProtoMessage() {}
 
 func (x *Data) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[13]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1429,7 @@ func (x *Data) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Data.ProtoReflect.Descriptor instead.
 func (*Data) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{13}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Data) GetRelocationId() []byte {
@@ -1344,7 +1464,7 @@ type Cutover struct {
 
 func (x *Cutover) Reset() {
 	*x = Cutover{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1356,7 +1476,7 @@ func (x *Cutover) String() string {
 func (*Cutover) ProtoMessage() {}
 
 func (x *Cutover) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[14]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1369,7 +1489,7 @@ func (x *Cutover) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cutover.ProtoReflect.Descriptor instead.
 func (*Cutover) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{14}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Cutover) GetRelocationId() []byte {
@@ -1408,7 +1528,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1540,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[15]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1553,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{15}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Outcome) GetRelocationId() []byte {
@@ -1496,7 +1616,7 @@ type ParticipantState struct {
 
 func (x *ParticipantState) Reset() {
 	*x = ParticipantState{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1628,7 @@ func (x *ParticipantState) String() string {
 func (*ParticipantState) ProtoMessage() {}
 
 func (x *ParticipantState) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[16]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1641,7 @@ func (x *ParticipantState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParticipantState.ProtoReflect.Descriptor instead.
 func (*ParticipantState) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{16}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ParticipantState) GetParticipant() *Participant {
@@ -1600,7 +1720,7 @@ type Envelope struct {
 
 func (x *Envelope) Reset() {
 	*x = Envelope{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1612,7 +1732,7 @@ func (x *Envelope) String() string {
 func (*Envelope) ProtoMessage() {}
 
 func (x *Envelope) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[17]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1625,7 +1745,7 @@ func (x *Envelope) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Envelope.ProtoReflect.Descriptor instead.
 func (*Envelope) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{17}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Envelope) GetVersion() uint32 {
@@ -1676,7 +1796,7 @@ type RelocationFrame struct {
 
 func (x *RelocationFrame) Reset() {
 	*x = RelocationFrame{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1808,7 @@ func (x *RelocationFrame) String() string {
 func (*RelocationFrame) ProtoMessage() {}
 
 func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[18]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1821,7 @@ func (x *RelocationFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationFrame.ProtoReflect.Descriptor instead.
 func (*RelocationFrame) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{18}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *RelocationFrame) GetFrame() isRelocationFrame_Frame {
@@ -1865,7 +1985,7 @@ type ReplyRelay struct {
 
 func (x *ReplyRelay) Reset() {
 	*x = ReplyRelay{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1877,7 +1997,7 @@ func (x *ReplyRelay) String() string {
 func (*ReplyRelay) ProtoMessage() {}
 
 func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[19]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1890,7 +2010,7 @@ func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelay.ProtoReflect.Descriptor instead.
 func (*ReplyRelay) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{19}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ReplyRelay) GetRelocationId() []byte {
@@ -1937,7 +2057,7 @@ type ReplyRelayAck struct {
 
 func (x *ReplyRelayAck) Reset() {
 	*x = ReplyRelayAck{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1949,7 +2069,7 @@ func (x *ReplyRelayAck) String() string {
 func (*ReplyRelayAck) ProtoMessage() {}
 
 func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[20]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1962,7 +2082,7 @@ func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelayAck.ProtoReflect.Descriptor instead.
 func (*ReplyRelayAck) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{20}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplyRelayAck) GetCode() Code {
@@ -1989,7 +2109,7 @@ type RelocateCommand struct {
 
 func (x *RelocateCommand) Reset() {
 	*x = RelocateCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2121,7 @@ func (x *RelocateCommand) String() string {
 func (*RelocateCommand) ProtoMessage() {}
 
 func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2134,7 @@ func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateCommand.ProtoReflect.Descriptor instead.
 func (*RelocateCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *RelocateCommand) GetObject() string {
@@ -2089,7 +2209,7 @@ type RelocationStatus struct {
 
 func (x *RelocationStatus) Reset() {
 	*x = RelocationStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2221,7 @@ func (x *RelocationStatus) String() string {
 func (*RelocationStatus) ProtoMessage() {}
 
 func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2234,7 @@ func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationStatus.ProtoReflect.Descriptor instead.
 func (*RelocationStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RelocationStatus) GetRelocationId() []byte {
@@ -2254,7 +2374,7 @@ type TimelineMark struct {
 
 func (x *TimelineMark) Reset() {
 	*x = TimelineMark{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2266,7 +2386,7 @@ func (x *TimelineMark) String() string {
 func (*TimelineMark) ProtoMessage() {}
 
 func (x *TimelineMark) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2279,7 +2399,7 @@ func (x *TimelineMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineMark.ProtoReflect.Descriptor instead.
 func (*TimelineMark) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *TimelineMark) GetStep() string {
@@ -2307,7 +2427,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2439,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2452,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchEventsRequest) GetVersion() uint32 {
@@ -2356,7 +2476,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2368,7 +2488,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2381,7 +2501,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeEvent) GetEvent() isNodeEvent_Event {
@@ -2441,7 +2561,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2453,7 +2573,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2466,7 +2586,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *NodeStats) GetUnixMs() int64 {
@@ -2505,7 +2625,7 @@ type ListRelocationsRequest struct {
 
 func (x *ListRelocationsRequest) Reset() {
 	*x = ListRelocationsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2517,7 +2637,7 @@ func (x *ListRelocationsRequest) String() string {
 func (*ListRelocationsRequest) ProtoMessage() {}
 
 func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2530,7 +2650,7 @@ func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
 }
 
 // GroupCommand is a group operation of the AdminService: create a group on
@@ -2550,7 +2670,7 @@ type GroupCommand struct {
 
 func (x *GroupCommand) Reset() {
 	*x = GroupCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2562,7 +2682,7 @@ func (x *GroupCommand) String() string {
 func (*GroupCommand) ProtoMessage() {}
 
 func (x *GroupCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2575,7 +2695,7 @@ func (x *GroupCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
 func (*GroupCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GroupCommand) GetGroup() string {
@@ -2617,7 +2737,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2629,7 +2749,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2642,7 +2762,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GroupStatus) GetGroup() string {
@@ -2689,7 +2809,7 @@ type ListRelocationsResponse struct {
 
 func (x *ListRelocationsResponse) Reset() {
 	*x = ListRelocationsResponse{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2821,7 @@ func (x *ListRelocationsResponse) String() string {
 func (*ListRelocationsResponse) ProtoMessage() {}
 
 func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2834,7 @@ func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
@@ -2739,7 +2859,7 @@ type DrainRequest struct {
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2751,7 +2871,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2764,7 +2884,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *DrainRequest) GetConcurrency() uint32 {
@@ -2803,7 +2923,7 @@ type DrainEvent struct {
 
 func (x *DrainEvent) Reset() {
 	*x = DrainEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2815,7 +2935,7 @@ func (x *DrainEvent) String() string {
 func (*DrainEvent) ProtoMessage() {}
 
 func (x *DrainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2828,7 +2948,7 @@ func (x *DrainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEvent.ProtoReflect.Descriptor instead.
 func (*DrainEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *DrainEvent) GetEvent() isDrainEvent_Event {
@@ -2898,7 +3018,7 @@ type DrainProgress struct {
 
 func (x *DrainProgress) Reset() {
 	*x = DrainProgress{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2910,7 +3030,7 @@ func (x *DrainProgress) String() string {
 func (*DrainProgress) ProtoMessage() {}
 
 func (x *DrainProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2923,7 +3043,7 @@ func (x *DrainProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainProgress.ProtoReflect.Descriptor instead.
 func (*DrainProgress) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *DrainProgress) GetKind() string {
@@ -3018,7 +3138,7 @@ type DrainedObject struct {
 
 func (x *DrainedObject) Reset() {
 	*x = DrainedObject{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3150,7 @@ func (x *DrainedObject) String() string {
 func (*DrainedObject) ProtoMessage() {}
 
 func (x *DrainedObject) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3163,7 @@ func (x *DrainedObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainedObject.ProtoReflect.Descriptor instead.
 func (*DrainedObject) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *DrainedObject) GetObject() string {
@@ -3095,7 +3215,7 @@ type DrainFailure struct {
 
 func (x *DrainFailure) Reset() {
 	*x = DrainFailure{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3107,7 +3227,7 @@ func (x *DrainFailure) String() string {
 func (*DrainFailure) ProtoMessage() {}
 
 func (x *DrainFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3120,7 +3240,7 @@ func (x *DrainFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainFailure.ProtoReflect.Descriptor instead.
 func (*DrainFailure) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DrainFailure) GetObject() string {
@@ -3173,7 +3293,7 @@ type DrainReport struct {
 
 func (x *DrainReport) Reset() {
 	*x = DrainReport{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3185,7 +3305,7 @@ func (x *DrainReport) String() string {
 func (*DrainReport) ProtoMessage() {}
 
 func (x *DrainReport) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3198,7 +3318,7 @@ func (x *DrainReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReport.ProtoReflect.Descriptor instead.
 func (*DrainReport) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{36}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DrainReport) GetOwner() string {
@@ -3269,7 +3389,7 @@ type TrafficRequest struct {
 
 func (x *TrafficRequest) Reset() {
 	*x = TrafficRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3401,7 @@ func (x *TrafficRequest) String() string {
 func (*TrafficRequest) ProtoMessage() {}
 
 func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3414,7 @@ func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficRequest.ProtoReflect.Descriptor instead.
 func (*TrafficRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{37}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *TrafficRequest) GetLimit() uint32 {
@@ -3318,7 +3438,7 @@ type TrafficEdge struct {
 
 func (x *TrafficEdge) Reset() {
 	*x = TrafficEdge{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3330,7 +3450,7 @@ func (x *TrafficEdge) String() string {
 func (*TrafficEdge) ProtoMessage() {}
 
 func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3343,7 +3463,7 @@ func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficEdge.ProtoReflect.Descriptor instead.
 func (*TrafficEdge) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{38}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *TrafficEdge) GetFrom() string {
@@ -3383,7 +3503,7 @@ type TrafficReply struct {
 
 func (x *TrafficReply) Reset() {
 	*x = TrafficReply{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3395,7 +3515,7 @@ func (x *TrafficReply) String() string {
 func (*TrafficReply) ProtoMessage() {}
 
 func (x *TrafficReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3408,7 +3528,7 @@ func (x *TrafficReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficReply.ProtoReflect.Descriptor instead.
 func (*TrafficReply) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{39}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *TrafficReply) GetEdges() []*TrafficEdge {
@@ -3488,7 +3608,15 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12'\n" +
 	"\x05fence\x18\x04 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\x12(\n" +
 	"\x04hint\x18\x05 \x01(\v2\x14.meshloc.v1.LocationR\x04hint\x12\x1a\n" +
-	"\breplayed\x18\x06 \x01(\bR\breplayed\"\xd6\x01\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\"l\n" +
+	"\x0eForwardRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
+	"\x04call\x18\x02 \x01(\v2\x17.meshloc.v1.CallRequestR\x04call\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\rR\ttimeoutMs\"K\n" +
+	"\fForwardReply\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
+	"\x05reply\x18\x02 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"\xd6\x01\n" +
 	"\vParticipant\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x12\n" +
 	"\x04type\x18\x02 \x01(\tR\x04type\x12+\n" +
@@ -3752,7 +3880,7 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(Code)(0),                       // 0: meshloc.v1.Code
 	(*Fence)(nil),                   // 1: meshloc.v1.Fence
@@ -3761,93 +3889,97 @@ var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(*CallRequest)(nil),             // 4: meshloc.v1.CallRequest
 	(*MessageSender)(nil),           // 5: meshloc.v1.MessageSender
 	(*CallReply)(nil),               // 6: meshloc.v1.CallReply
-	(*Participant)(nil),             // 7: meshloc.v1.Participant
-	(*Prepare)(nil),                 // 8: meshloc.v1.Prepare
-	(*Precopied)(nil),               // 9: meshloc.v1.Precopied
-	(*Sealed)(nil),                  // 10: meshloc.v1.Sealed
-	(*StateChunk)(nil),              // 11: meshloc.v1.StateChunk
-	(*Ready)(nil),                   // 12: meshloc.v1.Ready
-	(*Failed)(nil),                  // 13: meshloc.v1.Failed
-	(*Data)(nil),                    // 14: meshloc.v1.Data
-	(*Cutover)(nil),                 // 15: meshloc.v1.Cutover
-	(*Outcome)(nil),                 // 16: meshloc.v1.Outcome
-	(*ParticipantState)(nil),        // 17: meshloc.v1.ParticipantState
-	(*Envelope)(nil),                // 18: meshloc.v1.Envelope
-	(*RelocationFrame)(nil),         // 19: meshloc.v1.RelocationFrame
-	(*ReplyRelay)(nil),              // 20: meshloc.v1.ReplyRelay
-	(*ReplyRelayAck)(nil),           // 21: meshloc.v1.ReplyRelayAck
-	(*RelocateCommand)(nil),         // 22: meshloc.v1.RelocateCommand
-	(*RelocationStatus)(nil),        // 23: meshloc.v1.RelocationStatus
-	(*TimelineMark)(nil),            // 24: meshloc.v1.TimelineMark
-	(*WatchEventsRequest)(nil),      // 25: meshloc.v1.WatchEventsRequest
-	(*NodeEvent)(nil),               // 26: meshloc.v1.NodeEvent
-	(*NodeStats)(nil),               // 27: meshloc.v1.NodeStats
-	(*ListRelocationsRequest)(nil),  // 28: meshloc.v1.ListRelocationsRequest
-	(*GroupCommand)(nil),            // 29: meshloc.v1.GroupCommand
-	(*GroupStatus)(nil),             // 30: meshloc.v1.GroupStatus
-	(*ListRelocationsResponse)(nil), // 31: meshloc.v1.ListRelocationsResponse
-	(*DrainRequest)(nil),            // 32: meshloc.v1.DrainRequest
-	(*DrainEvent)(nil),              // 33: meshloc.v1.DrainEvent
-	(*DrainProgress)(nil),           // 34: meshloc.v1.DrainProgress
-	(*DrainedObject)(nil),           // 35: meshloc.v1.DrainedObject
-	(*DrainFailure)(nil),            // 36: meshloc.v1.DrainFailure
-	(*DrainReport)(nil),             // 37: meshloc.v1.DrainReport
-	(*TrafficRequest)(nil),          // 38: meshloc.v1.TrafficRequest
-	(*TrafficEdge)(nil),             // 39: meshloc.v1.TrafficEdge
-	(*TrafficReply)(nil),            // 40: meshloc.v1.TrafficReply
-	(*SessionRef)(nil),              // 41: meshloc.v1.SessionRef
-	(*SessionJournal)(nil),          // 42: meshloc.v1.SessionJournal
+	(*ForwardRequest)(nil),          // 7: meshloc.v1.ForwardRequest
+	(*ForwardReply)(nil),            // 8: meshloc.v1.ForwardReply
+	(*Participant)(nil),             // 9: meshloc.v1.Participant
+	(*Prepare)(nil),                 // 10: meshloc.v1.Prepare
+	(*Precopied)(nil),               // 11: meshloc.v1.Precopied
+	(*Sealed)(nil),                  // 12: meshloc.v1.Sealed
+	(*StateChunk)(nil),              // 13: meshloc.v1.StateChunk
+	(*Ready)(nil),                   // 14: meshloc.v1.Ready
+	(*Failed)(nil),                  // 15: meshloc.v1.Failed
+	(*Data)(nil),                    // 16: meshloc.v1.Data
+	(*Cutover)(nil),                 // 17: meshloc.v1.Cutover
+	(*Outcome)(nil),                 // 18: meshloc.v1.Outcome
+	(*ParticipantState)(nil),        // 19: meshloc.v1.ParticipantState
+	(*Envelope)(nil),                // 20: meshloc.v1.Envelope
+	(*RelocationFrame)(nil),         // 21: meshloc.v1.RelocationFrame
+	(*ReplyRelay)(nil),              // 22: meshloc.v1.ReplyRelay
+	(*ReplyRelayAck)(nil),           // 23: meshloc.v1.ReplyRelayAck
+	(*RelocateCommand)(nil),         // 24: meshloc.v1.RelocateCommand
+	(*RelocationStatus)(nil),        // 25: meshloc.v1.RelocationStatus
+	(*TimelineMark)(nil),            // 26: meshloc.v1.TimelineMark
+	(*WatchEventsRequest)(nil),      // 27: meshloc.v1.WatchEventsRequest
+	(*NodeEvent)(nil),               // 28: meshloc.v1.NodeEvent
+	(*NodeStats)(nil),               // 29: meshloc.v1.NodeStats
+	(*ListRelocationsRequest)(nil),  // 30: meshloc.v1.ListRelocationsRequest
+	(*GroupCommand)(nil),            // 31: meshloc.v1.GroupCommand
+	(*GroupStatus)(nil),             // 32: meshloc.v1.GroupStatus
+	(*ListRelocationsResponse)(nil), // 33: meshloc.v1.ListRelocationsResponse
+	(*DrainRequest)(nil),            // 34: meshloc.v1.DrainRequest
+	(*DrainEvent)(nil),              // 35: meshloc.v1.DrainEvent
+	(*DrainProgress)(nil),           // 36: meshloc.v1.DrainProgress
+	(*DrainedObject)(nil),           // 37: meshloc.v1.DrainedObject
+	(*DrainFailure)(nil),            // 38: meshloc.v1.DrainFailure
+	(*DrainReport)(nil),             // 39: meshloc.v1.DrainReport
+	(*TrafficRequest)(nil),          // 40: meshloc.v1.TrafficRequest
+	(*TrafficEdge)(nil),             // 41: meshloc.v1.TrafficEdge
+	(*TrafficReply)(nil),            // 42: meshloc.v1.TrafficReply
+	(*SessionRef)(nil),              // 43: meshloc.v1.SessionRef
+	(*SessionJournal)(nil),          // 44: meshloc.v1.SessionJournal
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
 	3,  // 1: meshloc.v1.CallRequest.requester:type_name -> meshloc.v1.Requester
-	41, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
+	43, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
 	5,  // 3: meshloc.v1.CallRequest.sender:type_name -> meshloc.v1.MessageSender
 	1,  // 4: meshloc.v1.MessageSender.fence:type_name -> meshloc.v1.Fence
 	0,  // 5: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
 	1,  // 6: meshloc.v1.CallReply.fence:type_name -> meshloc.v1.Fence
 	2,  // 7: meshloc.v1.CallReply.hint:type_name -> meshloc.v1.Location
-	1,  // 8: meshloc.v1.Prepare.coordinator:type_name -> meshloc.v1.Fence
-	1,  // 9: meshloc.v1.Prepare.target:type_name -> meshloc.v1.Fence
-	7,  // 10: meshloc.v1.Prepare.participants:type_name -> meshloc.v1.Participant
-	0,  // 11: meshloc.v1.Failed.code:type_name -> meshloc.v1.Code
-	4,  // 12: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
-	0,  // 13: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
-	1,  // 14: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
-	7,  // 15: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
-	4,  // 16: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
-	42, // 17: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
-	17, // 18: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
-	8,  // 19: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
-	11, // 20: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
-	12, // 21: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
-	13, // 22: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
-	14, // 23: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
-	15, // 24: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
-	16, // 25: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
-	9,  // 26: meshloc.v1.RelocationFrame.precopied:type_name -> meshloc.v1.Precopied
-	10, // 27: meshloc.v1.RelocationFrame.sealed:type_name -> meshloc.v1.Sealed
-	3,  // 28: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
-	6,  // 29: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
-	0,  // 30: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
-	0,  // 31: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	24, // 32: meshloc.v1.RelocationStatus.timeline:type_name -> meshloc.v1.TimelineMark
-	23, // 33: meshloc.v1.NodeEvent.relocation:type_name -> meshloc.v1.RelocationStatus
-	27, // 34: meshloc.v1.NodeEvent.stats:type_name -> meshloc.v1.NodeStats
-	23, // 35: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
-	23, // 36: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	34, // 37: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
-	37, // 38: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
-	0,  // 39: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
-	0,  // 40: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
-	35, // 41: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
-	36, // 42: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
-	39, // 43: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
-	44, // [44:44] is the sub-list for method output_type
-	44, // [44:44] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	4,  // 8: meshloc.v1.ForwardRequest.call:type_name -> meshloc.v1.CallRequest
+	6,  // 9: meshloc.v1.ForwardReply.reply:type_name -> meshloc.v1.CallReply
+	1,  // 10: meshloc.v1.Prepare.coordinator:type_name -> meshloc.v1.Fence
+	1,  // 11: meshloc.v1.Prepare.target:type_name -> meshloc.v1.Fence
+	9,  // 12: meshloc.v1.Prepare.participants:type_name -> meshloc.v1.Participant
+	0,  // 13: meshloc.v1.Failed.code:type_name -> meshloc.v1.Code
+	4,  // 14: meshloc.v1.Data.request:type_name -> meshloc.v1.CallRequest
+	0,  // 15: meshloc.v1.Outcome.code:type_name -> meshloc.v1.Code
+	1,  // 16: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
+	9,  // 17: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
+	4,  // 18: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
+	44, // 19: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
+	19, // 20: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
+	10, // 21: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
+	13, // 22: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
+	14, // 23: meshloc.v1.RelocationFrame.ready:type_name -> meshloc.v1.Ready
+	15, // 24: meshloc.v1.RelocationFrame.failed:type_name -> meshloc.v1.Failed
+	16, // 25: meshloc.v1.RelocationFrame.data:type_name -> meshloc.v1.Data
+	17, // 26: meshloc.v1.RelocationFrame.cutover:type_name -> meshloc.v1.Cutover
+	18, // 27: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
+	11, // 28: meshloc.v1.RelocationFrame.precopied:type_name -> meshloc.v1.Precopied
+	12, // 29: meshloc.v1.RelocationFrame.sealed:type_name -> meshloc.v1.Sealed
+	3,  // 30: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
+	6,  // 31: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
+	0,  // 32: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
+	0,  // 33: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
+	26, // 34: meshloc.v1.RelocationStatus.timeline:type_name -> meshloc.v1.TimelineMark
+	25, // 35: meshloc.v1.NodeEvent.relocation:type_name -> meshloc.v1.RelocationStatus
+	29, // 36: meshloc.v1.NodeEvent.stats:type_name -> meshloc.v1.NodeStats
+	25, // 37: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	25, // 38: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	36, // 39: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	39, // 40: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	0,  // 41: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 42: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	37, // 43: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	38, // 44: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	41, // 45: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
+	46, // [46:46] is the sub-list for method output_type
+	46, // [46:46] is the sub-list for method input_type
+	46, // [46:46] is the sub-list for extension type_name
+	46, // [46:46] is the sub-list for extension extendee
+	0,  // [0:46] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -3856,8 +3988,8 @@ func file_meshloc_v1_meshloc_proto_init() {
 		return
 	}
 	file_meshloc_v1_session_types_proto_init()
-	file_meshloc_v1_meshloc_proto_msgTypes[10].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[18].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[12].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[20].OneofWrappers = []any{
 		(*RelocationFrame_Prepare)(nil),
 		(*RelocationFrame_Chunk)(nil),
 		(*RelocationFrame_Ready)(nil),
@@ -3868,12 +4000,12 @@ func file_meshloc_v1_meshloc_proto_init() {
 		(*RelocationFrame_Precopied)(nil),
 		(*RelocationFrame_Sealed)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[25].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[27].OneofWrappers = []any{
 		(*NodeEvent_Relocation)(nil),
 		(*NodeEvent_Stats)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[31].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[32].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[33].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[34].OneofWrappers = []any{
 		(*DrainEvent_Progress)(nil),
 		(*DrainEvent_Report)(nil),
 	}
@@ -3883,7 +4015,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

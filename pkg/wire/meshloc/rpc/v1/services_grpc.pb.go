@@ -551,6 +551,7 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 const (
 	PeerService_Relocate_FullMethodName       = "/meshloc.rpc.v1.PeerService/Relocate"
 	PeerService_RelayReply_FullMethodName     = "/meshloc.rpc.v1.PeerService/RelayReply"
+	PeerService_Forward_FullMethodName        = "/meshloc.rpc.v1.PeerService/Forward"
 	PeerService_SessionBind_FullMethodName    = "/meshloc.rpc.v1.PeerService/SessionBind"
 	PeerService_SessionAck_FullMethodName     = "/meshloc.rpc.v1.PeerService/SessionAck"
 	PeerService_SessionDeliver_FullMethodName = "/meshloc.rpc.v1.PeerService/SessionDeliver"
@@ -566,6 +567,11 @@ const (
 type PeerServiceClient interface {
 	Relocate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.RelocationFrame, v1.RelocationFrame], error)
 	RelayReply(ctx context.Context, in *v1.ReplyRelay, opts ...grpc.CallOption) (*v1.ReplyRelayAck, error)
+	// Forward carries a gateway's calls to an owner, many in flight on one
+	// stream (cheaper than a unary call each); the owner serves each as a
+	// direct Call and answers in the order they finish, at most
+	// 1,024 in flight per stream (it reads no more until one is answered).
+	Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply], error)
 	// Sessions, gateway → the object's owner: bind (open, resume), acks.
 	SessionBind(ctx context.Context, in *v1.SessionBindRequest, opts ...grpc.CallOption) (*v1.SessionBindReply, error)
 	SessionAck(ctx context.Context, in *v1.SessionAckRequest, opts ...grpc.CallOption) (*v1.SessionAckReply, error)
@@ -606,6 +612,19 @@ func (c *peerServiceClient) RelayReply(ctx context.Context, in *v1.ReplyRelay, o
 	}
 	return out, nil
 }
+
+func (c *peerServiceClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[1], PeerService_Forward_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[v1.ForwardRequest, v1.ForwardReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_ForwardClient = grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply]
 
 func (c *peerServiceClient) SessionBind(ctx context.Context, in *v1.SessionBindRequest, opts ...grpc.CallOption) (*v1.SessionBindReply, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -665,6 +684,11 @@ func (c *peerServiceClient) SessionRoute(ctx context.Context, in *v1.SessionRout
 type PeerServiceServer interface {
 	Relocate(grpc.BidiStreamingServer[v1.RelocationFrame, v1.RelocationFrame]) error
 	RelayReply(context.Context, *v1.ReplyRelay) (*v1.ReplyRelayAck, error)
+	// Forward carries a gateway's calls to an owner, many in flight on one
+	// stream (cheaper than a unary call each); the owner serves each as a
+	// direct Call and answers in the order they finish, at most
+	// 1,024 in flight per stream (it reads no more until one is answered).
+	Forward(grpc.BidiStreamingServer[v1.ForwardRequest, v1.ForwardReply]) error
 	// Sessions, gateway → the object's owner: bind (open, resume), acks.
 	SessionBind(context.Context, *v1.SessionBindRequest) (*v1.SessionBindReply, error)
 	SessionAck(context.Context, *v1.SessionAckRequest) (*v1.SessionAckReply, error)
@@ -688,6 +712,9 @@ func (UnimplementedPeerServiceServer) Relocate(grpc.BidiStreamingServer[v1.Reloc
 }
 func (UnimplementedPeerServiceServer) RelayReply(context.Context, *v1.ReplyRelay) (*v1.ReplyRelayAck, error) {
 	return nil, status.Error(codes.Unimplemented, "method RelayReply not implemented")
+}
+func (UnimplementedPeerServiceServer) Forward(grpc.BidiStreamingServer[v1.ForwardRequest, v1.ForwardReply]) error {
+	return status.Error(codes.Unimplemented, "method Forward not implemented")
 }
 func (UnimplementedPeerServiceServer) SessionBind(context.Context, *v1.SessionBindRequest) (*v1.SessionBindReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method SessionBind not implemented")
@@ -749,6 +776,13 @@ func _PeerService_RelayReply_Handler(srv interface{}, ctx context.Context, dec f
 	}
 	return interceptor(ctx, in, info, handler)
 }
+
+func _PeerService_Forward_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServiceServer).Forward(&grpc.GenericServerStream[v1.ForwardRequest, v1.ForwardReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_ForwardServer = grpc.BidiStreamingServer[v1.ForwardRequest, v1.ForwardReply]
 
 func _PeerService_SessionBind_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(v1.SessionBindRequest)
@@ -876,6 +910,12 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Relocate",
 			Handler:       _PeerService_Relocate_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Forward",
+			Handler:       _PeerService_Forward_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
