@@ -54,6 +54,7 @@ const (
 	TargetAfterCommit    = "target.after-commit"     // commit applied, its reply not yet read
 	TargetBeforeReplay   = "target.before-replay"    // committed, before captured requests run
 	TargetBeforeRelay    = "target.before-relay"     // before a reply relay is sent
+	SessionBeforeSeal    = "session.before-seal"     // before a session's seal is sent before a move (error: never sent)
 	SessionBeforeRoute   = "session.before-route"    // before a session's route is sent after a move (error: never sent)
 	DrainStep            = "drain"                   // during drain, between objects
 	// MessageAfterSend: a message of an outbox was delivered (its

@@ -35,6 +35,13 @@ func withFaults(s seams) seams {
 		fs := &targetStoreFaults{Store: st, m: m, mb: mb}
 		return fs, &targetMailboxFaults{TargetMailbox: box, store: fs}
 	}
+	seal := s.sessionSeal
+	s.sessionSeal = func(ctx context.Context, ref session.Ref, req *pb.SessionSealRequest) pb.Code {
+		if failpoint.Hit(failpoint.SessionBeforeSeal) != nil {
+			return pb.Code_CODE_UNAVAILABLE // never sent: the gateway stays open, bound to the source
+		}
+		return seal(ctx, ref, req)
+	}
 	route := s.sessionRoute
 	s.sessionRoute = func(ref session.Ref, req *pb.SessionRouteRequest) pb.Code {
 		if failpoint.Hit(failpoint.SessionBeforeRoute) != nil {

@@ -509,7 +509,7 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	}
 	held := hs
 	hs = nil // released by launch
-	return n.launch(ctx, n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout), opts.Detach, func() {
+	return n.launch(n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout), opts.Detach, func() {
 		for _, h := range held {
 			n.releaseActor(h)
 		}

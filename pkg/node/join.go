@@ -229,7 +229,7 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		defer n.joins.wg.Done()
 		// Not the caller's ctx: the caller is answered at READY and leaves;
 		// the run ends by its deadline, or as shutdown when the node stops.
-		final := r.run(context.Background())
+		final := r.run()
 		n.releaseActor(h)
 		p.resolveReady(nil, final) // ended before READY: the caller gets the failure (bug 25)
 		n.retireJoin(p, final)

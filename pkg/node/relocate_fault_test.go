@@ -333,6 +333,35 @@ func TestFaultLateCommitLosesToPreserve(t *testing.T) {
 	hostsNothing(t, dst)
 }
 
+// The caller of a relocation gives up (its RPC is cancelled) while the
+// source settles, the target stuck before its commit: the relocation
+// still ends by its own rules (here a preserve at its deadline, the
+// object reopened), not as a shutdown that would leave the object held on
+// a live node, its calls and sessions waiting until it restarted.
+func TestFaultCallerGivesUpWhileSettling(t *testing.T) {
+	fm := startFaultMesh(t, 2)
+	c := newClient(t, client.Config{Etcd: fm.etcd})
+	const obj = "actor/list/callergone"
+	first := []string{"a", "b"}
+	fill(t, c, obj, first...)
+	src := fm.owner(t, obj)
+	dst := fm.other(t, src)
+	arm(t, failpoint.TargetBeforeCommit, "sleep:1500ms@1")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan relocResult, 1)
+	go func() {
+		st, err := src.Relocate(ctx, obj, node.RelocateOptions{Target: dst.Self().ID, Timeout: time.Second})
+		done <- relocResult{st, err}
+	}()
+	// Past the cutover (the target waits in its commit), then the caller goes.
+	time.Sleep(400 * time.Millisecond)
+	cancel()
+	st := waitRelocation(t, done, 15*time.Second)
+	wantOutcome(t, st, "aborted", pb.Code_CODE_DEADLINE_EXCEEDED)
+	fm.serves(t, src, c, obj)
+	checkList(t, c, obj, first, nil, nil)
+}
+
 // The source's stream breaks while the target assembles (the source died,
 // or its connection did): the target ends its attempt at once, failed
 // UNAVAILABLE with nothing staged — not at the relocation's deadline.

@@ -1,6 +1,8 @@
 package node
 
 import (
+	"context"
+
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/relocation"
@@ -23,6 +25,9 @@ type seams struct {
 	target     func(m *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox)
 	// relayReply sends the reply of a relocated request to its requester.
 	relayReply func(w *work, r *pb.CallReply)
+	// sessionSeal asks a session's gateway to hold the client's calls
+	// before a move (session_move.go); it answers the gateway's code.
+	sessionSeal func(ctx context.Context, ref session.Ref, req *pb.SessionSealRequest) pb.Code
 	// sessionRoute tells a session's gateway where its object is after a
 	// move (session_move.go); it answers the gateway's code.
 	sessionRoute func(ref session.Ref, req *pb.SessionRouteRequest) pb.Code
@@ -42,6 +47,7 @@ func (n *Node) plainSeams() seams {
 			return n.store, mb
 		},
 		relayReply:   n.relayReply,
+		sessionSeal:  n.sendSeal,
 		sessionRoute: n.sendRoute,
 		sendMessage:  n.sendMessage,
 	}

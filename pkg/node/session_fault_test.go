@@ -152,3 +152,43 @@ func TestSeedBug32_StopWaitsForSessionRoutes(t *testing.T) {
 		t.Fatalf("pushes %v", got)
 	}
 }
+
+// The seal never reaches the gateway (it stays open, bound to the source)
+// and the move aborts: the source binds the session anew and routes it
+// back. The gateway takes that abort route from the owner it is bound to,
+// or, when its next call meets the newer binding first, binds again there;
+// either way the session goes on (before: the source's newer binding read
+// as "another gateway holds the session", and the session closed).
+func TestSessionSealLostThenAbort(t *testing.T) {
+	fm := startFaultMesh(t, 3)
+	const room = "actor/room/seallost"
+	gw := fm.nodes[0]
+	s, owner := fm.sessionOn(t, gw, room)
+	ctx := context.Background()
+	if owner == gw {
+		if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: fm.nodes[1].Self().ID}); err != nil || st.GetOutcome() != "completed" {
+			t.Fatalf("relocate: %v %v", st, err)
+		}
+		owner = fm.nodes[1]
+	}
+	target := fm.other(t, gw, owner)
+	arm(t, failpoint.SessionBeforeSeal, "error")
+	arm(t, failpoint.TargetBeforeCommit, "error")
+	if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: target.Self().ID}); err != nil || st.GetOutcome() != "aborted" {
+		t.Fatalf("relocate: %v %v, want aborted", st, err)
+	}
+	failpoint.Reset()
+	var got []uint64
+	for i := range 3 {
+		got = append(got, say(t, s, fmt.Sprintf("after%d", i)))
+	}
+	if fmt.Sprint(got) != "[2 3 4]" {
+		t.Fatalf("say numbers after the abort %v", got)
+	}
+	if p := recvN(t, s, 4); fmt.Sprint(p) != "[1 2 3 4]" {
+		t.Fatalf("pushes %v", p)
+	}
+	if fm.owner(t, room) != owner {
+		t.Fatalf("the room moved")
+	}
+}

@@ -61,13 +61,7 @@ func (m *sourceMailbox) sealSessions(ctx context.Context) {
 		wg.Go(func() {
 			req := &pb.SessionSealRequest{RelocationId: m.id[:], Object: s.h.name, Fence: fence, Session: s.ref.Proto(),
 				TargetId: m.target, TargetGeneration: m.targetGen}
-			r, err := sessionRPCCtx(ctx, n, s.ref, func(ctx context.Context, c rpcpb.PeerServiceClient) (*pb.SessionSealReply, error) {
-				return c.SessionSeal(ctx, req)
-			})
-			code := r.GetCode()
-			if err != nil {
-				code = wire.CodeOf(err)
-			}
+			code := n.seams.sessionSeal(ctx, s.ref, req)
 			n.metrics.sessionsSealed.WithLabelValues(wire.CodeName(code)).Inc()
 		})
 	}
@@ -127,6 +121,17 @@ func (h *hosted) routeSessions(relocationID []byte, commit bool) {
 			}
 		})
 	}
+}
+
+// sendSeal sends a seal once, within ctx.
+func (n *Node) sendSeal(ctx context.Context, ref session.Ref, req *pb.SessionSealRequest) pb.Code {
+	r, err := sessionRPCCtx(ctx, n, ref, func(ctx context.Context, c rpcpb.PeerServiceClient) (*pb.SessionSealReply, error) {
+		return c.SessionSeal(ctx, req)
+	})
+	if err != nil {
+		return wire.CodeOf(err)
+	}
+	return r.GetCode()
 }
 
 // sendRoute sends a route, again after an error (a few times: a gateway

@@ -49,7 +49,15 @@ func (h *hosted) sessionOfLocked(rs *pb.SessionRef, seq uint64) (*boundSession, 
 	if s == nil || !s.j.Gateway.SameGateway(ref) || s.j.Gateway.Binding != ref.Binding {
 		// Another gateway (or a later bind) holds it: no fence, so the
 		// gateway does not take this for a superseded owner.
-		return nil, &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("session %s is not bound here with binding %d", ref.Session, ref.Binding)}
+		r := &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("session %s is not bound here with binding %d", ref.Session, ref.Binding)}
+		if s != nil && s.j.Gateway.SameGateway(ref) && s.j.Gateway.Binding > ref.Binding {
+			// This gateway's own newer binding (a route on its way, or one
+			// it refused): the hint says bind again here, not "another
+			// gateway holds it".
+			r.Message = fmt.Sprintf("session %s is bound here with a newer binding %d, not %d", ref.Session, s.j.Gateway.Binding, ref.Binding)
+			r.Hint = &pb.Location{Address: h.n.selfNode.Address}
+		}
+		return nil, r
 	}
 	retry, err := s.j.Call(seq)
 	switch {

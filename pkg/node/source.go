@@ -103,16 +103,19 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 }
 
 // run carries the relocation out to its end and returns its final
-// status. stop ends it early (the caller gave up); the node's stop does
-// too.
-func (r *sourceRelocation) run(stop context.Context) *pb.RelocationStatus {
+// status; the node's stop ends it early. A caller that gives up does not:
+// the machine's Stop means the node is going away, and once the object is
+// sealed it ends a settling relocation without reopening the object (a
+// node that stops takes the held copy with it), which for a live node
+// would leave the object held, its sessions sealed, until it restarted.
+// The relocation's own deadline bounds it.
+func (r *sourceRelocation) run() *pb.RelocationStatus {
 	n := r.n
 	defer n.relocs.untrack(r.rec)
 	ctx, cancel := context.WithDeadline(n.life, r.deadline.Add(settleAfterDeadline))
 	defer cancel()
-	stopCtx, stopped := context.WithCancel(stop)
+	stopCtx, stopped := context.WithCancel(n.stopCtx)
 	defer stopped()
-	defer context.AfterFunc(n.stopCtx, stopped)()
 	peer, err := n.openPeer(ctx, r.target.Descriptor.Address)
 	if err != nil {
 		r.rec.set(func(s *pb.RelocationStatus) {
@@ -235,7 +238,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	}
 	held := h
 	h = nil // released by launch
-	return n.launch(ctx, n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout), opts.Detach,
+	return n.launch(n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout), opts.Detach,
 		func() { n.releaseActor(held) }), nil
 }
 
@@ -243,7 +246,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 // r on a goroutine of the node's (Stop waits for it: it ends by its
 // deadline, or as shutdown) and answers its status now, in flight. release
 // undoes what the relocation held, once it ended.
-func (n *Node) launch(ctx context.Context, r *sourceRelocation, detach bool, release func()) *pb.RelocationStatus {
+func (n *Node) launch(r *sourceRelocation, detach bool, release func()) *pb.RelocationStatus {
 	if detach {
 		n.mu.Lock()
 		closing := n.closing
@@ -256,14 +259,14 @@ func (n *Node) launch(ctx context.Context, r *sourceRelocation, detach bool, rel
 			go func() {
 				defer n.detached.Done()
 				defer release()
-				r.run(context.Background())
+				r.run()
 			}()
 			return st
 		}
 		// A stopping node runs it here: it ends at once, as shutdown.
 	}
 	defer release()
-	return r.run(ctx)
+	return r.run()
 }
 
 // noPrecopy is SourceConfig.PrecopyMinBytes for opts: -1 (never) when

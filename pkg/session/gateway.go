@@ -493,6 +493,10 @@ func (g *Gateway) callResult(e CallResult) []Action {
 	switch {
 	case retry && (g.phase == Sealed || g.bindBusy):
 		return nil // a seal explains it (sent again after the route), or a bind is under way
+	case staleBinding && g.sentWith == g.binding && e.Reply.GetHint().GetAddress() != "":
+		// The owner holds a newer binding of this gateway's (a route on
+		// its way, or one refused here): bind again there.
+		return g.bind(e.Reply.GetHint().GetAddress())
 	case staleBinding && g.sentWith == g.binding:
 		// The owner knows a newer binding, not this gateway's: another
 		// gateway took the session.
@@ -569,10 +573,12 @@ func (g *Gateway) routeAsked(e RouteAsked) []Action {
 		if e.RelocationID == g.lastRouted {
 			return []Action{Answer{Token: e.Token, Code: g.lastRouteOK, Message: "route taken already"}} // repeated: ignored
 		}
-		if e.Commit && g.phase != Closed && e.Binding > g.binding && e.From.ObjectGeneration >= g.owner.ObjectGeneration {
+		if g.phase != Closed && e.Binding > g.binding && e.From.ObjectGeneration >= g.owner.ObjectGeneration &&
+			(e.Commit || (g.seal == nil && g.owner.same(e.From))) {
 			// The seal never reached this gateway (or it timed out and a
 			// bind is under way): a commit route with a newer binding is
-			// where the object is.
+			// where the object is; an abort route from the owner the
+			// session is bound to rebinds it there.
 			return g.applyRoute(e)
 		}
 		return []Action{Answer{Token: e.Token, Code: pb.Code_CODE_STALE_FENCE, Message: "no seal of relocation " + e.RelocationID}}

@@ -266,3 +266,25 @@ func TestGatewayBindingMovesOn(t *testing.T) {
 	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 4, Owner: n1}, "")
 	w.want(stale(5), "client: closed CODE_STALE_FENCE resumable=false; close CODE_STALE_FENCE")
 }
+
+// The owner is ahead of this gateway with a binding of the gateway's own:
+// an abort route (the seal never reached the gateway) is on its way, or
+// was refused. A STALE_FENCE whose hint names the owner means bind again
+// there, not "another gateway holds it"; an abort route from the owner the
+// session is bound to, with a newer binding and no seal here, rebinds it.
+func TestGatewayOwnBindingAhead(t *testing.T) {
+	w := open(t)
+	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
+	w.want(CallResult{Seq: 1, Binding: 1, Reply: &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Hint: &pb.Location{Address: "n1:1"}}}, `bind "n1:1" received=0 last=0`)
+	w.want(BindResult{Code: pb.Code_CODE_OK, Binding: 3, Owner: n1}, "forward 1 to n1 binding 3; ack 0 to n1")
+	w.want(RouteAsked{Token: 1, RelocationID: "r1", Commit: false, From: n1, Binding: 2}, "answer 1 CODE_STALE_FENCE 0") // the late route: older
+	w.want(ok(1), "client: reply 1 CODE_OK")
+
+	w = open(t)
+	w.want(ClientCall{Seq: 1}, "forward 1 to n1 binding 1")
+	w.want(RouteAsked{Token: 1, RelocationID: "r1", Commit: false, From: n2, Binding: 2}, "answer 1 CODE_STALE_FENCE 0") // not the owner
+	w.want(RouteAsked{Token: 2, RelocationID: "r1", Commit: false, From: n1, Binding: 1}, "answer 2 CODE_STALE_FENCE 0") // not newer
+	w.want(RouteAsked{Token: 3, RelocationID: "r1", Commit: false, From: n1, Binding: 2}, "answer 3 CODE_OK 0")
+	w.want(CallResult{Seq: 1, Binding: 1, Reply: &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Hint: &pb.Location{Address: "n1:1"}}}, "forward 1 to n1 binding 2")
+	w.want(CallResult{Seq: 1, Binding: 2, Reply: &pb.CallReply{Code: pb.Code_CODE_OK}}, "client: reply 1 CODE_OK")
+}
