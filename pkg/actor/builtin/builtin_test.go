@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -426,6 +428,19 @@ func TestMethodsListed(t *testing.T) {
 			if unknown := errors.Is(err, actor.ErrUnknownMethod); unknown == ty.HasMethod(m) {
 				t.Errorf("%s.%s: listed %v, Handle says %v", ty.Name, m, ty.HasMethod(m), err)
 			}
+		}
+	}
+}
+
+// The counter's reply is what encoding/json writes for {"value": v}.
+func TestCounterValueReplyIsJSON(t *testing.T) {
+	for _, v := range []int64{0, 1, -1, 42, math.MaxInt64, math.MinInt64} {
+		got, _ := valueReply(v)
+		want, err := json.Marshal(struct {
+			Value int64 `json:"value"`
+		}{v})
+		if err != nil || string(got) != string(want) {
+			t.Errorf("valueReply(%d) = %s, want %s (%v)", v, got, want, err)
 		}
 	}
 }
