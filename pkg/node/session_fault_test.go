@@ -34,6 +34,23 @@ func (fm *faultMesh) sessionOn(t *testing.T, gw *node.Node, room string) (*clien
 	return s, fm.owner(t, room)
 }
 
+// sessionOff opens a session on room at the mesh's first node (the
+// gateway) and moves the room off it if it lives there: the gateway is
+// then neither the source nor the target of the next move. It returns the
+// session, the room's owner and a third node.
+func (fm *faultMesh) sessionOff(t *testing.T, room string) (s *client.Session, owner, target *node.Node) {
+	t.Helper()
+	gw := fm.nodes[0]
+	s, owner = fm.sessionOn(t, gw, room)
+	if owner == gw {
+		if st, err := owner.Relocate(context.Background(), room, node.RelocateOptions{Target: fm.nodes[1].Self().ID}); err != nil || st.GetOutcome() != "completed" {
+			t.Fatalf("relocate: %v %v", st, err)
+		}
+		owner = fm.nodes[1]
+	}
+	return s, owner, fm.other(t, gw, owner)
+}
+
 // 16: the target never routes the session to itself after the commit (the
 // route is lost). The gateway's seal times out; it binds again through
 // etcd, finds the new owner and sends it the calls it kept: nothing lost,
@@ -41,16 +58,8 @@ func (fm *faultMesh) sessionOn(t *testing.T, gw *node.Node, room string) (*clien
 func TestSeedBug16_LostRouteBindsAgain(t *testing.T) {
 	fm := startFaultMesh(t, 3)
 	const room = "actor/room/lostroute"
-	gw := fm.nodes[0]
-	s, owner := fm.sessionOn(t, gw, room)
+	s, owner, target := fm.sessionOff(t, room)
 	ctx := context.Background()
-	if owner == gw { // the gateway must not be the target nor the source: move the room off it
-		if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: fm.nodes[1].Self().ID}); err != nil || st.GetOutcome() != "completed" {
-			t.Fatalf("relocate: %v %v", st, err)
-		}
-		owner = fm.nodes[1]
-	}
-	target := fm.other(t, gw, owner)
 	arm(t, failpoint.SessionBeforeRoute, "error")
 	if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: target.Self().ID}); err != nil || st.GetOutcome() != "completed" {
 		t.Fatalf("relocate: %v %v", st, err)
@@ -119,16 +128,8 @@ func TestSeedBug21_NoSuchSessionIsUnavailable(t *testing.T) {
 func TestSeedBug32_StopWaitsForSessionRoutes(t *testing.T) {
 	fm := startFaultMesh(t, 3)
 	const room = "actor/room/stoproute"
-	gw := fm.nodes[0]
-	s, owner := fm.sessionOn(t, gw, room)
+	s, owner, target := fm.sessionOff(t, room)
 	ctx := context.Background()
-	if owner == gw {
-		if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: fm.nodes[1].Self().ID}); err != nil || st.GetOutcome() != "completed" {
-			t.Fatalf("relocate: %v %v", st, err)
-		}
-		owner = fm.nodes[1]
-	}
-	target := fm.other(t, gw, owner)
 	arm(t, failpoint.SessionBeforeRoute, "sleep:2s")
 	if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: target.Self().ID}); err != nil || st.GetOutcome() != "completed" {
 		t.Fatalf("relocate: %v %v", st, err)
@@ -162,16 +163,8 @@ func TestSeedBug32_StopWaitsForSessionRoutes(t *testing.T) {
 func TestSessionSealLostThenAbort(t *testing.T) {
 	fm := startFaultMesh(t, 3)
 	const room = "actor/room/seallost"
-	gw := fm.nodes[0]
-	s, owner := fm.sessionOn(t, gw, room)
+	s, owner, target := fm.sessionOff(t, room)
 	ctx := context.Background()
-	if owner == gw {
-		if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: fm.nodes[1].Self().ID}); err != nil || st.GetOutcome() != "completed" {
-			t.Fatalf("relocate: %v %v", st, err)
-		}
-		owner = fm.nodes[1]
-	}
-	target := fm.other(t, gw, owner)
 	arm(t, failpoint.SessionBeforeSeal, "error")
 	arm(t, failpoint.TargetBeforeCommit, "error")
 	if st, err := owner.Relocate(ctx, room, node.RelocateOptions{Target: target.Self().ID}); err != nil || st.GetOutcome() != "aborted" {
