@@ -12,3 +12,10 @@ func (n *Node) DirectoryState(id string) lease.NodeState {
 	}
 	return o.Descriptor.State
 }
+
+// CachedVersion is the store version n's location cache holds for the
+// object named name (0: none): tests wait on it for a write to reach n.
+func (n *Node) CachedVersion(name string) int64 {
+	e, _ := n.cache.EntryOf(name)
+	return e.Version
+}

@@ -269,7 +269,7 @@ func (n *Node) membershipDone(res authority.MembershipResult, what string) (*pb.
 	}
 	if h := n.hostedObject(res.Actor.Object.String()); h != nil {
 		h.mu.Lock()
-		h.fence, h.version = res.Actor.Fence(), res.Actor.StoreVersion
+		h.takeRecordLocked(res.Actor)
 		h.mu.Unlock()
 	}
 	return groupStatus(res.Group), nil

@@ -35,6 +35,10 @@ type hosted struct {
 	inst    actor.Object
 	fence   authority.Fence
 	version int64 // store version of the record the fence was taken from
+	// rec is that record whole, when the fence was taken from a snapshot
+	// (a later write of the node's own only raises version): a relocation
+	// plans from it instead of reading etcd (recordOf).
+	rec     authority.Snapshot
 	replies *actor.ReplyTable
 	timers  *actor.Timers
 	timer   clock.Timer
@@ -112,13 +116,17 @@ func (n *Node) typeRef(t actor.Type) *actor.Type {
 	return p.(*actor.Type)
 }
 
+// takeRecordLocked makes snap the record h serves under (h.mu held).
+func (h *hosted) takeRecordLocked(snap authority.Snapshot) {
+	h.fence, h.version, h.rec = snap.Fence(), snap.StoreVersion, snap
+}
+
 // install makes the instance live with the fence of snap (fresh state).
 func (h *hosted) install(snap authority.Snapshot) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.inst = h.typ.New()
-	h.fence = snap.Fence()
-	h.version = snap.StoreVersion
+	h.takeRecordLocked(snap)
 	h.replies = actor.NewReplyTable(h.n.cfg.DedupWindow, 0)
 	h.timers = nil
 }

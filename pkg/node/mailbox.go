@@ -156,7 +156,7 @@ func (h *hosted) reopen(rec record.Snapshot) {
 	h.captured, h.boundary, h.held = nil, nil, nil
 	h.mode = modeServing
 	h.resetDeliveryLocked()
-	h.fence, h.version = rec.Fence(), rec.StoreVersion
+	h.takeRecordLocked(rec)
 	h.queue = append(ws, h.queue...)
 	start := len(h.queue) > 0 && !h.running && !h.closed
 	if start {
@@ -261,7 +261,7 @@ func (h *hosted) admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 	}
 	n.metrics.replayed.Add(float64(len(ws)))
 	h.mu.Lock()
-	h.fence, h.version = snap.Fence(), snap.StoreVersion
+	h.takeRecordLocked(snap)
 	h.mode = modeServing
 	h.unhideLocked()
 	h.queue = append(append(ws, h.waiting...), h.queue...)
