@@ -148,6 +148,10 @@ var (
 	ErrUnknownType = wire.Sentinel(pb.Code_CODE_UNKNOWN_TYPE, "actor: unknown type")
 	// ErrDuplicateType: a type of that name is already registered.
 	ErrDuplicateType = errors.New("actor: type already registered")
+	// ErrPanicked: the object's code panicked (a handler, a timer, an
+	// answer, its snapshot or restore). The node answers that call with it
+	// and goes on serving every other object.
+	ErrPanicked = wire.Sentinel(pb.Code_CODE_INTERNAL, "actor: the object's code panicked")
 	// ErrStateTooLarge: a snapshot is over the type's limit, or a durable
 	// object's persisted state would be over the node's bound.
 	ErrStateTooLarge = wire.Sentinel(pb.Code_CODE_STATE_TOO_LARGE, "actor: state too large")

@@ -192,7 +192,8 @@ func (h *hosted) initialDurable(stateRev int64, window time.Duration, entries in
 	if window == 0 {
 		window = h.n.cfg.DedupWindow
 	}
-	state, err := h.typ.New().Snapshot()
+	var state []byte
+	err := h.guard("Snapshot", func() (err error) { state, err = h.typ.New().Snapshot(); return err })
 	if err != nil {
 		return nil, fmt.Errorf("initial snapshot of %s: %w", h.name, err)
 	}
@@ -248,7 +249,14 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 		return nil
 	}
 	v := rd.Value
-	inst, timers, table, replies, outbox, err := decodeDurable(*h.typ, rd)
+	var inst actor.Object
+	var timers *actor.Timers
+	var table, replies *actor.ReplyTable
+	var outbox *actor.Outbox
+	err = h.guard("Restore", func() (err error) {
+		inst, timers, table, replies, outbox, err = decodeDurable(*h.typ, rd)
+		return err
+	})
 	if err != nil {
 		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
 	}
@@ -316,7 +324,8 @@ const persistSlack = 32
 // the instance dropped (every other failure).
 func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.Time) *pb.CallReply {
 	n, d := h.n, h.dur
-	state, err := h.inst.Snapshot()
+	var state []byte
+	err := h.guard("Snapshot", func() (err error) { state, err = h.inst.Snapshot(); return err })
 	if err != nil {
 		n.metrics.durable.writes.WithLabelValues("error").Inc()
 		h.dropDurable("snapshot failed: " + err.Error())
@@ -428,7 +437,7 @@ func outcomeLabel(o authority.PersistOutcome) string {
 func (h *hosted) rollbackDurable() error {
 	d := h.dur
 	inst := h.typ.New()
-	if err := inst.Restore(d.state); err != nil {
+	if err := h.guard("Restore", func() error { return inst.Restore(d.state) }); err != nil {
 		return err
 	}
 	outbox, err := actor.DecodeOutbox(d.outbox)

@@ -354,7 +354,13 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		}
 	}
 	hc := &handlerCtx{h: h, now: now, session: sess, op: w.op}
-	out, herr := h.inst.Handle(hc, w.req.GetMethod(), w.req.GetArgs())
+	out, herr := h.handle(hc, w.req.GetMethod(), w.req.GetArgs())
+	if h.typ.Durable && errors.Is(herr, actor.ErrPanicked) {
+		// Its memory is suspect and etcd holds its last good state:
+		// dropped, re-activated by the next call; nothing is recorded.
+		h.dropDurable("its handler panicked")
+		return h.reply(pb.Code_CODE_INTERNAL, nil, herr.Error()+"; the change was not persisted")
+	}
 	if herr == nil {
 		herr = h.recordSends(hc.sends) // in this turn, before a durable persist (messages.go)
 	}
@@ -443,7 +449,7 @@ func (h *hosted) fireTimers() {
 	if to, ok := h.inst.(actor.TimerObject); ok {
 		for _, t := range ticks {
 			hc := &handlerCtx{h: h, now: now, op: actor.TimerOperationID(h.name, t.Name, t.Index, now)}
-			if err := to.OnTimer(hc, t); err != nil {
+			if err := h.guard("OnTimer("+t.Name+")", func() error { return to.OnTimer(hc, t) }); err != nil {
 				h.n.log.Warn().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("timer handler failed")
 				hc.sends = nil
 			}

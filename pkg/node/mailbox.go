@@ -55,7 +55,8 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 		h.timer.Stop()
 		h.fireSet = false
 	}
-	state, err := h.inst.Snapshot()
+	var state []byte
+	err := h.guard("Snapshot", func() (err error) { state, err = h.inst.Snapshot(); return err })
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot %s: %w", h.name, err)
 	}
@@ -96,7 +97,7 @@ func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte
 		// timers) is still. The envelope is the one the seal will write
 		// but for the queue: the sealed one is then about as long, and
 		// its states start where the base's did (Seal.Start).
-		if state, err = h.inst.Snapshot(); err != nil {
+		if err = h.guard("Snapshot", func() (err error) { state, err = h.inst.Snapshot(); return err }); err != nil {
 			return
 		}
 		h.mu.Lock()

@@ -83,7 +83,7 @@ func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state
 	h := newHosted(n, obj, typ)
 	close(h.ready)
 	h.inst = typ.New()
-	if err := h.inst.Restore(state); err != nil {
+	if err := h.guard("Restore", func() error { return h.inst.Restore(state) }); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", obj, err)
 	}
 	h.noteStateBytes(len(state)) // h is not shared yet

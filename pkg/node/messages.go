@@ -190,7 +190,7 @@ func (h *hosted) applyAnswers(as []messageAnswer) {
 		}
 		op := actor.ReplyOperationID(a.msg.ID)
 		hc := &handlerCtx{h: h, now: now, op: op}
-		if err := ro.OnReply(hc, a.replyOf()); err != nil {
+		if err := h.guard("OnReply", func() error { return ro.OnReply(hc, a.replyOf()) }); err != nil {
 			n.log.Warn().Str("object", h.name).Str("message", a.msg.ID.String()).Err(err).Msg("OnReply failed: its messages are not sent")
 			hc.sends = nil
 		}

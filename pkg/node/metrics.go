@@ -17,6 +17,7 @@ type metrics struct {
 	dedupHits       prometheus.Counter
 	relocations     *prometheus.CounterVec
 	plans           *prometheus.CounterVec
+	panics          prometheus.Counter
 	interruption    prometheus.Histogram
 	bytes           prometheus.Counter
 	chunks          prometheus.Counter
@@ -85,6 +86,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		replayed:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_relocation_requests_replayed_total", Help: "Captured and DATA requests executed on this node as a relocation target.", ConstLabels: l}),
 		relocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocations_total", Help: "Relocations by role and outcome (the first outcome recorded wins).", ConstLabels: l},
 			[]string{"role", "outcome"}),
+		panics: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_object_panics_total", Help: "Panics of objects' code (handlers, timers, answers, snapshots, restores), each answered as that call's internal error.", ConstLabels: l}),
 		plans: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocation_plans_total", Help: "Relocations started, by where the record they plan from came from: cache (the one the object serves under, no later write seen) or etcd (read).", ConstLabels: l},
 			[]string{"from"}),
 		interruption: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_relocation_interruption_seconds", Help: "From the seal on the source to the target's admission (OUTCOME received).",
@@ -102,7 +104,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Help: "Incoming relocation stages refused before anything was staged, by the bound reached.", ConstLabels: l}, []string{"reason"}),
 	}
 	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.forwardStreams, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
-		m.dedupHits, m.relocations, m.plans, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors, m.ownershipLost, m.stagesRefused)
+		m.dedupHits, m.relocations, m.plans, m.panics, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors, m.ownershipLost, m.stagesRefused)
 	m.durable = registerDurableMetrics(reg, l)
 	m.drained = registerDrainMetrics(reg, l)
 	m.sessionMetrics = registerSessionMetrics(reg, l)

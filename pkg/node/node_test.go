@@ -36,6 +36,7 @@ type mesh struct {
 	nodes []*node.Node
 	ep    string
 	regs  map[*node.Node]*prometheus.Registry // each node's metrics
+	types []actor.Type                         // registered beside the builtin ones on nodes added from now on
 }
 
 func registry(t testing.TB) *actor.Registry {
@@ -75,7 +76,13 @@ func (m *mesh) add(t testing.TB, name string, mutate ...func(i int, c *node.Conf
 		t.Fatal(err)
 	}
 	reg := prometheus.NewRegistry()
-	nd, err := node.New(cfg, node.WithRegistry(registry(t)), node.WithListener(lis), node.WithMetrics(reg))
+	types := registry(t)
+	for _, ty := range m.types {
+		if err := types.Register(ty); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nd, err := node.New(cfg, node.WithRegistry(types), node.WithListener(lis), node.WithMetrics(reg))
 	if err != nil {
 		t.Fatal(err)
 	}
