@@ -277,32 +277,7 @@ func (fm *faultMesh) metricSum(t testing.TB, n *node.Node, name string, labels m
 	fm.mu.Lock()
 	reg := fm.metrics[n]
 	fm.mu.Unlock()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, m := range mf.GetMetric() {
-			for k, v := range labels {
-				found := false
-				for _, lp := range m.GetLabel() {
-					if lp.GetName() == k && lp.GetValue() == v {
-						found = true
-					}
-				}
-				if !found {
-					continue next
-				}
-			}
-			sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-		}
-	}
-	return sum
+	return gatherSum(t, reg, name, labels)
 }
 
 // checkOutcomeMetric asserts that n counted exactly one relocation in role,

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
@@ -36,7 +37,7 @@ type mesh struct {
 	nodes []*node.Node
 	ep    string
 	regs  map[*node.Node]*prometheus.Registry // each node's metrics
-	types []actor.Type                         // registered beside the builtin ones on nodes added from now on
+	types []actor.Type                        // registered beside the builtin ones on nodes added from now on
 }
 
 func registry(t testing.TB) *actor.Registry {
@@ -107,19 +108,50 @@ func (m *mesh) add(t testing.TB, name string, mutate ...func(i int, c *node.Conf
 // metric is the sum of the samples of counter or gauge name on n.
 func (m *mesh) metric(t testing.TB, n *node.Node, name string) float64 {
 	t.Helper()
-	mfs, err := m.regs[n].Gather()
+	return gatherSum(t, m.regs[n], name, nil)
+}
+
+// metricWith is metric over the samples whose labels include labels.
+func (m *mesh) metricWith(t testing.TB, n *node.Node, name string, labels map[string]string) float64 {
+	t.Helper()
+	return gatherSum(t, m.regs[n], name, labels)
+}
+
+// gatherSum is the sum of the samples of counter or gauge name in reg
+// whose labels include labels.
+func gatherSum(t testing.TB, reg prometheus.Gatherer, name string, labels map[string]string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	var sum float64
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, x := range mf.GetMetric() {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, x := range mf.GetMetric() {
+			if hasLabels(x.GetLabel(), labels) {
 				sum += x.GetCounter().GetValue() + x.GetGauge().GetValue()
 			}
 		}
 	}
 	return sum
+}
+
+func hasLabels(have []*dto.LabelPair, want map[string]string) bool {
+	for k, v := range want {
+		found := false
+		for _, l := range have {
+			if l.GetName() == k && l.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 func (m *mesh) addrs() []string {

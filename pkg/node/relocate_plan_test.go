@@ -10,36 +10,6 @@ import (
 	"github.com/meshloc/meshloc/pkg/node"
 )
 
-// metricWith is counter name on n summed over the samples whose labels
-// include want.
-func (m *mesh) metricWith(t testing.TB, n *node.Node, name string, want map[string]string) float64 {
-	t.Helper()
-	mfs, err := m.regs[n].Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var sum float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-	next:
-		for _, x := range mf.GetMetric() {
-			have := map[string]string{}
-			for _, l := range x.GetLabel() {
-				have[l.GetName()] = l.GetValue()
-			}
-			for k, v := range want {
-				if have[k] != v {
-					continue next
-				}
-			}
-			sum += x.GetCounter().GetValue()
-		}
-	}
-	return sum
-}
-
 // A relocation plans from the record its object serves under, without
 // reading etcd, while the location cache has seen no later write of it;
 // after one (here the same bytes written again behind the owner's back:
