@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,6 +26,9 @@ type cacheEntry struct {
 	loc     Location
 	deleted bool  // a tombstone: the key was deleted at loc.StoreVersion
 	version int64 // revision of the newest information (mod revision or delete revision)
+	// group is a group's whole record at version (nil for actors, and when
+	// only a location was observed): a group relocation plans from it.
+	group *record.Record
 }
 
 // Cache is a location cache fed by an etcd watch on authority/. It only moves
@@ -195,7 +199,7 @@ func (c *Cache) internStr(s string) string {
 
 // applyLocked applies information of revision version; it reports whether the
 // entry changed. Older or equal information is ignored (forward only).
-func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int64) bool {
+func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int64, grp *record.Record) bool {
 	e, ok := c.entries[name]
 	if ok && e.version >= version {
 		return false
@@ -212,7 +216,7 @@ func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int
 	loc.Owner.ID = c.internStr(loc.Owner.ID)
 	loc.Node.Address = c.internStr(loc.Node.Address)
 	loc.Node.RoutingID = c.internStr(loc.Node.RoutingID)
-	c.entries[name] = cacheEntry{loc: loc, deleted: deleted, version: version}
+	c.entries[name] = cacheEntry{loc: loc, deleted: deleted, version: version, group: grp}
 	for _, s := range c.subs {
 		s.add(name)
 	}
@@ -221,13 +225,40 @@ func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int
 
 // Observe feeds a snapshot learnt elsewhere (a transaction's result). It is
 // applied only if newer than what the cache holds; it reports whether it was.
-func (c *Cache) Observe(s Snapshot) bool { return c.ObserveLocation(s.Object, LocationOf(s)) }
+func (c *Cache) Observe(s Snapshot) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.applyLocked(s.Object.String(), LocationOf(s), false, s.StoreVersion, groupRecord(s.Object, s.Record))
+}
 
 // ObserveLocation is Observe for a location (at its store version).
 func (c *Cache) ObserveLocation(obj keyspace.Object, loc Location) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.applyLocked(obj.String(), loc, false, loc.StoreVersion)
+	return c.applyLocked(obj.String(), loc, false, loc.StoreVersion, nil)
+}
+
+// Group is group name's whole record as the cache last saw it (the watch,
+// a load, or Observe of a snapshot), at the cache's version of it; false
+// when the cache holds none (unknown, deleted, or known by location only).
+func (c *Cache) Group(name string) (Snapshot, bool) {
+	c.mu.RLock()
+	e, ok := c.entries[name]
+	c.mu.RUnlock()
+	if !ok || e.deleted || e.group == nil {
+		return Snapshot{}, false
+	}
+	obj, err := keyspace.ParseObject(name)
+	if err != nil {
+		return Snapshot{}, false
+	}
+	r := *e.group // a copy: callers plan records from it
+	r.Members = slices.Clone(r.Members)
+	if r.Intent != nil {
+		in := *r.Intent
+		r.Intent = &in
+	}
+	return Snapshot{Object: obj, Record: r, StoreVersion: e.version}, true
 }
 
 func (c *Cache) advanceLocked(rev int64, fresh bool) {
@@ -278,16 +309,24 @@ func (c *Cache) Run(ctx context.Context) error {
 	})
 }
 
-func (c *Cache) decode(kv *mvccpb.KeyValue) (string, Location, bool) {
+func (c *Cache) decode(kv *mvccpb.KeyValue) (string, Location, *record.Record, bool) {
 	obj, err := c.keys.ParseAuthority(string(kv.Key))
 	if err != nil {
-		return "", Location{}, false
+		return "", Location{}, nil, false
 	}
 	r, err := DecodeRecord(kv.Value)
 	if err != nil {
-		return "", Location{}, false
+		return "", Location{}, nil, false
 	}
-	return obj.String(), LocationOf(Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision}), true
+	return obj.String(), LocationOf(Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision}), groupRecord(obj, r), true
+}
+
+// groupRecord is r to keep beside the location when obj is a group.
+func groupRecord(obj keyspace.Object, r record.Record) *record.Record {
+	if obj.Kind != keyspace.KindGroup {
+		return nil
+	}
+	return &r
 }
 
 // load lists every record at one revision (paged) and applies it.
@@ -310,8 +349,8 @@ func (c *Cache) load(ctx context.Context) (int64, error) {
 		}
 		c.mu.Lock()
 		for _, kv := range resp.Kvs {
-			if name, loc, ok := c.decode(kv); ok {
-				c.applyLocked(name, loc, false, kv.ModRevision)
+			if name, loc, grp, ok := c.decode(kv); ok {
+				c.applyLocked(name, loc, false, kv.ModRevision, grp)
 			}
 		}
 		c.mu.Unlock()
@@ -374,12 +413,12 @@ func (c *Cache) follow(ctx context.Context, rev int64) error {
 		for _, ev := range resp.Events {
 			switch ev.Type {
 			case clientv3.EventTypePut:
-				if name, loc, ok := c.decode(ev.Kv); ok {
-					c.applyLocked(name, loc, false, ev.Kv.ModRevision)
+				if name, loc, grp, ok := c.decode(ev.Kv); ok {
+					c.applyLocked(name, loc, false, ev.Kv.ModRevision, grp)
 				}
 			case clientv3.EventTypeDelete:
 				if obj, err := c.keys.ParseAuthority(string(ev.Kv.Key)); err == nil {
-					c.applyLocked(obj.String(), Location{}, true, ev.Kv.ModRevision)
+					c.applyLocked(obj.String(), Location{}, true, ev.Kv.ModRevision, nil)
 				}
 			}
 		}

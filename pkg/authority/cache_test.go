@@ -106,3 +106,58 @@ func TestCacheSurvivesCompaction(t *testing.T) {
 		t.Fatalf("cache holds %d, want 50", cache.Len())
 	}
 }
+
+// The cache keeps a group's whole record as it saw it last, from Observe
+// or from the watch, at its version; a copy each time (a caller's change is
+// not the cache's), none for an actor, none once deleted.
+func TestCacheKeepsGroupRecords(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	n1, _ := owner(t, c, "n1", 30)
+	g := keyspace.Group("cached")
+	gs := activate(t, s, g, n1)
+	a := keyspace.Actor("counter", "cached")
+	cache := authority.NewCache(c, keys)
+	runCache(t, cache)
+	if got, ok := cache.Group(g.String()); !ok || got.StoreVersion != gs.StoreVersion || len(got.Record.Members) != 0 {
+		t.Fatalf("loaded group: %+v %v, want version %d", got, ok, gs.StoreVersion)
+	}
+	res, err := s.Join(ctx, authority.MembershipRequest{Group: gs, Actor: a, Owner: n1, Node: node("n1")})
+	if err != nil || !res.Written {
+		t.Fatalf("join: %v %+v", err, res)
+	}
+	cache.Observe(res.Group) // the transaction's result, before the watch brings it
+	got, ok := cache.Group(g.String())
+	if !ok || got.StoreVersion != res.Group.StoreVersion || len(got.Record.Members) != 1 || got.Record.Members[0] != a.String() {
+		t.Fatalf("observed group: %+v %v", got, ok)
+	}
+	got.Record.Members[0] = "changed by the caller"
+	if again, _ := cache.Group(g.String()); again.Record.Members[0] != a.String() {
+		t.Fatalf("the cache's record changed with a caller's copy: %v", again.Record.Members)
+	}
+	if _, ok := cache.Group(a.String()); ok {
+		t.Fatal("an actor's record kept as a group's")
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	put, err := c.Put(ctx, keys.Authority(g), string(res.Group.Record.Encode())) // the same bytes again
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.WaitRevision(wctx, put.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := cache.Group(g.String()); !ok || got.StoreVersion != put.Header.Revision || len(got.Record.Members) != 1 {
+		t.Fatalf("watched group: %+v %v, want version %d", got, ok, put.Header.Revision)
+	}
+	del, err := c.Delete(ctx, keys.Authority(g))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cache.WaitRevision(wctx, del.Header.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cache.Group(g.String()); ok {
+		t.Fatal("a deleted group's record kept")
+	}
+}

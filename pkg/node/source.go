@@ -248,17 +248,25 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 // not seen yet fails the intent's compare: the relocation is aborted
 // (stale_fence) before anything is sealed, the object serving on.
 func (n *Node) recordOf(ctx context.Context, h *hosted, obj keyspace.Object) (authority.Snapshot, error) {
-	h.mu.Lock()
-	s, v := h.rec, h.version
-	h.mu.Unlock()
-	if s.StoreVersion != 0 && s.StoreVersion == v {
-		if e, ok := n.cache.EntryOf(obj.String()); ok && !e.Deleted && e.Version == v {
-			n.metrics.plans.WithLabelValues("cache").Inc()
-			return s, nil
-		}
+	if s, ok := n.servedRecord(h); ok {
+		n.metrics.plans.WithLabelValues("cache").Inc()
+		return s, nil
 	}
 	n.metrics.plans.WithLabelValues("etcd").Inc()
 	return n.store.Read(ctx, obj)
+}
+
+// servedRecord is the record h serves under, when the location cache has
+// seen no later write of it.
+func (n *Node) servedRecord(h *hosted) (authority.Snapshot, bool) {
+	h.mu.Lock()
+	s, v := h.rec, h.version
+	h.mu.Unlock()
+	if s.StoreVersion == 0 || s.StoreVersion != v {
+		return authority.Snapshot{}, false
+	}
+	e, ok := n.cache.EntryOf(h.name)
+	return s, ok && !e.Deleted && e.Version == v
 }
 
 // launch runs r to its end and answers its final status; detached, it runs
