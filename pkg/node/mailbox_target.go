@@ -164,6 +164,11 @@ func (n *Node) placeRestored(h *hosted) error {
 // Admit opens the hidden instances under their committed records.
 func (t *targetMailbox) Admit(a relocation.Admit) {
 	id := t.m.ID()
+	// Every committed record, the group's too (a group move, an Actor
+	// Join): the next relocation from here plans from the cache.
+	for _, snap := range a.Committed {
+		t.n.cache.Observe(snap)
+	}
 	for _, h := range t.hidden {
 		if snap, ok := a.Committed[h.name]; ok {
 			h.admit(snap, a.Data, id)

@@ -98,6 +98,14 @@ func TestGroupRelocationPlansFromCache(t *testing.T) {
 		t.Fatalf("plans of the group's first move: cache %v etcd %v, want 1 0", got, plans(n1, "etcd"))
 	}
 	n2 := m.owner(t, members[0])
+	// Back and forth at once: each target took the group's record as the
+	// commit wrote it when it admitted the members (no wait for the watch).
+	move(n2)
+	move(n1)
+	if plans(n2, "cache") != 1 || plans(n1, "cache") != 2 || plans(n1, "etcd")+plans(n2, "etcd") != 0 {
+		t.Fatalf("plans of the moves back and forth: cache %v and %v, etcd %v and %v, want 2 1 0 0",
+			plans(n1, "cache"), plans(n2, "cache"), plans(n1, "etcd"), plans(n2, "etcd"))
+	}
 	// The group's record written again behind its owner: the cache sees
 	// the write whole (it keeps groups' records), so the move still plans
 	// from it, at the new store version, and completes.
