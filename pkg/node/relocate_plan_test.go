@@ -43,19 +43,7 @@ func TestRelocatePlansFromServedRecord(t *testing.T) {
 		t.Fatalf("plans at the second source: cache %v, want 1", plans(dst, "cache"))
 	}
 
-	obj, _ := keyspace.ParseObject(name)
-	key := keyspace.Default().Authority(obj)
-	r, err := m.etcd.Get(ctx, key)
-	if err != nil || len(r.Kvs) != 1 {
-		t.Fatalf("get %s: %v %v", key, r, err)
-	}
-	put, err := m.etcd.Put(ctx, key, string(r.Kvs[0].Value))
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "the write to reach the owner's cache", func() bool {
-		return src.CachedVersion(name) >= put.Header.Revision
-	})
+	m.rewriteRecord(t, name, src)
 	move(src)
 	if got := plans(src, "etcd"); got != 1 {
 		t.Fatalf("plans from etcd after a write behind the owner: %v, want 1", got)
@@ -109,23 +97,7 @@ func TestGroupRelocationPlansFromCache(t *testing.T) {
 	// The group's record written again behind its owner: the cache sees
 	// the write whole (it keeps groups' records), so the move still plans
 	// from it, at the new store version, and completes.
-	rewrite := func(name string, n *node.Node) {
-		t.Helper()
-		obj, _ := keyspace.ParseObject(name)
-		key := keyspace.Default().Authority(obj)
-		r, err := m.etcd.Get(ctx, key)
-		if err != nil || len(r.Kvs) != 1 {
-			t.Fatalf("get %s: %v %v", key, r, err)
-		}
-		put, err := m.etcd.Put(ctx, key, string(r.Kvs[0].Value))
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitFor(t, 10*time.Second, "the write to reach the owner's cache", func() bool {
-			return n.CachedVersion(name) >= put.Header.Revision
-		})
-	}
-	rewrite(group, n2)
+	m.rewriteRecord(t, group, n2)
 	cached := plans(n2, "cache")
 	move(n2)
 	if got := plans(n2, "cache"); got != cached+1 {
@@ -133,7 +105,7 @@ func TestGroupRelocationPlansFromCache(t *testing.T) {
 	}
 	// A member's record written behind its owner: the record it serves
 	// under is older than the cache's, so the move reads etcd.
-	rewrite(members[1], n1)
+	m.rewriteRecord(t, members[1], n1)
 	move(n1)
 	if got := plans(n1, "etcd"); got != 1 {
 		t.Fatalf("plans from etcd after a member write behind the owner: %v, want 1", got)
@@ -147,4 +119,25 @@ func TestGroupRelocationPlansFromCache(t *testing.T) {
 			t.Fatalf("%s after the moves: %v %v", name, r, err)
 		}
 	}
+}
+
+// rewriteRecord writes the record of the object named name again behind
+// its owner (the same bytes: a newer store version) and waits until n's
+// location cache has seen the write.
+func (m *mesh) rewriteRecord(t *testing.T, name string, n *node.Node) {
+	t.Helper()
+	ctx := context.Background()
+	obj, _ := keyspace.ParseObject(name)
+	key := keyspace.Default().Authority(obj)
+	r, err := m.etcd.Get(ctx, key)
+	if err != nil || len(r.Kvs) != 1 {
+		t.Fatalf("get %s: %v %v", key, r, err)
+	}
+	put, err := m.etcd.Put(ctx, key, string(r.Kvs[0].Value))
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the write to reach the cache", func() bool {
+		return n.CachedVersion(name) >= put.Header.Revision
+	})
 }
