@@ -31,6 +31,14 @@ type Peer interface {
 	Close()
 }
 
+// Recycler is what a Peer may implement whose received chunks sit in
+// buffers it can reuse: Recycle gives back one chunk's data, which the
+// relocation no longer reads (relocation.Recycle). A Peer without it
+// leaves the buffers to the garbage collector.
+type Recycler interface {
+	Recycle(data []byte)
+}
+
 // SourceMailbox is what a source relocation moves (one object, or a
 // group's members), as its node hosts it. Where a new request goes follows
 // from the calls alone: served until Seal, kept from Seal, held from

@@ -137,6 +137,12 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 		enter(t.Report, t.clock(), "settle")
 	case relocation.Discard:
 		t.Mailbox.Discard()
+	case relocation.Recycle:
+		if r, ok := t.Peer.(Recycler); ok {
+			for _, d := range a.Data {
+				r.Recycle(d)
+			}
+		}
 	case relocation.Finish:
 		x.l.done = true
 		enter(t.Report, t.clock(), "done")

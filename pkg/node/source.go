@@ -13,6 +13,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // Errors of relocation requests.
@@ -170,11 +171,26 @@ func (p *clientPeer) Close()                             { _ = p.s.CloseSend(); 
 // serverPeer is the target's end: the handler's return ends the stream.
 type serverPeer struct {
 	s rpcpb.PeerService_RelocateServer
+	// bufs: the pooled buffers of the chunks received and not yet
+	// recycled; they go with the stream.
+	bufs transport.Recycler
 }
 
-func (p serverPeer) Send(f *pb.RelocationFrame) error   { return p.s.Send(f) }
-func (p serverPeer) Recv() (*pb.RelocationFrame, error) { return p.s.Recv() }
-func (p serverPeer) Close()                             {}
+func (p *serverPeer) Send(f *pb.RelocationFrame) error { return p.s.Send(f) }
+func (p *serverPeer) Close()                           {}
+
+// Recv receives a frame, a large chunk into a pooled buffer.
+func (p *serverPeer) Recv() (*pb.RelocationFrame, error) {
+	in := transport.PooledFrame{RelocationFrame: &pb.RelocationFrame{}}
+	if err := p.s.RecvMsg(&in); err != nil {
+		return nil, err
+	}
+	p.bufs.Track(&in)
+	return in.RelocationFrame, nil
+}
+
+// Recycle implements relocator.Recycler.
+func (p *serverPeer) Recycle(data []byte) { p.bufs.Recycle(data) }
 
 // RelocateOptions of one relocation.
 type RelocateOptions struct {

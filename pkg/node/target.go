@@ -16,7 +16,7 @@ import (
 // stages, TLS's peer), then the relocator's target run.
 func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	n := s.n
-	peer := n.seams.targetPeer(serverPeer{stream})
+	peer := n.seams.targetPeer(&serverPeer{s: stream})
 	first, err := peer.Recv()
 	if err != nil {
 		return err

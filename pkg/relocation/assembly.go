@@ -206,6 +206,9 @@ type Assembly struct {
 	// from: a pre-copy's base, the bytes the buffer starts with once made
 	// (Rebase); counted in heldBytes until then.
 	from []byte
+	// spent: chunks added and since copied into the buffer, not yet
+	// reported (Spent).
+	spent [][]byte
 }
 
 // NewAssembly validates the manifest and returns an empty assembly. The
@@ -221,7 +224,7 @@ func NewAssembly(m Manifest) (*Assembly, error) {
 // cannot complete); a repeated index is ErrDuplicateChunk and changes nothing.
 // A chunk is kept without a copy until the buffer is made (and the only
 // chunk of a one-chunk payload for good): the caller must not change data
-// after it was added. The chunk's CRC32C is computed
+// after it was added until Spent returns it. The chunk's CRC32C is computed
 // here, once: Payload combines the chunks' sums.
 func (a *Assembly) Add(i uint32, data []byte) error { return a.add(i, data, false, 0) }
 
@@ -268,15 +271,28 @@ func (a *Assembly) add(i uint32, data []byte, summed bool, sum uint32) error {
 		for j, d := range a.held {
 			s, _ := a.m.ChunkSpan(j)
 			copy(a.buf[s:], d)
+			a.spent = append(a.spent, d)
 		}
 		a.held, a.heldBytes = nil, 0
 		fallthrough
 	default:
 		copy(a.buf[start:end], data)
+		a.spent = append(a.spent, data)
 	}
 	a.got[i] = true
 	a.have++
 	return nil
+}
+
+// Spent returns the chunks added since the last call whose bytes the
+// assembly copied into its buffer and no longer keeps: their caller may
+// reuse them. A chunk kept as it came (before the buffer is made, or the
+// only chunk of a payload, which becomes the payload) is not among them
+// until it is copied.
+func (a *Assembly) Spent() [][]byte {
+	s := a.spent
+	a.spent = nil
+	return s
 }
 
 // Complete reports whether every chunk arrived.

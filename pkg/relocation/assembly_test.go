@@ -408,6 +408,9 @@ func TestAssemblyOneChunkIsNotCopied(t *testing.T) {
 	if err != nil || &p[0] != &data[0] {
 		t.Fatalf("payload %q (%v) is not the chunk", p, err)
 	}
+	if s := a.Spent(); len(s) != 0 {
+		t.Fatalf("the payload's only chunk is given back as spent: %d", len(s))
+	}
 	bad, _ := NewAssembly(m)
 	_ = bad.Add(0, []byte("one chunk of stat!"))
 	if _, err := bad.Payload(); !errors.Is(err, ErrDataLost) {
@@ -439,9 +442,15 @@ func TestAssemblyBufferGrowsWithChunks(t *testing.T) {
 	for i := 0; i < n; i += 2 {
 		order = append(order, uint32(i))
 	}
+	// Each chunk is a buffer of its own, as the receiver's; it is spent
+	// (given back for reuse) exactly when the assembly copied it.
+	mine := map[*byte]bool{}
+	spent := 0
 	for k, i := range order {
 		start, end := m.ChunkSpan(i)
-		if err := a.Add(i, payload[start:end]); err != nil {
+		c := append([]byte(nil), payload[start:end]...)
+		mine[&c[0]] = true
+		if err := a.Add(i, c); err != nil {
 			t.Fatal(err)
 		}
 		wantAlloc := 0
@@ -451,6 +460,20 @@ func TestAssemblyBufferGrowsWithChunks(t *testing.T) {
 		if allocs != wantAlloc {
 			t.Fatalf("after %d of %d chunks: %d buffers made, want %d", k+1, n, allocs, wantAlloc)
 		}
+		for _, d := range a.Spent() {
+			if !mine[&d[0]] {
+				t.Fatalf("after %d chunks: spent a chunk twice, or one not added", k+1)
+			}
+			delete(mine, &d[0])
+			clear(d) // reused at once: the payload must not change
+			spent++
+		}
+		if want := (k + 1) * wantAlloc; spent != want {
+			t.Fatalf("after %d of %d chunks: %d spent, want %d", k+1, n, spent, want)
+		}
+	}
+	if err := a.Add(order[0], payload[:chunk]); !errors.Is(err, ErrDuplicateChunk) || len(a.Spent()) != 0 {
+		t.Fatalf("a duplicate: %v, spent %d", err, len(a.Spent()))
 	}
 	got, err := a.Payload()
 	if err != nil || !bytes.Equal(got, payload) {

@@ -847,6 +847,8 @@ func (s *sim) describe(a Action) string {
 		return fmt.Sprintf("Finish %s code=%s %q", a.Outcome, a.Code, a.Message)
 	case Restore:
 		return fmt.Sprintf("Restore len=%d", len(a.Payload))
+	case Recycle:
+		return fmt.Sprintf("Recycle chunks=%d", len(a.Data))
 	case Commit:
 		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.OwnerGeneration) + groupNote(len(a.Participants)-1, joinOf(a.Join))
 	case ResolveCommit:

@@ -88,6 +88,9 @@ type (
 	}
 	// Discard drops the hidden instances; waiting requests are redirected.
 	Discard struct{}
+	// Recycle: the machine no longer reads or keeps these received chunks'
+	// data (copied into the payload); the driver may reuse their buffers.
+	Recycle struct{ Data [][]byte }
 )
 
 func (Restore) action()       {}
@@ -96,6 +99,7 @@ func (Commit) action()        {}
 func (ResolveCommit) action() {}
 func (Admit) action()         {}
 func (Discard) action()       {}
+func (Recycle) action()       {}
 
 // TargetConfig is what a target machine checks PREPARE against.
 type TargetConfig struct {
@@ -597,10 +601,15 @@ func (t *Target) onChunk(c *pb.StateChunk) ([]Action, error) {
 		}
 		return t.fail(pb.Code_CODE_DATA_LOST, err.Error(), false), nil
 	}
-	if !t.asm.Complete() {
-		return nil, nil
+	var out []Action
+	if spent := t.asm.Spent(); len(spent) > 0 {
+		out = append(out, Recycle{Data: spent})
 	}
-	return t.assembled()
+	if !t.asm.Complete() {
+		return out, nil
+	}
+	more, err := t.assembled()
+	return append(out, more...), err
 }
 
 // assembled: every chunk arrived; restore the payload if its CRC32C

@@ -136,6 +136,20 @@ func FuzzChunkFrame(f *testing.F) {
 			}
 		}
 
+		// The same, received into a pooled buffer: the same outcome, and
+		// the buffer kept exactly when the chunk's data lies in it.
+		buf := withSum(body)
+		pooled := PooledFrame{RelocationFrame: &pb.RelocationFrame{}}
+		perr2 := pooled.decode(&buf)
+		switch {
+		case (perr2 == nil) != (cerr == nil):
+			t.Fatalf("pooled decode %v, Codec %v", perr2, cerr)
+		case perr2 == nil && !proto.Equal(pooled.RelocationFrame, &dec):
+			t.Fatalf("pooled decode %v, Codec %v", pooled.RelocationFrame, &dec)
+		case perr2 == nil && (pooled.buf != nil) != (len(pooled.RelocationFrame.GetChunk().GetData()) > 0 && within(pooled.RelocationFrame.GetChunk().GetData(), buf)):
+			t.Fatalf("pooled decode kept its buffer: %v, for %v", pooled.buf != nil, pooled.RelocationFrame)
+		}
+
 		// Codec with the input's own last 4 bytes as the trailer.
 		var raw pb.RelocationFrame
 		if err := (Codec{}).Unmarshal(append([]byte(nil), in...), &raw); err == nil {

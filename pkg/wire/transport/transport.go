@@ -150,7 +150,8 @@ func summedChunkParts(f *pb.RelocationFrame) (hdr, data, trailer []byte, ok bool
 // transport as its header, its data and its trailer, the data not copied
 // (actor.Object's Snapshot contract: the state bytes are never modified);
 // everything else as Codec encodes it. Received messages are decoded by
-// Codec from gRPC's buffers made into one (the chunk data aliases it).
+// Codec from gRPC's buffers made into one (the chunk data aliases it),
+// a pooled one for a large frame received as a PooledFrame.
 type codecV2 struct{}
 
 func (codecV2) Name() string { return CodecName }
@@ -173,6 +174,9 @@ func (codecV2) Marshal(v any) (mem.BufferSlice, error) {
 }
 
 func (codecV2) Unmarshal(data mem.BufferSlice, v any) error {
+	if f, ok := v.(*PooledFrame); ok {
+		return unmarshalPooled(data, f)
+	}
 	return Codec{}.Unmarshal(data.Materialize(), v)
 }
 
