@@ -1,0 +1,55 @@
+package node_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+	"testing"
+
+	"github.com/meshloc/meshloc/pkg/actor/builtin"
+	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/node"
+)
+
+// A state of many chunks moved back and forth: each target receives its
+// chunks into pooled buffers, holds the first half as they came, and gives
+// every buffer back once it is copied into the payload, so later moves
+// (and the other node's) reuse the buffers of earlier ones. Every move
+// must restore exactly the bytes that left, whatever a buffer held before.
+// The CRC32C cannot catch a buffer given back too early: each chunk's sum
+// is computed as it lands, and the payload's is combined from those. This
+// test does (made to give the held chunks back at once, it fails: the
+// moved state differs).
+func TestManyChunkMovesReuseBuffers(t *testing.T) {
+	const name, size = "actor/blob/pooled", 9<<20 + 12345 // ten 1 MiB chunks, the last short
+	m := startMesh(t, 2)
+	c := newClient(t, client.Config{Etcd: m.etcd})
+	ctx := context.Background()
+	for i, seed := range []string{"a", "b", "c"} {
+		if _, err := c.Call(ctx, name, "fill", strconv.Itoa(size), seed); err != nil {
+			t.Fatal(err)
+		}
+		want := sha256.Sum256(builtin.BlobContent(size, seed))
+		for move := range 3 {
+			st, err := m.owner(t, name).Relocate(ctx, name, node.RelocateOptions{NoPrecopy: move%2 == 0})
+			if err != nil || st.GetOutcome() != "completed" {
+				t.Fatalf("fill %d, move %d: %v %v", i, move, err, st)
+			}
+			r, err := c.Call(ctx, name, "hash")
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got struct {
+				SHA256 string `json:"sha256"`
+			}
+			if err := json.Unmarshal(r.Payload, &got); err != nil {
+				t.Fatal(err)
+			}
+			if got.SHA256 != hex.EncodeToString(want[:]) {
+				t.Fatalf("fill %d, move %d: the moved state differs from what left", i, move)
+			}
+		}
+	}
+}
