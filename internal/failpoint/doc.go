@@ -117,10 +117,18 @@ const (
 	// messages between objects that keep relocating (the transfers
 	// workload).
 	BugOutboxNotTransferred = "outbox-not-transferred"
+	// BugRecycleEarly: a relocation target gives each STATE chunk's pooled
+	// buffer back two chunks after it arrived instead of once the assembly
+	// copied it: any state of several chunks. A chunk overwritten before it
+	// was added fails its CRC32C; one held as it came (until half the
+	// payload arrived) and overwritten after its check is caught only by a
+	// check of the moved state.
+	BugRecycleEarly = "recycle-early"
 )
 
 // Bugs lists every planted bug.
 var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
 	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
+	BugRecycleEarly,
 }

@@ -29,7 +29,9 @@ func withFaults(s seams) seams {
 		st, p, m := source(mb, p)
 		return st, &sourcePeerFaults{Peer: p}, &sourceMailboxFaults{SourceMailbox: m, id: mb.id}
 	}
-	s.targetPeer = func(p relocator.Peer) relocator.Peer { return &crcIgnored{Peer: targetPeer(p)} }
+	s.targetPeer = func(p relocator.Peer) relocator.Peer {
+		return &recycleEarly{Peer: &crcIgnored{Peer: targetPeer(p)}}
+	}
 	s.target = func(m *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox) {
 		st, box := target(m, mb)
 		fs := &targetStoreFaults{Store: st, m: m, mb: mb}
@@ -275,6 +277,40 @@ type crcIgnored struct {
 	ahead []*pb.RelocationFrame
 	err   error
 }
+
+// Recycle passes the relocation's Recycle on to the stream (relocator.Recycler).
+func (p *crcIgnored) Recycle(d []byte) { recycle(p.Peer, d) }
+
+func recycle(p relocator.Peer, d []byte) {
+	if r, ok := p.(relocator.Recycler); ok {
+		r.Recycle(d)
+	}
+}
+
+// recycleEarly: the planted bug recycle-early. The target gives each
+// received chunk's buffer back two chunks later, whether or not the
+// assembly copied it: the first half of a state of several chunks, kept as
+// it came (its CRC32C checked as it landed), is overwritten by later
+// chunks received into the same buffers, which the protocol does not see;
+// a chunk overwritten before it was even added fails its CRC32C.
+type recycleEarly struct {
+	relocator.Peer
+	recent [][]byte // the data of the last chunks received, oldest first
+}
+
+func (p *recycleEarly) Recv() (*pb.RelocationFrame, error) {
+	f, err := p.Peer.Recv()
+	if c := f.GetChunk(); c != nil && failpoint.Planted(failpoint.BugRecycleEarly) {
+		p.recent = append(p.recent, c.GetData())
+		if len(p.recent) > 2 {
+			recycle(p.Peer, p.recent[0])
+			p.recent = p.recent[1:]
+		}
+	}
+	return f, err
+}
+
+func (p *recycleEarly) Recycle(d []byte) { recycle(p.Peer, d) }
 
 func (p *crcIgnored) Recv() (*pb.RelocationFrame, error) {
 	if len(p.ahead) > 0 {
