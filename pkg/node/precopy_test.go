@@ -87,17 +87,7 @@ func startWriter(c *client.Client, name string, model []byte) *writer {
 // check: the blob holds what the acknowledged writes left (its SHA-256).
 func (w *writer) check(t *testing.T) {
 	t.Helper()
-	r, err := w.c.Call(context.Background(), w.name, "hash")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got struct {
-		SHA256 string `json:"sha256"`
-	}
-	if err := json.Unmarshal(r.Payload, &got); err != nil {
-		t.Fatal(err)
-	}
-	if want := sha256.Sum256(w.model); got.SHA256 != hex.EncodeToString(want[:]) {
+	if !blobHolds(t, w.c, w.name, w.model) {
 		t.Fatalf("after %d acknowledged writes the blob is not what they wrote", w.acked)
 	}
 }
@@ -143,4 +133,22 @@ func TestPrecopyMovesAWrittenObject(t *testing.T) {
 	}
 	w.check(t)
 	t.Logf("%d writes acknowledged during %d moves", w.acked, moves)
+}
+
+// blobHolds reports whether the blob name holds exactly want (its hash
+// method's SHA-256).
+func blobHolds(t *testing.T, c *client.Client, name string, want []byte) bool {
+	t.Helper()
+	r, err := c.Call(context.Background(), name, "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		SHA256 string `json:"sha256"`
+	}
+	if err := json.Unmarshal(r.Payload, &got); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(want)
+	return got.SHA256 == hex.EncodeToString(sum[:])
 }
