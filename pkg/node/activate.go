@@ -1,0 +1,215 @@
+package node
+
+// Activation: a node hosts an object only once etcd says it may (a create,
+// a recovery, or the record naming this node), and forgets it when it no
+// longer owns it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/record"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// hostedOrActivate returns the local instance of obj, activating or
+// recovering it on this node when etcd says it may. A non-nil reply is the
+// answer to give instead (a redirect or an error).
+func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ actor.Type) (*hosted, *pb.CallReply) {
+	name := obj.String()
+	n.mu.Lock()
+	if n.closing {
+		n.mu.Unlock()
+		return nil, &pb.CallReply{Code: pb.Code_CODE_SHUTTING_DOWN, Message: "node " + n.cfg.Name + " is shutting down"}
+	}
+	h, ok := n.objects[name]
+	if !ok {
+		h = newHosted(n, obj, typ)
+		n.objects[name] = h
+		n.noteChangeLocked()
+	}
+	n.mu.Unlock()
+	if ok {
+		select {
+		case <-h.ready:
+		case <-ctx.Done():
+			return nil, &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "waiting for activation of " + name}
+		}
+		if h.failReply != nil {
+			return nil, h.failReply
+		}
+		return h, nil
+	}
+	rep := n.activate(ctx, h)
+	if rep != nil && rep.Code != pb.Code_CODE_STATE_LOST {
+		h.failReply = rep
+		n.forget(h)
+		close(h.ready)
+		return nil, rep
+	}
+	n.metrics.hosted.Inc()
+	close(h.ready)
+	h.kickDelivery() // a durable object re-activated with messages to send
+	return h, rep
+}
+
+func (n *Node) canHost(typ string) bool {
+	return n.cfg.Weight > 0 && n.hosts[typ]
+}
+
+// activate decides, from etcd, whether this node may serve h's object:
+// activate (no record), host (our record), recover (owner gone) or redirect.
+func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
+	for range 8 {
+		snap, err := n.store.Read(ctx, h.obj)
+		if errors.Is(err, authority.ErrNotFound) {
+			if rep := n.refuseActivation(h.name); rep != nil { // drain.go
+				return rep
+			}
+			if !n.canHost(h.typ.Name) {
+				return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("node %s does not host type %s", n.cfg.Name, h.typ.Name)}
+			}
+			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.obj, Owner: n.self, Node: n.selfNode})
+			if err != nil {
+				return unavailable("activate "+h.name, err)
+			}
+			n.cache.Observe(res.Snapshot)
+			if res.Won {
+				n.metrics.activations.Inc()
+				h.install(res.Snapshot)
+				if h.typ.Durable {
+					return n.freshDurable(ctx, h)
+				}
+				return nil
+			}
+			snap = res.Snapshot
+		} else if err != nil {
+			return unavailable("read "+h.name, err)
+		}
+		n.cache.Observe(snap)
+		if snap.Record.Owner == n.self {
+			h.install(snap)
+			if h.typ.Durable {
+				return n.loadDurable(ctx, h) // its state is in etcd: nothing was lost
+			}
+			return n.recreatedHere(h, snap)
+		}
+		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
+			return n.notOwner(snap)
+		}
+		if rep := n.refuseActivation(h.name); rep != nil { // drain.go
+			return rep
+		}
+		if !n.canHost(h.typ.Name) {
+			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s is orphaned and node %s does not host type %s", h.name, n.cfg.Name, h.typ.Name)}
+		}
+		w, err := n.store.Recover(ctx, authority.RecoverRequest{Seen: snap, NewOwner: n.self, Node: n.selfNode})
+		if err != nil {
+			return unavailable("recover "+h.name, err)
+		}
+		if w.Found {
+			n.cache.Observe(w.Snapshot)
+		}
+		if w.Written {
+			n.metrics.recoveries.Inc()
+			h.install(w.Snapshot)
+			if h.typ.Durable {
+				// Its state survived its owner in etcd: restored, no StateLost.
+				return n.loadDurable(ctx, h)
+			}
+			h.lostGen = w.Snapshot.Record.ObjectGeneration
+			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
+				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
+			return stateLost(h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
+				"%s: owner %s died with its state; re-created with object generation %d; the request was not executed",
+				h.name, snap.Record.Owner, w.Snapshot.Record.ObjectGeneration)))
+		}
+		if w.Found && w.OwnerAlive {
+			return n.notOwner(w.Snapshot)
+		}
+		// The record moved under us: read again.
+	}
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.name + " kept racing"}
+}
+
+func unavailable(what string, err error) *pb.CallReply {
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: what + ": " + err.Error()}
+}
+
+// notOwner is the redirect to the owner named in snap.
+func (n *Node) notOwner(snap authority.Snapshot) *pb.CallReply {
+	return &pb.CallReply{
+		Code:    pb.Code_CODE_NOT_OWNER,
+		Message: fmt.Sprintf("%s is owned by %s", snap.Object, snap.Record.Owner),
+		Hint:    &pb.Location{Fence: n.wireFence(snap.Fence(), snap.StoreVersion, snap.Record.Node.RoutingID), Address: snap.Record.Node.Address},
+	}
+}
+
+// notOwnerAt redirects a request for obj to loc.
+func (n *Node) notOwnerAt(obj keyspace.Object, loc record.Location) *pb.CallReply {
+	return &pb.CallReply{
+		Code:    pb.Code_CODE_NOT_OWNER,
+		Message: fmt.Sprintf("%s is owned by %s", obj, loc.Owner),
+		Hint:    &pb.Location{Fence: n.wireFence(loc.Fence(), loc.StoreVersion, loc.Node.RoutingID), Address: loc.Node.Address},
+	}
+}
+
+// forget removes h from the hosted objects if it is still the one
+// registered (and wakes whoever waits for a removal: placeRestored); it
+// reports whether it was.
+func (n *Node) forget(h *hosted) bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.objects[h.name] != h {
+		return false
+	}
+	delete(n.objects, h.name)
+	n.noteChangeLocked()
+	return true
+}
+
+// hostedChanged is closed at the next change of the hosted objects: one
+// added or removed, admitted, released by its relocation, a relocation
+// ended (placeRestored and drain wait on it).
+func (n *Node) hostedChanged() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.changeWanted = true
+	return n.changed
+}
+
+// noteChange signals a change (noteChangeLocked with n.mu held).
+func (n *Node) noteChange() {
+	n.mu.Lock()
+	n.noteChangeLocked()
+	n.mu.Unlock()
+}
+
+func (n *Node) noteChangeLocked() {
+	if !n.changeWanted {
+		return // nobody took the channel since it was last closed
+	}
+	n.changeWanted = false
+	close(n.changed)
+	n.changed = make(chan struct{})
+}
+
+// unhost removes a serving h from the hosted objects (forget, counted).
+func (n *Node) unhost(h *hosted) {
+	if n.forget(h) {
+		n.metrics.hosted.Dec()
+	}
+}
+
+// notHere answers a request for an object this node no longer hosts.
+func (n *Node) notHere(obj keyspace.Object) *pb.CallReply {
+	if loc, ok := n.cache.Lookup(obj); ok && loc.Owner != n.self {
+		return &pb.CallReply{Code: pb.Code_CODE_NOT_OWNER, Message: obj.String() + " is not hosted here",
+			Hint: &pb.Location{Fence: n.wireFence(loc.Fence(), loc.StoreVersion, loc.Node.RoutingID), Address: loc.Node.Address}}
+	}
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: obj.String() + " is not hosted here"}
+}
