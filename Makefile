@@ -89,6 +89,7 @@ FUZZ_TARGETS = \
 	./pkg/node/              FuzzDecodeDurableState \
 	./pkg/session/                FuzzJournalOf \
 	./pkg/client/                 FuzzParseToken \
+	./pkg/client/                 FuzzSSEReader \
 	./internal/locationd/         FuzzRequestBodies \
 	./internal/locationd/         FuzzEventsQuery
 fuzz:

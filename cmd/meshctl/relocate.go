@@ -1,17 +1,14 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/pkg/api"
-	"github.com/meshloc/meshloc/pkg/client"
 )
 
 // now is the clock of the AGE column (tests set it).
@@ -128,9 +125,12 @@ ID is the last 8 hex digits of the relocation id (its UUIDv7 starts with a
 timestamp shared by every relocation of the same minute); -o json has the full
 ids. A node that does not answer is named in a warning line after the table.
 
---watch follows them live instead: one line per relocation side that
-appeared, changed phase or ended (TIME ID OBJECT ROLE SOURCE -> TARGET
-PHASE|OUTCOME), asking every --every, until Ctrl-C (or for --for).`,
+--watch follows them live instead, from locationd's event stream (GET
+/v1/events): the relocations listed now, then one line when a relocation
+side starts (with the phase it is in) and one when it ends (TIME ID OBJECT
+ROLE SOURCE -> TARGET PHASE|OUTCOME), until Ctrl-C (or for --for). A stream
+that breaks is opened again where it stopped; if events were missed, the
+list is read again.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("inflight") {
@@ -146,8 +146,8 @@ PHASE|OUTCOME), asking every --every, until Ctrl-C (or for --for).`,
 				return err
 			}
 			if watch {
-				if every <= 0 || watchFor < 0 {
-					return usageError{err: fmt.Errorf("--every %s must be positive, --for %s not negative", every, watchFor)}
+				if watchFor < 0 {
+					return usageError{err: fmt.Errorf("--for %s must not be negative", watchFor)}
 				}
 				ctx := cmd.Context()
 				if watchFor > 0 {
@@ -155,7 +155,7 @@ PHASE|OUTCOME), asking every --every, until Ctrl-C (or for --for).`,
 					ctx, cancel = context.WithTimeout(ctx, watchFor)
 					defer cancel()
 				}
-				return watchRelocations(ctx, c, q, every, g.timeout, out)
+				return watchRelocations(ctx, c, q, g.timeout, out)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
 			defer cancel()
@@ -190,61 +190,10 @@ PHASE|OUTCOME), asking every --every, until Ctrl-C (or for --for).`,
 	cmd.Flags().StringVar(&q.Object, "object", "", "only the relocations of this object")
 	cmd.Flags().BoolVar(&inflight, "inflight", false, "only relocations in flight (--inflight=false: only ended ones)")
 	cmd.Flags().BoolVar(&watch, "watch", false, "follow them live: a line per change, until Ctrl-C")
-	cmd.Flags().DurationVar(&every, "every", 500*time.Millisecond, "with --watch: how often to ask")
+	cmd.Flags().DurationVar(&every, "every", 500*time.Millisecond, "ignored: --watch follows the event stream")
+	_ = cmd.Flags().MarkDeprecated("every", "--watch follows locationd's event stream, it does not ask again")
 	cmd.Flags().DurationVar(&watchFor, "for", 0, "with --watch: stop after this long (0: at Ctrl-C)")
 	return cmd
-}
-
-// watchRelocations prints a line each time a relocation side appears,
-// changes phase or ends, until ctx ends (then nil: Ctrl-C is how it stops).
-func watchRelocations(ctx context.Context, c *client.Admin, q api.RelocationsQuery, every, timeout time.Duration, out io.Writer) error {
-	seen := map[string]string{}
-	warned := map[string]bool{}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		rctx, cancel := context.WithTimeout(ctx, timeout)
-		r, _, err := c.Relocations(rctx, q)
-		cancel()
-		switch {
-		case ctx.Err() != nil:
-			return nil
-		case err != nil:
-			fmt.Fprintf(out, "%s warning: %v\n", now().Format("15:04:05.000"), err)
-		default:
-			rels := r.Relocations
-			slices.SortStableFunc(rels, func(a, b api.Relocation) int { return cmp.Compare(a.StartedUnixMs, b.StartedUnixMs) })
-			for _, rel := range rels {
-				state := rel.Phase
-				if !rel.InFlight() {
-					state = rel.Outcome
-					if rel.Outcome != api.OutcomeCompleted {
-						state += " " + dash(rel.Code) + ": " + dash(rel.Message)
-					} else {
-						state += " in " + interruption(rel.InterruptionMicros, "0s")
-					}
-				}
-				key := rel.RelocationID + " " + rel.Role
-				if seen[key] == state {
-					continue
-				}
-				seen[key] = state
-				fmt.Fprintf(out, "%s %s %s %s %s -> %s %s\n", now().Format("15:04:05.000"), shortID(rel.RelocationID), rel.Object,
-					dash(rel.Role), dash(rel.Source), dash(rel.Target), state)
-			}
-			for _, u := range r.Unreachable {
-				if !warned[u.ID] {
-					warned[u.ID] = true
-					fmt.Fprintf(out, "%s warning: node %s (%s) did not answer: %s\n", now().Format("15:04:05.000"), u.ID, dash(u.Address), u.Error)
-				}
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
 }
 
 // shortID is the last 8 characters of a relocation id (its random part).

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -89,6 +90,33 @@ func newFakeRelocations(t *testing.T) *fakeRelocations {
 			Relocations: []api.Relocation{inflight, completed, target, aborted},
 			Unreachable: []api.UnreachableNode{{ID: "n4", Address: "127.0.0.1:7130", Error: "Unavailable: connection refused"}},
 		})
+	})
+	// The event stream of --watch: a stale report of a relocation the
+	// list shows ended, a new relocation's start and end, a node's stream
+	// lost and back (the list is read again); then nothing.
+	mux.HandleFunc("GET /v1/events", func(w http.ResponseWriter, r *http.Request) {
+		f.mu.Lock()
+		f.queries = append(f.queries, "events "+r.URL.RawQuery)
+		f.mu.Unlock()
+		stale := completed
+		stale.Phase, stale.Outcome, stale.Code, stale.Ended, stale.EndedUnixMs = "intent", "", "", "", 0
+		started := api.Relocation{RelocationID: "01958a3c-4f00-7abc-8def-0000000000c2", Object: "actor/counter/c2", Source: "n1@7", Target: "n2@11",
+			Role: "source", Node: "n1", Phase: "intent"}
+		done := started
+		done.Phase, done.Outcome, done.Code, done.InterruptionMicros = "done", "completed", "ok", 850
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "retry: 10\nevent: hello\ndata: {\"resumed\":false}\n\n")
+		for i, ev := range []struct {
+			typ string
+			v   any
+		}{{"relocation", stale}, {"relocation", started}, {"relocation", done},
+			{"watch", api.NodeWatch{Node: "n5", Address: "127.0.0.1:7140", Error: "EOF"}},
+			{"watch", api.NodeWatch{Node: "n5", Address: "127.0.0.1:7140", Connected: true}}} {
+			b, _ := json.Marshal(ev.v)
+			fmt.Fprintf(w, "id: e-%d\nevent: %s\ndata: %s\n\n", i+1, ev.typ, b)
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
 	})
 	f.Server = httptest.NewServer(mux)
 	t.Cleanup(f.Close)
@@ -231,28 +259,43 @@ func TestAgeAndInterruption(t *testing.T) {
 	}
 }
 
-// --watch prints each relocation side once per state, and the warning for a
-// node that did not answer once, until --for ends it.
+// --watch prints the list, then each relocation side's start and end from
+// the event stream, once per state (never an in-flight report after its
+// end), and the warning for a node once; the list is read again when a
+// node's stream comes back.
 func TestRelocationsWatch(t *testing.T) {
 	f := newFakeRelocations(t)
 	defer func(old func() time.Time) { now = old }(now)
 	now = func() time.Time { return t0 }
-	r := f.run("relocations", "--watch", "--every", "20ms", "--for", "150ms")
+	r := f.run("relocations", "--watch", "--for", "300ms")
 	if r.code != 0 || r.stderr != "" {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
-	want := "12:00:00.000 456789ab actor/counter/c1 source n1@7 -> n2@11 completed in 2.35ms\n"
-	if !strings.Contains(r.stdout, want) || strings.Count(r.stdout, "actor/counter/c1 source") != 1 ||
-		strings.Count(r.stdout, "warning: node n4") != 1 || !strings.Contains(r.stdout, "actor/list/l1 source n2@11 -> n3@15 aborted deadline_exceeded") {
-		t.Fatalf("watch printed:\n%s", r.stdout)
+	for _, want := range []string{
+		"12:00:00.000 456789ab actor/counter/c1 source n1@7 -> n2@11 completed in 2.35ms\n",
+		"12:00:00.000 0000beef actor/list/l1 source n2@11 -> n3@15 aborted deadline_exceeded",
+		"12:00:00.000 000000c2 actor/counter/c2 source n1@7 -> n2@11 intent\n",
+		"12:00:00.000 000000c2 actor/counter/c2 source n1@7 -> n2@11 completed in 850µs\n",
+		"warning: node n4 (127.0.0.1:7130) did not answer",
+		"warning: locationd lost its stream from node n5 (127.0.0.1:7140), its relocations may be missed: EOF\n",
+	} {
+		if strings.Count(r.stdout, want) != 1 {
+			t.Errorf("watch printed %q %d times:\n%s", want, strings.Count(r.stdout, want), r.stdout)
+		}
+	}
+	if strings.Count(r.stdout, "actor/counter/c1 source") != 1 {
+		t.Errorf("the stale report of c1 was printed:\n%s", r.stdout)
 	}
 	f.mu.Lock()
-	n := len(f.queries)
+	q := fmt.Sprint(f.queries)
 	f.mu.Unlock()
-	if n < 3 {
-		t.Errorf("asked %d times in 150 ms every 20 ms", n)
+	if q != "[events types=relocation%2Cwatch  ]" {
+		t.Errorf("requests %q: want the stream, the list, and the list again", q)
 	}
-	if r := f.run("relocations", "--watch", "--every", "0s"); r.code != 2 {
-		t.Errorf("--every 0s: exit %d, want 2", r.code)
+	if r := f.run("relocations", "--watch", "--for", "-1s"); r.code != 2 {
+		t.Errorf("--for -1s: exit %d, want 2", r.code)
+	}
+	if r := f.run("relocations", "--watch", "--every", "1s", "--for", "50ms"); r.code != 0 { // deprecated, ignored
+		t.Errorf("--every: exit %d, stderr %q", r.code, r.stderr)
 	}
 }

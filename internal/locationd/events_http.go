@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/meshloc/meshloc/pkg/api"
 )
 
 // eventsRoute is the event stream's route.
@@ -13,16 +15,6 @@ const eventsRoute = "/v1/events"
 
 // sseRetryMs is the reconnection delay a client is told (retry:).
 const sseRetryMs = 2000
-
-// helloData is the data of the first event of every stream.
-type helloData struct {
-	// Epoch names this locationd's life: ids of another are not resumed.
-	Epoch string `json:"epoch"`
-	// Resumed: the stream goes on after the client's Last-Event-ID, with
-	// nothing missed. False: start afresh (read the snapshots: owners,
-	// objects, relocations), then follow the stream.
-	Resumed bool `json:"resumed"`
-}
 
 // eventsHTTP serves GET /v1/events: a text/event-stream (README, "Event
 // stream"). Bad parameters or a bad Last-Event-ID are a typed 400, one
@@ -64,7 +56,7 @@ func (h *handlers) eventsHTTP(w http.ResponseWriter, r *http.Request) {
 		return rc.Flush() == nil
 	}
 	buf.WriteString("retry: " + strconv.Itoa(sseRetryMs) + "\n")
-	writeSSE(&buf, "", EventHello, mustJSON(helloData{Epoch: h.events.epoch, Resumed: resumed}))
+	writeSSE(&buf, "", EventHello, mustJSON(api.Hello{Epoch: h.events.epoch, Resumed: resumed}))
 	for _, ev := range replay {
 		writeSSE(&buf, h.events.id(ev.seq), ev.typ, ev.data)
 	}

@@ -6,21 +6,23 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
-// Event types of GET /v1/events (README, "Event stream"). hello, overflow
-// and heartbeat are the stream's own and always sent.
+// Event types of GET /v1/events (README, "Event stream"; pkg/api names
+// them for clients too). hello, overflow and heartbeat are the stream's own
+// and always sent.
 const (
-	EventHello      = "hello"
-	EventOwner      = "owner"
-	EventRecord     = "record"
-	EventRelocation = "relocation"
-	EventStats      = "stats"
-	EventWatch      = "watch"
-	EventReset      = "reset"
-	EventHeartbeat  = "heartbeat"
-	EventOverflow   = "overflow"
+	EventHello      = api.EventHello
+	EventOwner      = api.EventOwner
+	EventRecord     = api.EventRecord
+	EventRelocation = api.EventRelocation
+	EventStats      = api.EventStats
+	EventWatch      = api.EventWatch
+	EventReset      = api.EventReset
+	EventHeartbeat  = api.EventHeartbeat
+	EventOverflow   = api.EventOverflow
 )
 
 // filterableEvents are the types a client may choose with ?types=.

@@ -26,7 +26,8 @@ import (
 // watched at the address its key in etcd names, never at one a message
 // names, and only while that key lives.
 
-// Data of the events the sources publish (README, "Event stream").
+// Data of the owner and record events (README, "Event stream"; the others
+// are shapes of pkg/api).
 type (
 	ownerEvent struct {
 		Kind     string     `json:"kind"` // put or delete
@@ -40,23 +41,6 @@ type (
 		Record       *authority.Record `json:"record,omitempty"`
 		StoreVersion int64             `json:"storeVersion,omitempty"`
 		Revision     int64             `json:"revision"`
-	}
-	statsEvent struct {
-		Node                string  `json:"node"`
-		UnixMs              int64   `json:"unixMs"`
-		CallsTotal          uint64  `json:"callsTotal"`
-		CallsPerSecond      float64 `json:"callsPerSecond"`
-		HostedObjects       uint32  `json:"hostedObjects"`
-		RelocationsInFlight uint32  `json:"relocationsInFlight"`
-	}
-	watchEvent struct {
-		Node      string `json:"node"`
-		Address   string `json:"address"`
-		Connected bool   `json:"connected"`
-		Error     string `json:"error,omitempty"`
-	}
-	resetEvent struct {
-		Reason string `json:"reason"`
 	}
 )
 
@@ -78,7 +62,7 @@ func (s *Server) eventSources(cli *clientv3.Client, pool *adminPool) func(contex
 				return
 			}
 			s.log.Warn().Err(err).Dur("retryIn", backoff).Msg("event stream: etcd watch ended; listing again")
-			h.publish(EventReset, "", resetEvent{Reason: "the etcd watch restarted: " + err.Error()})
+			h.publish(EventReset, "", api.Reset{Reason: "the etcd watch restarted: " + err.Error()})
 			if !wait(ctx, backoff) {
 				return
 			}
@@ -262,7 +246,7 @@ func (nw *nodeWatchers) run(ctx context.Context, id, addr string) {
 					return err
 				}
 				if first {
-					nw.h.publishState(EventWatch, "", id, watchEvent{Node: id, Address: addr, Connected: true})
+					nw.h.publishState(EventWatch, "", id, api.NodeWatch{Node: id, Address: addr, Connected: true})
 					backoff = sourceRetryMin
 				}
 				switch x := ev.GetEvent().(type) {
@@ -282,7 +266,7 @@ func (nw *nodeWatchers) run(ctx context.Context, id, addr string) {
 		if st, ok := status.FromError(err); ok {
 			msg = st.Code().String() + ": " + st.Message()
 		}
-		nw.h.publishState(EventWatch, "", id, watchEvent{Node: id, Address: addr, Error: msg})
+		nw.h.publishState(EventWatch, "", id, api.NodeWatch{Node: id, Address: addr, Error: msg})
 		if !wait(ctx, backoff) {
 			return
 		}
@@ -291,8 +275,8 @@ func (nw *nodeWatchers) run(ctx context.Context, id, addr string) {
 }
 
 // statsOf is a node's stats event, its call rate from the sample before.
-func statsOf(id string, prev, st *pb.NodeStats) statsEvent {
-	out := statsEvent{Node: id, UnixMs: st.GetUnixMs(), CallsTotal: st.GetCallsTotal(),
+func statsOf(id string, prev, st *pb.NodeStats) api.NodeStats {
+	out := api.NodeStats{Node: id, UnixMs: st.GetUnixMs(), CallsTotal: st.GetCallsTotal(),
 		HostedObjects: st.GetHostedObjects(), RelocationsInFlight: st.GetRelocationsInFlight()}
 	if prev != nil && st.GetUnixMs() > prev.GetUnixMs() && st.GetCallsTotal() >= prev.GetCallsTotal() {
 		out.CallsPerSecond = float64(st.GetCallsTotal()-prev.GetCallsTotal()) * 1000 / float64(st.GetUnixMs()-prev.GetUnixMs())

@@ -160,7 +160,7 @@ func TestEventsLimits(t *testing.T) {
 	// Stop reading; publish far more than the buffer and the socket hold.
 	big := strings.Repeat("x", 16<<10)
 	for range 2000 {
-		r.srv.events.publish(EventReset, "", resetEvent{Reason: big})
+		r.srv.events.publish(EventReset, "", api.Reset{Reason: big})
 	}
 	evs := s.until(t, "overflow", func(e sse) bool { return e.typ == EventOverflow })
 	if _, err := s.next(); !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
@@ -216,7 +216,7 @@ func TestEventsStream(t *testing.T) {
 	connected := map[string]bool{}
 	s.until(t, "both nodes' streams", func(e sse) bool {
 		if e.typ == EventWatch && strings.Contains(e.data, `"connected":true`) {
-			var w watchEvent
+			var w api.NodeWatch
 			_ = json.Unmarshal([]byte(e.data), &w)
 			connected[w.Node] = true
 		}
