@@ -307,7 +307,11 @@ OWNER is the owner pair id@generation: the generation after @ is the owner's,
 the node's life (it grows at each restart of that node). AUTHORITY-GEN is the
 object's authority generation: it grows by one at every change of the
 object's owner (a relocation, a recovery); in the JSON record it is
-"ownerGeneration". OBJECT-GEN grows when the object is re-created.`,
+"ownerGeneration". OBJECT-GEN grows when the object is re-created.
+
+--contains keeps the objects whose name contains a text (locationd filters).
+--limit N lists one page of at most N objects; when more follow, a last line
+says so and names the --after of the next page.`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cmd.Flags().Changed("orphaned") {
@@ -318,6 +322,18 @@ object's owner (a relocation, a recovery); in the JSON record it is
 			}
 			if q.Owner != "" {
 				if err := checkOwnerID("--owner", q.Owner); err != nil {
+					return err
+				}
+			}
+			switch {
+			case cmd.Flags().Changed("contains") && (q.Contains == "" || len(q.Contains) > api.MaxContains):
+				return badArgument("--contains", fmt.Errorf("%q: 1 to %d bytes", q.Contains, api.MaxContains))
+			case q.Limit < 0 || q.Limit > api.MaxObjectsLimit:
+				return badArgument("--limit", fmt.Errorf("%d (want 1..%d, 0: all)", q.Limit, api.MaxObjectsLimit))
+			case q.After != "" && q.Limit == 0:
+				return badArgument("--after", errors.New("pages a listing: give --limit too"))
+			case q.After != "":
+				if _, err := parseObject("--after", q.After); err != nil {
 					return err
 				}
 			}
@@ -342,11 +358,20 @@ object's owner (a relocation, a recovery); in the JSON record it is
 					fmt.Sprint(o.StoreVersion), dash(o.Record.Node.Address),
 				})
 			}
-			return table(out, rows)
+			if err := table(out, rows); err != nil {
+				return err
+			}
+			if r.Next != "" {
+				fmt.Fprintf(out, "more objects follow: the next page is --after %s\n", r.Next)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&q.Kind, "kind", "", "only objects of this kind: actor or group")
 	cmd.Flags().StringVar(&q.Owner, "owner", "", "only objects owned by this owner id")
+	cmd.Flags().StringVar(&q.Contains, "contains", "", "only objects whose name contains this")
+	cmd.Flags().IntVar(&q.Limit, "limit", 0, "list one page of at most this many objects (0: all)")
+	cmd.Flags().StringVar(&q.After, "after", "", "with --limit: the page after this object (a last line names it)")
 	cmd.Flags().BoolVar(&orphaned, "orphaned", false, "only objects whose owner is gone (--orphaned=false: only the others)")
 	return cmd
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -56,10 +57,14 @@ func newFake(t *testing.T) *fakeLocationd {
 			write(w, 400, api.ErrorBody{Error: &api.Error{Code: api.CodeInvalidArgument, Message: `locationd: invalid argument: owner "refused"`}})
 			return
 		}
-		write(w, 200, api.ObjectsResponse{Revision: 12, Objects: []api.Object{
+		resp := api.ObjectsResponse{Revision: 12, Objects: []api.Object{
 			{Object: "actor/counter/c1", Record: rec, StoreVersion: 9, OwnerAlive: true},
 			{Object: "actor/counter/long-name-2", Record: rec, StoreVersion: 10, OwnerAlive: false},
-		}})
+		}}
+		if r.URL.Query().Get("limit") == "1" {
+			resp.Objects, resp.Next = resp.Objects[:1], "actor/counter/c1"
+		}
+		write(w, 200, resp)
 	})
 	mux.HandleFunc("GET /v1/objects/{object...}", func(w http.ResponseWriter, r *http.Request) {
 		switch r.PathValue("object") {
@@ -166,12 +171,17 @@ func TestObjectsQuery(t *testing.T) {
 		{"objects"},
 		{"objects", "--kind", "actor", "--owner", "n1", "--orphaned"},
 		{"objects", "--orphaned=false"},
+		{"objects", "--contains", "w0-", "--limit", "1", "--after", "actor/counter/a"},
 	} {
-		if r := f.run(args...); r.code != 0 {
+		r := f.run(args...)
+		if r.code != 0 {
 			t.Fatalf("%v: %+v", args, r)
 		}
+		if more := strings.Contains(r.stdout, "more objects follow: the next page is --after actor/counter/c1\n"); more != slices.Contains(args, "--limit") {
+			t.Errorf("%v printed:\n%s", args, r.stdout)
+		}
 	}
-	want := []string{"", "kind=actor&orphaned=true&owner=n1", "orphaned=false"}
+	want := []string{"", "kind=actor&orphaned=true&owner=n1", "orphaned=false", "after=actor%2Fcounter%2Fa&contains=w0-&limit=1"}
 	if fmt.Sprint(f.queries) != fmt.Sprint(want) {
 		t.Errorf("queries = %q, want %q", f.queries, want)
 	}

@@ -76,27 +76,35 @@ func (h *handlers) owners(ctx context.Context, r *http.Request) (any, error) {
 	return out, nil
 }
 
-// listAtOneRevision lists the records, and the generation of every owner key
-// at the same revision (0 for an absent key), so that "alive" is judged at the
-// revision the records were read at (see the package doc). A compaction
-// between the two reads (the revision is gone) restarts both, a few times.
-func (h *handlers) listAtOneRevision(ctx context.Context, opt authority.ListOptions) ([]authority.Snapshot, map[string]int64, int64, error) {
+// listAtOneRevision lists the records (all of them, or the page opt asks
+// for when paged), and the generation of every owner key at the same
+// revision (0 for an absent key), so that "alive" is judged at the revision
+// the records were read at (see the package doc). A compaction between the
+// two reads (the revision is gone) restarts both, a few times; a page of a
+// given revision cannot restart: it is authority.ErrListCompacted.
+func (h *handlers) listAtOneRevision(ctx context.Context, opt authority.ListOptions, paged bool) (authority.Page, map[string]int64, error) {
 	const attempts = 3
 	var err error
 	for range attempts {
-		var snaps []authority.Snapshot
-		var rev int64
-		snaps, rev, err = h.st.List(ctx, opt)
+		var p authority.Page
+		if paged {
+			p, err = h.st.ListPage(ctx, opt)
+		} else {
+			p.Snapshots, p.Revision, err = h.st.List(ctx, opt)
+		}
 		if err != nil {
-			return nil, nil, 0, err
+			return authority.Page{}, nil, err
 		}
 		var resp *clientv3.GetResponse
-		resp, err = h.cli.Get(ctx, h.s.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithKeysOnly())
+		resp, err = h.cli.Get(ctx, h.s.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(p.Revision), clientv3.WithKeysOnly())
 		if errors.Is(err, rpctypes.ErrCompacted) {
+			if opt.Revision != 0 {
+				return authority.Page{}, nil, fmt.Errorf("%w (owners at revision %d): %w", authority.ErrListCompacted, opt.Revision, err)
+			}
 			continue
 		}
 		if err != nil {
-			return nil, nil, 0, fmt.Errorf("locationd: owners at revision %d: %w", rev, err)
+			return authority.Page{}, nil, fmt.Errorf("locationd: owners at revision %d: %w", p.Revision, err)
 		}
 		gens := make(map[string]int64, len(resp.Kvs))
 		for _, kv := range resp.Kvs {
@@ -104,9 +112,9 @@ func (h *handlers) listAtOneRevision(ctx context.Context, opt authority.ListOpti
 				gens[id] = kv.CreateRevision
 			}
 		}
-		return snaps, gens, rev, nil
+		return p, gens, nil
 	}
-	return nil, nil, 0, fmt.Errorf("%w: revisions compacted during %d list attempts: %w", errUnavailable, attempts, err)
+	return authority.Page{}, nil, fmt.Errorf("%w: revisions compacted during %d list attempts: %w", errUnavailable, attempts, err)
 }
 
 func alive(gens map[string]int64, o authority.OwnerRef) bool {
@@ -118,15 +126,18 @@ func objectJSON(s authority.Snapshot, alive bool) api.Object {
 	return api.Object{Object: s.Object.String(), Record: s.Record, StoreVersion: s.StoreVersion, OwnerAlive: alive}
 }
 
-// objects lists records, filtered by kind, owner id and orphaned-ness.
-// orphaned=true keeps the records whose owner key is absent or has another
-// CreateRevision than record.owner.generation; orphaned=false keeps the others.
+// objects lists records, filtered by kind, owner id, orphaned-ness and a
+// part of the name. orphaned=true keeps the records whose owner key is
+// absent or has another CreateRevision than record.owner.generation;
+// orphaned=false keeps the others. With limit it answers one page (see
+// api.ObjectsQuery): the objects after after, read at revision, and next
+// when the listing goes on.
 func (h *handlers) objects(ctx context.Context, r *http.Request) (any, error) {
-	q, err := query(r, "kind", "owner", "orphaned")
+	q, err := query(r, "kind", "owner", "orphaned", "contains", "limit", "after", "revision")
 	if err != nil {
 		return nil, err
 	}
-	opt := authority.ListOptions{Kind: q["kind"], Owner: q["owner"]}
+	opt := authority.ListOptions{Kind: q["kind"], Owner: q["owner"], Contains: q["contains"]}
 	if _, given := q["kind"]; given && opt.Kind != keyspace.KindActor && opt.Kind != keyspace.KindGroup {
 		return nil, fmt.Errorf("%w: kind %q (want actor or group)", errInvalidArgument, opt.Kind)
 	}
@@ -146,12 +157,37 @@ func (h *handlers) objects(ctx context.Context, r *http.Request) (any, error) {
 			return nil, fmt.Errorf("%w: orphaned %q (want true or false)", errInvalidArgument, v)
 		}
 	}
-	snaps, gens, rev, err := h.listAtOneRevision(ctx, opt)
+	if _, given := q["contains"]; given && (opt.Contains == "" || len(opt.Contains) > api.MaxContains) {
+		return nil, fmt.Errorf("%w: contains: 1 to %d bytes", errInvalidArgument, api.MaxContains)
+	}
+	_, paged := q["limit"]
+	if paged {
+		if opt.Limit, err = strconv.Atoi(q["limit"]); err != nil || opt.Limit < 1 || opt.Limit > api.MaxObjectsLimit || q["limit"] != strconv.Itoa(opt.Limit) {
+			return nil, fmt.Errorf("%w: limit %q (want 1..%d)", errInvalidArgument, q["limit"], api.MaxObjectsLimit)
+		}
+	}
+	if v, given := q["after"]; given {
+		if opt.After, err = keyspace.ParseObject(v); err != nil {
+			return nil, fmt.Errorf("%w: after: %w", errInvalidArgument, err)
+		}
+	}
+	if v, given := q["revision"]; given {
+		if opt.Revision, err = strconv.ParseInt(v, 10, 64); err != nil || opt.Revision < 1 || v != strconv.FormatInt(opt.Revision, 10) {
+			return nil, fmt.Errorf("%w: revision %q (want a positive integer)", errInvalidArgument, v)
+		}
+	}
+	if !paged && (!opt.After.IsZero() || opt.Revision != 0) {
+		return nil, fmt.Errorf("%w: after and revision page a listing: give limit too", errInvalidArgument)
+	}
+	p, gens, err := h.listAtOneRevision(ctx, opt, paged)
 	if err != nil {
 		return nil, err
 	}
-	out := api.ObjectsResponse{Revision: rev, Objects: make([]api.Object, 0, len(snaps))}
-	for _, s := range snaps {
+	out := api.ObjectsResponse{Revision: p.Revision, Objects: make([]api.Object, 0, len(p.Snapshots))}
+	if !p.Next.IsZero() {
+		out.Next = p.Next.String()
+	}
+	for _, s := range p.Snapshots {
 		a := alive(gens, s.Record.Owner)
 		if orphaned != nil && *orphaned == a {
 			continue

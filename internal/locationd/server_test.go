@@ -204,6 +204,46 @@ func TestAPI(t *testing.T) {
 		}
 	})
 
+	// Pages: chained by next at the first page's revision, the same objects
+	// as one listing; an object created meanwhile is not among them.
+	t.Run("pages", func(t *testing.T) {
+		for _, tc := range []struct {
+			q    api.ObjectsQuery
+			want string
+		}{
+			{api.ObjectsQuery{Limit: 1}, "actor/counter/c1:true actor/counter/c2:true group/g1:true"},
+			{api.ObjectsQuery{Limit: 2, Contains: "counter/"}, "actor/counter/c1:true actor/counter/c2:true"},
+			{api.ObjectsQuery{Limit: 10, Contains: "c2"}, "actor/counter/c2:true"},
+			{api.ObjectsQuery{Contains: "g"}, "group/g1:true"},
+			{api.ObjectsQuery{Limit: 1, After: "actor/counter/c1", Kind: "actor"}, "actor/counter/c2:true"},
+		} {
+			func() {
+				q, all, pages := tc.q, "", 0
+				for {
+					got, raw, err := r.api.Objects(ctx, q)
+					if err != nil {
+						t.Fatalf("%v: %v", q.Values(), err)
+					}
+					if q.Limit > 0 && len(got.Objects) > q.Limit || q.Revision != 0 && got.Revision != q.Revision {
+						t.Fatalf("%v: %s", q.Values(), raw)
+					}
+					if pages++; pages == 1 && tc.q.Limit == 1 {
+						activate(t, st, "actor/counter/meanwhile", n1)
+						defer c.Delete(ctx, keyspace.Default().Authority(keyspace.Actor("counter", "meanwhile")))
+					}
+					all = strings.TrimSpace(all + " " + names(got.Objects))
+					if got.Next == "" {
+						break
+					}
+					q.After, q.Revision = got.Next, got.Revision
+				}
+				if all != tc.want {
+					t.Errorf("%v: pages gave %q, want %q", tc.q.Values(), all, tc.want)
+				}
+			}()
+		}
+	})
+
 	t.Run("get", func(t *testing.T) {
 		got, raw, err := r.api.Object(ctx, "actor/counter/c2")
 		if err != nil {
@@ -309,6 +349,17 @@ func TestBadInput(t *testing.T) {
 		{"GET", "/v1/objects?ownr=n1", 400, api.CodeInvalidArgument},
 		{"GET", "/v1/objects?kind=actor&kind=group", 400, api.CodeInvalidArgument},
 		{"GET", "/v1/objects?kind=%zz", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?contains=", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?contains=" + strings.Repeat("x", api.MaxContains+1), 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=0", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=10001", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=05", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=x", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=5&after=actor%2Fcounter", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=5&revision=0", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?limit=5&revision=%2B3", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?after=actor%2Fcounter%2Fc1", 400, api.CodeInvalidArgument},
+		{"GET", "/v1/objects?revision=3", 400, api.CodeInvalidArgument},
 		{"GET", "/v1/owners?all=1", 400, api.CodeInvalidArgument},
 		// Not canonical: a typed 400, not the mux's redirect to another route.
 		{"GET", "/v1/objects/../owners", 400, api.CodeInvalidArgument},

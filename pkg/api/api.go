@@ -9,7 +9,8 @@
 // with 415 unsupported_media_type. pkg/client always sends it.
 //
 //	/v1/owners                                   live owners              → OwnersResponse
-//	/v1/objects?kind=actor|group&owner=ID&orphaned=true|false             → ObjectsResponse
+//	/v1/objects?kind=actor|group&owner=ID&orphaned=true|false&contains=S → ObjectsResponse
+//	            &limit=N&after=NAME&revision=R   one page of them (ObjectsQuery)
 //	/v1/objects/{object}                         one object, e.g. actor/counter/c1 → ObjectResponse
 //	POST /v1/relocations  RelocateRequest        move one object; answers when it ended → Relocation
 //	                                             ("wait": false: at once, 202, in flight → Relocation)
@@ -83,6 +84,9 @@ type ObjectsResponse struct {
 	// Revision is the one etcd revision the records and owners were read at.
 	Revision int64    `json:"revision"`
 	Objects  []Object `json:"objects"`
+	// Next, in a page (limit given), is the after of the next page: the
+	// listing goes on. Empty: it ended.
+	Next string `json:"next,omitempty"`
 }
 
 // ObjectResponse answers GET /v1/objects/{object}.

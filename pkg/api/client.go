@@ -20,7 +20,27 @@ type ObjectsQuery struct {
 	// Orphaned nil: all; true: only objects whose owner is gone; false: only
 	// objects whose owner is alive.
 	Orphaned *bool
+	// Contains keeps the objects whose name contains it (1 to MaxContains
+	// bytes).
+	Contains string
+	// Limit, if not 0, asks for one page of at most Limit objects
+	// (1..MaxObjectsLimit), after After (an object name; "": from the
+	// start), read at Revision (0: now; the next pages of a listing give
+	// the first page's, so that the listing is of one revision). The
+	// answer's Next is the After of the next page. A page may hold fewer
+	// objects than Limit and still have a Next: one request reads at most
+	// 100,000 records. A revision etcd compacted meanwhile is a conflict:
+	// list again from the start.
+	Limit    int
+	After    string
+	Revision int64
 }
+
+// Bounds of ObjectsQuery.
+const (
+	MaxContains     = 256
+	MaxObjectsLimit = 10_000
+)
 
 // Values is the query string of q.
 func (q ObjectsQuery) Values() url.Values {
@@ -33,6 +53,18 @@ func (q ObjectsQuery) Values() url.Values {
 	}
 	if q.Orphaned != nil {
 		v.Set("orphaned", fmt.Sprint(*q.Orphaned))
+	}
+	if q.Contains != "" {
+		v.Set("contains", q.Contains)
+	}
+	if q.Limit != 0 {
+		v.Set("limit", fmt.Sprint(q.Limit))
+	}
+	if q.After != "" {
+		v.Set("after", q.After)
+	}
+	if q.Revision != 0 {
+		v.Set("revision", fmt.Sprint(q.Revision))
 	}
 	return v
 }

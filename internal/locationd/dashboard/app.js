@@ -332,11 +332,13 @@ async function search(ev) {
   if (!q) return;
   if (FULL_NAME.test(q)) { selectObject(q); return; }
   try {
-    const all = await api('/v1/objects');
-    const hits = all.objects.filter((o) => o.object.includes(q)).slice(0, 30);
-    if (hits.length === 0) box.append(el('span', { class: 'muted' }, `no object's name contains "${q}"`));
+    // locationd filters and pages: the page never carries every object.
+    const page = await api('/v1/objects?limit=30&contains=' + encodeURIComponent(q));
+    const hits = page.objects;
+    if (hits.length === 0 && !page.next) box.append(el('span', { class: 'muted' }, `no object's name contains "${q}"`));
     for (const o of hits) box.append(el('a', { href: '#', onclick: (e) => { e.preventDefault(); selectObject(o.object); } }, o.object));
-    if (hits.length === 1) selectObject(hits[0].object);
+    if (page.next) box.append(el('span', { class: 'muted' }, hits.length ? 'and more: type more of the name' : 'none in the first objects read: type more of the name'));
+    if (hits.length === 1 && !page.next) selectObject(hits[0].object);
   } catch (e) {
     showError('search: ' + e.message);
   }
