@@ -62,6 +62,9 @@ const (
 // returned as an *api.Error at once, as is a stream that breaks the format
 // (not text/event-stream, an event over MaxEventBytes).
 func (c *Admin) Events(ctx context.Context, q EventsQuery, f func(Event) error) error {
+	if f == nil || q.Idle < 0 {
+		return &api.Error{Code: api.CodeInvalidArgument, Message: "Events needs a function for the events and an Idle of 0 or more"}
+	}
 	if q.Object != "" {
 		if _, err := keyspace.ParseObject(q.Object); err != nil {
 			return &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}

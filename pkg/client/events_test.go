@@ -217,8 +217,13 @@ func TestEvents(t *testing.T) {
 	})
 	t.Run("bad object", func(t *testing.T) {
 		adm, _ := NewAdmin("http://127.0.0.1:1", nil)
-		if err := adm.Events(context.Background(), EventsQuery{Object: "../x"}, nil); !errors.Is(err, api.ErrInvalidArgument) {
-			t.Errorf("Events: %v", err)
+		for _, q := range []EventsQuery{{Object: "../x"}, {Idle: -time.Second}} {
+			if err := adm.Events(context.Background(), q, func(Event) error { return nil }); !errors.Is(err, api.ErrInvalidArgument) {
+				t.Errorf("Events(%+v): %v", q, err)
+			}
+		}
+		if err := adm.Events(context.Background(), EventsQuery{}, nil); !errors.Is(err, api.ErrInvalidArgument) {
+			t.Errorf("Events without a function: %v", err)
 		}
 	})
 }
