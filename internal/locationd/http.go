@@ -380,3 +380,18 @@ func query(r *http.Request, allowed ...string) (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// queryBool is the optional boolean parameter name of q (nil when absent):
+// exactly "true" or "false", else errInvalidArgument.
+func queryBool(q map[string]string, name string) (*bool, error) {
+	v, given := q[name]
+	switch {
+	case !given:
+		return nil, nil
+	case v == "true":
+		return new(true), nil
+	case v == "false":
+		return new(false), nil
+	}
+	return nil, fmt.Errorf("%w: %s %q (want true or false)", errInvalidArgument, name, v)
+}

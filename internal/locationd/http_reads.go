@@ -146,16 +146,9 @@ func (h *handlers) objects(ctx context.Context, r *http.Request) (any, error) {
 			return nil, fmt.Errorf("%w: owner: %w", errInvalidArgument, err)
 		}
 	}
-	var orphaned *bool
-	if v, given := q["orphaned"]; given {
-		switch v {
-		case "true":
-			orphaned = new(true)
-		case "false":
-			orphaned = new(false)
-		default:
-			return nil, fmt.Errorf("%w: orphaned %q (want true or false)", errInvalidArgument, v)
-		}
+	orphaned, err := queryBool(q, "orphaned")
+	if err != nil {
+		return nil, err
 	}
 	if _, given := q["contains"]; given && (opt.Contains == "" || len(opt.Contains) > api.MaxContains) {
 		return nil, fmt.Errorf("%w: contains: 1 to %d bytes", errInvalidArgument, api.MaxContains)

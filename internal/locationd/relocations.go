@@ -299,16 +299,9 @@ func (h *handlers) relocations(ctx context.Context, r *http.Request) (any, error
 		}
 		object = obj.String()
 	}
-	var inflight *bool
-	if v, given := q["inflight"]; given {
-		switch v {
-		case "true":
-			inflight = new(true)
-		case "false":
-			inflight = new(false)
-		default:
-			return nil, fmt.Errorf("%w: inflight %q (want true or false)", errInvalidArgument, v)
-		}
+	inflight, err := queryBool(q, "inflight")
+	if err != nil {
+		return nil, err
 	}
 	return h.listRelocations(ctx, func(rel api.Relocation) bool {
 		return (!filterObject || rel.Object == object) && (inflight == nil || *inflight == rel.InFlight())
