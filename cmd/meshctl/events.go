@@ -1,0 +1,104 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/meshloc/meshloc/pkg/api"
+	"github.com/meshloc/meshloc/pkg/client"
+)
+
+// eventTypes are the types meshctl events --types may name.
+var eventTypes = []string{api.EventOwner, api.EventRecord, api.EventRelocation, api.EventStats, api.EventWatch, api.EventReset}
+
+func eventsCmd(g *globals, out io.Writer) *cobra.Command {
+	var q client.EventsQuery
+	var types []string
+	var follow time.Duration
+	cmd := &cobra.Command{
+		Use:   "events",
+		Short: "follow locationd's event stream: records, owners, relocations, node stats",
+		Long: `Follow GET /v1/events: one line per event, TIME TYPE ID DATA (DATA is the
+event's JSON); -o json prints each event as one JSON object per line
+({"id","type","data"}). --types keeps those types (` + strings.Join(eventTypes, ",") + `;
+default: all), --object one object's record and relocation events. A stream
+that breaks is opened again where it stopped (the next hello says whether
+anything was missed: "resumed":false). Runs until Ctrl-C, or for --for.`,
+		Args: exactArgs(0),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			for _, t := range types {
+				if !slices.Contains(eventTypes, t) {
+					return badArgument("--types", fmt.Errorf("%q (want some of %s)", t, strings.Join(eventTypes, ",")))
+				}
+			}
+			q.Types = types
+			if q.Object != "" {
+				if _, err := parseObject("--object", q.Object); err != nil {
+					return err
+				}
+			}
+			if follow < 0 {
+				return usageError{err: fmt.Errorf("--for %s must not be negative", follow)}
+			}
+			c, err := g.client()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			if follow > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, follow)
+				defer cancel()
+			}
+			q.Idle = watchIdle
+			err = c.Events(ctx, q, func(ev client.Event) error { return printEvent(out, g.output == "json", ev) })
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringSliceVar(&types, "types", nil, "only these event types, comma-separated")
+	cmd.Flags().StringVar(&q.Object, "object", "", "only this object's record and relocation events")
+	cmd.Flags().DurationVar(&follow, "for", 0, "stop after this long (0: at Ctrl-C)")
+	return cmd
+}
+
+// printEvent writes one event: a line TIME TYPE ID DATA, or one JSON
+// object. Data that is not JSON (a stream gone wrong) is printed as a
+// string, quoted: a line never carries raw bytes of the server's.
+func printEvent(out io.Writer, asJSON bool, ev client.Event) error {
+	data := ev.Data
+	if !json.Valid(data) {
+		data, _ = json.Marshal(string(ev.Data))
+	}
+	if asJSON {
+		b, err := json.Marshal(struct {
+			ID   string          `json:"id"`
+			Type string          `json:"type"`
+			Data json.RawMessage `json:"data"`
+		}{ev.ID, ev.Type, data})
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", b)
+		return err
+	}
+	_, err := fmt.Fprintf(out, "%s %s %s %s\n", now().Format("15:04:05.000"), printable(ev.Type), dash(printable(ev.ID)), data)
+	return err
+}
+
+// printable is s with what a terminal would act on escaped (Go's quoting,
+// without the quotes).
+func printable(s string) string {
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
