@@ -240,6 +240,14 @@ func TestAPI(t *testing.T) {
 				if all != tc.want {
 					t.Errorf("%v: pages gave %q, want %q", tc.q.Values(), all, tc.want)
 				}
+				// The client's EachObject reads the same pages.
+				if tc.q.Limit == 1 {
+					return // its object made meanwhile is listed at a newer revision
+				}
+				var each []api.Object
+				if _, err := r.api.EachObject(ctx, tc.q, func(o api.Object) error { each = append(each, o); return nil }); err != nil || names(each) != tc.want {
+					t.Errorf("%v: EachObject gave %q: %v", tc.q.Values(), names(each), err)
+				}
 			}()
 		}
 	})

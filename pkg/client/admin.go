@@ -106,11 +106,38 @@ func (c *Admin) Owners(ctx context.Context) (api.OwnersResponse, []byte, error) 
 	return r, raw, err
 }
 
-// Objects lists authority records.
+// Objects lists authority records: all of them in one answer, or with
+// q.Limit one page (api.ObjectsQuery; EachObject reads every page).
 func (c *Admin) Objects(ctx context.Context, q api.ObjectsQuery) (api.ObjectsResponse, []byte, error) {
 	var r api.ObjectsResponse
 	raw, err := c.get(ctx, "/v1/objects", q.Values(), &r)
 	return r, raw, err
+}
+
+// EachObject hands f every object q selects, in name order, reading pages
+// of q.Limit (0: 1,000) at the revision of the first, so the listing is of
+// one revision however large; it returns that revision. f's error stops it
+// and is returned as it is; so is the first page's that failed (a conflict
+// when etcd compacted the revision meanwhile: list again).
+func (c *Admin) EachObject(ctx context.Context, q api.ObjectsQuery, f func(api.Object) error) (int64, error) {
+	if q.Limit == 0 {
+		q.Limit = 1000
+	}
+	for {
+		page, _, err := c.Objects(ctx, q)
+		if err != nil {
+			return q.Revision, err
+		}
+		for _, o := range page.Objects {
+			if err := f(o); err != nil {
+				return page.Revision, err
+			}
+		}
+		if page.Next == "" {
+			return page.Revision, nil
+		}
+		q.After, q.Revision = page.Next, page.Revision
+	}
 }
 
 // Object reads one object, e.g. "actor/counter/c1". A name that does not
