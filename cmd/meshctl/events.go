@@ -45,31 +45,48 @@ anything was missed: "resumed":false). Runs until Ctrl-C, or for --for.`,
 					return err
 				}
 			}
-			if follow < 0 {
-				return usageError{err: fmt.Errorf("--for %s must not be negative", follow)}
+			ctx, cancel, err := forFlag(cmd.Context(), follow)
+			if err != nil {
+				return err
 			}
+			defer cancel()
 			c, err := g.client()
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if follow > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = context.WithTimeout(ctx, follow)
-				defer cancel()
-			}
-			q.Idle = watchIdle
-			err = c.Events(ctx, q, func(ev client.Event) error { return printEvent(out, g.output == "json", ev) })
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
+			return followEvents(ctx, c, q, func(ev client.Event) error { return printEvent(out, g.output == "json", ev) })
 		},
 	}
 	cmd.Flags().StringSliceVar(&types, "types", nil, "only these event types, comma-separated")
 	cmd.Flags().StringVar(&q.Object, "object", "", "only this object's record and relocation events")
 	cmd.Flags().DurationVar(&follow, "for", 0, "stop after this long (0: at Ctrl-C)")
 	return cmd
+}
+
+// forFlag is ctx bounded by a --for of d (0: until Ctrl-C; negative: a
+// usage error).
+func forFlag(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc, error) {
+	switch {
+	case d < 0:
+		return ctx, func() {}, usageError{err: fmt.Errorf("--for %s must not be negative", d)}
+	case d == 0:
+		ctx, cancel := context.WithCancel(ctx)
+		return ctx, cancel, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	return ctx, cancel, nil
+}
+
+// followEvents follows the event stream into f until ctx ends, which is how
+// it stops (nil: Ctrl-C, or --for over); a silent stream is opened again
+// after watchIdle.
+func followEvents(ctx context.Context, c *client.Admin, q client.EventsQuery, f func(client.Event) error) error {
+	q.Idle = watchIdle
+	err := c.Events(ctx, q, f)
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // printEvent writes one event: a line TIME TYPE ID DATA, or one JSON

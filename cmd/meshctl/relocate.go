@@ -146,15 +146,11 @@ list is read again.`,
 				return err
 			}
 			if watch {
-				if watchFor < 0 {
-					return usageError{err: fmt.Errorf("--for %s must not be negative", watchFor)}
+				ctx, cancel, err := forFlag(cmd.Context(), watchFor)
+				if err != nil {
+					return err
 				}
-				ctx := cmd.Context()
-				if watchFor > 0 {
-					var cancel context.CancelFunc
-					ctx, cancel = context.WithTimeout(ctx, watchFor)
-					defer cancel()
-				}
+				defer cancel()
 				return watchRelocations(ctx, c, q, g.timeout, out)
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)

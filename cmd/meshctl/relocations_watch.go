@@ -38,12 +38,7 @@ type relocationsWatch struct {
 // resume, or locationd's stream from a node that broke and came back.
 func watchRelocations(ctx context.Context, c *client.Admin, q api.RelocationsQuery, timeout time.Duration, out io.Writer) error {
 	w := &relocationsWatch{ctx: ctx, c: c, q: q, timeout: timeout, out: out, seen: map[string]string{}, ended: map[string]bool{}, warned: map[string]bool{}}
-	eq := client.EventsQuery{Types: []string{api.EventRelocation, api.EventWatch}, Object: q.Object, Idle: watchIdle}
-	err := c.Events(ctx, eq, w.event)
-	if ctx.Err() != nil {
-		return nil
-	}
-	return err
+	return followEvents(ctx, c, client.EventsQuery{Types: []string{api.EventRelocation, api.EventWatch}, Object: q.Object}, w.event)
 }
 
 // event handles one event of the stream.
