@@ -22,17 +22,17 @@ var errTargetsMissed = errors.New("bench: targets missed (--strict)")
 
 func benchCmd(g *globals, out io.Writer) *cobra.Command {
 	var (
-		quick, strict, secured bool
-		dir, profile           string
-		blockProfile           string
-		mutexProfile           string
-		traceFile              string
-		only                   []string
-		eager                  int
-		chunk                  int
-		batch                  bool
-		markdown               bool
-		from                   string
+		quick, strict, secured   bool
+		dir, profile             string
+		blockProfile             string
+		mutexProfile, memProfile string
+		traceFile                string
+		only                     []string
+		eager                    int
+		chunk                    int
+		batch                    bool
+		markdown                 bool
+		from                     string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -89,8 +89,8 @@ not be made, or --strict and a target was missed (1).`,
 				}
 				defer pprof.StopCPUProfile()
 			}
-			if blockProfile != "" || mutexProfile != "" {
-				stop, err := startWaitProfiles(blockProfile, mutexProfile)
+			if blockProfile != "" || mutexProfile != "" || memProfile != "" {
+				stop, err := startEndProfiles(blockProfile, mutexProfile, memProfile)
 				if err != nil {
 					return err
 				}
@@ -150,6 +150,7 @@ not be made, or --strict and a target was missed (1).`,
 	f.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	f.StringVar(&blockProfile, "blockprofile", "", "write a profile of where goroutines blocked (channels, selects, locks) to this file (go tool pprof)")
 	f.StringVar(&mutexProfile, "mutexprofile", "", "write a profile of contended locks to this file (go tool pprof)")
+	f.StringVar(&memProfile, "memprofile", "", "write a profile of what the run allocated, by call site, to this file (go tool pprof -sample_index=alloc_space)")
 	f.StringVar(&traceFile, "trace", "", "write an execution trace of the run to this file (go tool trace): scheduling latency, GC, blocking")
 	f.IntVar(&chunk, "chunk-bytes", 0, "the nodes' --chunk-bytes (0: theirs, 1 MiB), for an A/B of the chunk size")
 	f.IntVar(&eager, "eager-cutover-bytes", -1, "the nodes' --eager-cutover-bytes (-1: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")

@@ -8,9 +8,15 @@ import (
 	"runtime/trace"
 )
 
-// startWaitProfiles turns on the block and mutex profiles (each when its
-// file is named) and returns what writes them at the end of the run.
-func startWaitProfiles(blockFile, mutexFile string) (stop func(), err error) {
+// startEndProfiles turns on the block, mutex and allocation profiles (each
+// when its file is named) and returns what writes them at the end of the
+// run.
+func startEndProfiles(blockFile, mutexFile, allocsFile string) (stop func(), err error) {
+	if allocsFile != "" {
+		// One sample per 64 KiB allocated (the default 512 KiB misses most
+		// of a call's small allocations); set before the run allocates.
+		runtime.MemProfileRate = 64 << 10
+	}
 	if blockFile != "" {
 		runtime.SetBlockProfileRate(10_000) // one sample per 10 µs blocked
 	}
@@ -18,7 +24,7 @@ func startWaitProfiles(blockFile, mutexFile string) (stop func(), err error) {
 		runtime.SetMutexProfileFraction(10)
 	}
 	return func() {
-		for _, p := range []struct{ name, file string }{{"block", blockFile}, {"mutex", mutexFile}} {
+		for _, p := range []struct{ name, file string }{{"block", blockFile}, {"mutex", mutexFile}, {"allocs", allocsFile}} {
 			if p.file == "" {
 				continue
 			}

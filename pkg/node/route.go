@@ -64,7 +64,7 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	if rep := n.refuseEarly(typ, req.GetMethod(), op); rep != nil {
 		return rep
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.CallTimeout)
+	ctx, cancel := withCallTimeout(ctx, n.cfg.CallTimeout)
 	defer cancel()
 	name := obj.String()
 	var last *pb.CallReply
@@ -93,6 +93,18 @@ func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 		last = &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "call deadline passed while routing " + name}
 	}
 	return last
+}
+
+// withCallTimeout bounds ctx by d from now, unless its deadline is that
+// near already (a client's call carries its own, a gateway's forward the
+// time left): then that deadline bounds the call and no timer is made. A
+// timer per call was 2% of the CPU of 64 callers through a gateway.
+// Deadlines are the wall clock's, as context.WithTimeout's.
+func withCallTimeout(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) <= d {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, d)
 }
 
 // refuseEarly answers a request that every owner would refuse without
