@@ -198,6 +198,44 @@ func gibps(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds() / (1 << 30)
 }
 
+// watchers are watch streams on their own etcd clients following a
+// prefix, as many as the mesh has location caches (each node's and the
+// direct client's): what etcd sends after a write of a record. A CAS on a
+// key they follow pays that fan-out, which a relocation's commit always
+// does and the plain CAS baseline never.
+type watchers struct {
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	clients []*clientv3.Client
+}
+
+func startWatchers(cfg clientv3.Config, prefix string, n int) (*watchers, error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &watchers{cancel: cancel}
+	for range n {
+		c, err := clientv3.New(cfg)
+		if err != nil {
+			w.close()
+			return nil, err
+		}
+		w.clients = append(w.clients, c)
+		ch := c.Watch(ctx, prefix, clientv3.WithPrefix())
+		w.wg.Go(func() {
+			for range ch { // each event received and dropped
+			}
+		})
+	}
+	return w, nil
+}
+
+func (w *watchers) close() {
+	w.cancel()
+	w.wg.Wait()
+	for _, c := range w.clients {
+		c.Close()
+	}
+}
+
 // echo is the raw gRPC unary baseline: meshloc's own call service and
 // messages over plain gRPC (default codec, default options), answered at once
 // with no routing, no object and no etcd.

@@ -31,6 +31,7 @@ type mesh struct {
 	dir     string
 	etcd    *embedetcd.Server
 	ec      *clientv3.Client
+	ecfg    clientv3.Config       // ec's, for the baselines' clients of their own
 	nodes   map[string]*node.Node // n1, n2, gw
 	metrics map[string]*prometheus.Registry
 	direct  *client.Client
@@ -85,6 +86,7 @@ func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Co
 	if err != nil {
 		return nil, err
 	}
+	m.ecfg = cc
 	if m.ec, err = clientv3.New(cc); err != nil {
 		return nil, err
 	}
@@ -125,6 +127,10 @@ func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Co
 	}
 	return m, nil
 }
+
+// followers is how many location caches follow every record: each node's
+// and the direct client's.
+func (m *mesh) followers() int { return len(m.nodes) + 1 }
 
 func (m *mesh) close() {
 	if m.direct != nil {

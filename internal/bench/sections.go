@@ -20,119 +20,150 @@ import (
 
 func (x *run) interruption() error {
 	for _, s := range x.cfg.Plan.Sizes {
-		x.step("interruption of a %s state: %d relocations idle, each after a stop-persist-reload move of the same state (%d)%s; then %d under a call load",
-			s.Label, s.Moves, s.Peer, map[bool]string{true: " and an etcd CAS", false: ""}[s.Bytes == 1<<10], s.Moves)
-		spr, err := newStopPersistReload(x.ctx, x.m.ec, "/bench/spr", s.Bytes)
-		if err != nil {
-			return err
-		}
-		c, err := newCAS(x.ctx, x.m.ec, "/bench/cas")
-		if err != nil {
-			return err
-		}
-		name := fmt.Sprintf("actor/blob/intr-%d", s.Bytes)
-		o, err := x.m.create(x.ctx, name, "fill", fmt.Sprint(s.Bytes))
-		if err != nil {
-			return err
-		}
-		var peer, casLat []time.Duration
-		for _, loaded := range []bool{false, true} {
-			var stop func() (int64, int64)
-			if loaded {
-				if stop, err = x.load(name); err != nil {
-					return err
-				}
-			}
-			var intr, srcIntr []time.Duration
-			var failed int
-			for i := range max(s.Moves, s.Peer) {
-				if !loaded && i < s.Peer {
-					d, err := spr.move(x.ctx)
-					if err != nil {
-						return err
-					}
-					peer = append(peer, d)
-				}
-				if i >= s.Moves {
-					continue
-				}
-				if !loaded && s.Bytes == 1<<10 {
-					d, err := c.step(x.ctx)
-					if err != nil {
-						return err
-					}
-					casLat = append(casLat, d)
-				}
-				st, err := x.m.move(x.ctx, o)
-				if err != nil {
-					failed++
-					continue
-				}
-				d, sd, err := x.m.interruption(x.ctx, st, o.at)
-				if err != nil {
-					return err
-				}
-				intr = append(intr, d)
-				srcIntr = append(srcIntr, sd)
-			}
-			note := ""
-			if failed > 0 {
-				note = fmt.Sprintf("%d moves did not complete", failed)
-			}
-			if stop != nil {
-				calls, cfail := stop()
-				note = joinNote(note, fmt.Sprintf("load: %d calls", calls), failedNote(cfail))
-			}
-			if len(intr) == 0 {
-				return fmt.Errorf("bench: no relocation of %s completed", name)
-			}
-			peerName := "stop-persist-reload p50, " + s.Label
-			if !loaded {
-				x.base(Measure{Name: peerName, Value: ms(pct(peer, 50)), Unit: "ms", N: int64(len(peer))})
-				x.base(Measure{Name: "stop-persist-reload p99, " + s.Label, Value: ms(pct(peer, 99)), Unit: "ms", N: int64(len(peer))})
-				if len(casLat) > 0 {
-					x.base(Measure{Name: "etcd CAS p50", Value: ms(pct(casLat, 50)), Unit: "ms", N: int64(len(casLat))})
-					x.base(Measure{Name: "etcd CAS p99", Value: ms(pct(casLat, 99)), Unit: "ms", N: int64(len(casLat))})
-				}
-			}
-			how := "idle"
-			if loaded {
-				how = "under load"
-			}
-			p50 := Measure{Name: fmt.Sprintf("interruption p50, %s, %s", s.Label, how), Value: ms(pct(intr, 50)), Unit: "ms", N: int64(len(intr)), Note: note}
-			p99 := Measure{Name: fmt.Sprintf("interruption p99, %s, %s", s.Label, how), Value: ms(pct(intr, 99)), Unit: "ms", N: int64(len(intr)), Note: note}
-			src := Measure{Name: fmt.Sprintf("seal to OUTCOME at the source p50, %s, %s", s.Label, how), Value: ms(pct(srcIntr, 50)), Unit: "ms", N: int64(len(srcIntr))}
-			switch {
-			case loaded:
-				x.fig(p50, fmt.Sprintf("interruption p50, %s, idle", s.Label), nil)
-				x.fig(p99, fmt.Sprintf("interruption p99, %s, idle", s.Label), nil)
-			case s.Bytes == 1<<10:
-				// The limit of a relocation is one CAS plus the bytes moved
-				// once; stop-persist-reload commits three transactions.
-				x.fig(p50, "etcd CAS p50", le(1.3))
-				x.fig(p99, "etcd CAS p99", le(2))
-				x.fig(p50, peerName, le(peerTarget(s.Bytes)))
-			default:
-				x.fig(p50, peerName, le(peerTarget(s.Bytes)))
-				x.fig(p99, "stop-persist-reload p99, "+s.Label, nil)
-				if s.Bytes >= 64<<20 {
-					// Pre-copy keeps the bulk out of the interruption.
-					x.fig(p50, "interruption p50, 1 KiB, idle", le(10))
-				}
-			}
-			x.fig(src, p50.Name, nil)
-		}
-		spr.close(x.ctx)
-		if err := x.compact(); err != nil {
-			return err
-		}
-		// Free the memory: the state is not needed any more.
-		if _, err := x.m.direct.Call(x.ctx, name, "fill", "0"); err != nil {
+		if err := x.interruptionOf(s); err != nil {
 			return err
 		}
 	}
 	return nil
 }
+
+func (x *run) interruptionOf(s Size) error {
+	x.step("interruption of a %s state: %d relocations idle, each after a stop-persist-reload move of the same state (%d)%s; then %d under a call load",
+		s.Label, s.Moves, s.Peer, map[bool]string{true: " and an etcd CAS", false: ""}[s.Bytes == 1<<10], s.Moves)
+	spr, err := newStopPersistReload(x.ctx, x.m.ec, "/bench/spr", s.Bytes)
+	if err != nil {
+		return err
+	}
+	c, err := newCAS(x.ctx, x.m.ec, "/bench/cas")
+	if err != nil {
+		return err
+	}
+	var wc *cas
+	if s.Bytes == 1<<10 {
+		w, err := startWatchers(x.m.ecfg, "/bench/watched/", x.m.followers())
+		if err != nil {
+			return err
+		}
+		defer w.close()
+		if wc, err = newCAS(x.ctx, x.m.ec, "/bench/watched/cas"); err != nil {
+			return err
+		}
+	}
+	name := fmt.Sprintf("actor/blob/intr-%d", s.Bytes)
+	o, err := x.m.create(x.ctx, name, "fill", fmt.Sprint(s.Bytes))
+	if err != nil {
+		return err
+	}
+	var peer, casLat, watchedLat []time.Duration
+	for _, loaded := range []bool{false, true} {
+		var stop func() (int64, int64)
+		if loaded {
+			if stop, err = x.load(name); err != nil {
+				return err
+			}
+		}
+		var intr, srcIntr []time.Duration
+		var failed int
+		for i := range max(s.Moves, s.Peer) {
+			if !loaded && i < s.Peer {
+				d, err := spr.move(x.ctx)
+				if err != nil {
+					return err
+				}
+				peer = append(peer, d)
+			}
+			if i >= s.Moves {
+				continue
+			}
+			if !loaded && s.Bytes == 1<<10 {
+				d, err := c.step(x.ctx)
+				if err != nil {
+					return err
+				}
+				casLat = append(casLat, d)
+				if d, err = wc.step(x.ctx); err != nil {
+					return err
+				}
+				watchedLat = append(watchedLat, d)
+			}
+			st, err := x.m.move(x.ctx, o)
+			if err != nil {
+				failed++
+				continue
+			}
+			d, sd, err := x.m.interruption(x.ctx, st, o.at)
+			if err != nil {
+				return err
+			}
+			intr = append(intr, d)
+			srcIntr = append(srcIntr, sd)
+		}
+		note := ""
+		if failed > 0 {
+			note = fmt.Sprintf("%d moves did not complete", failed)
+		}
+		if stop != nil {
+			calls, cfail := stop()
+			note = joinNote(note, fmt.Sprintf("load: %d calls", calls), failedNote(cfail))
+		}
+		if len(intr) == 0 {
+			return fmt.Errorf("bench: no relocation of %s completed", name)
+		}
+		peerName := "stop-persist-reload p50, " + s.Label
+		if !loaded {
+			x.base(Measure{Name: peerName, Value: ms(pct(peer, 50)), Unit: "ms", N: int64(len(peer))})
+			x.base(Measure{Name: "stop-persist-reload p99, " + s.Label, Value: ms(pct(peer, 99)), Unit: "ms", N: int64(len(peer))})
+			if len(casLat) > 0 {
+				x.base(Measure{Name: "etcd CAS p50", Value: ms(pct(casLat, 50)), Unit: "ms", N: int64(len(casLat))})
+				x.base(Measure{Name: "etcd CAS p99", Value: ms(pct(casLat, 99)), Unit: "ms", N: int64(len(casLat))})
+				x.base(Measure{Name: watchedCAS, Value: ms(pct(watchedLat, 50)), Unit: "ms", N: int64(len(watchedLat)),
+					Note: fmt.Sprintf("the key followed by %d watch streams, as records are by the location caches", x.m.followers())})
+			}
+		}
+		how := "idle"
+		if loaded {
+			how = "under load"
+		}
+		p50 := Measure{Name: fmt.Sprintf("interruption p50, %s, %s", s.Label, how), Value: ms(pct(intr, 50)), Unit: "ms", N: int64(len(intr)), Note: note}
+		p99 := Measure{Name: fmt.Sprintf("interruption p99, %s, %s", s.Label, how), Value: ms(pct(intr, 99)), Unit: "ms", N: int64(len(intr)), Note: note}
+		src := Measure{Name: fmt.Sprintf("seal to OUTCOME at the source p50, %s, %s", s.Label, how), Value: ms(pct(srcIntr, 50)), Unit: "ms", N: int64(len(srcIntr))}
+		switch {
+		case loaded:
+			x.fig(p50, fmt.Sprintf("interruption p50, %s, idle", s.Label), nil)
+			x.fig(p99, fmt.Sprintf("interruption p99, %s, idle", s.Label), nil)
+		case s.Bytes == 1<<10:
+			// The limit of a relocation is one CAS plus the bytes moved
+			// once; stop-persist-reload commits three transactions.
+			x.fig(p50, "etcd CAS p50", le(1.3))
+			x.fig(p99, "etcd CAS p99", le(2))
+			// What the commit pays beyond the CAS: etcd's events to
+			// every follower of the record.
+			x.fig(p50, watchedCAS, nil)
+			x.fig(p50, peerName, le(peerTarget(s.Bytes)))
+		default:
+			x.fig(p50, peerName, le(peerTarget(s.Bytes)))
+			x.fig(p99, "stop-persist-reload p99, "+s.Label, nil)
+			if s.Bytes >= 64<<20 {
+				// Pre-copy keeps the bulk out of the interruption.
+				x.fig(p50, "interruption p50, 1 KiB, idle", le(10))
+			}
+		}
+		x.fig(src, p50.Name, nil)
+	}
+	spr.close(x.ctx)
+	if err := x.compact(); err != nil {
+		return err
+	}
+	// Free the memory: the state is not needed any more.
+	if _, err := x.m.direct.Call(x.ctx, name, "fill", "0"); err != nil {
+		return err
+	}
+	return nil
+}
+
+// watchedCAS is the CAS baseline on a key as many watch streams follow as
+// follow a record.
+const watchedCAS = "etcd CAS p50, watched"
 
 func joinNote(parts ...string) string {
 	var out []string
