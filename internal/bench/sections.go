@@ -161,9 +161,12 @@ func (x *run) interruptionOf(s Size) error {
 	return nil
 }
 
-// watchedCAS is the CAS baseline on a key as many watch streams follow as
-// follow a record.
-const watchedCAS = "etcd CAS p50, watched"
+// The CAS baselines on keys as many watch streams follow as follow a
+// record.
+const (
+	watchedCAS     = "etcd CAS p50, watched"
+	watchedCASRate = "etcd CAS/s, 64 clients, watched"
+)
 
 func joinNote(parts ...string) string {
 	var out []string
@@ -220,20 +223,31 @@ func (x *run) relocationRates() error {
 		var rate float64
 		var n, failed int64
 		if k == 64 {
-			x.step("relocations/s with 64 in flight (1 KiB states), alternating with etcd CAS/s with 64 clients: 2 windows of %s each", w/2)
+			x.step("relocations/s with 64 in flight (1 KiB states), alternating with etcd CAS/s with 64 clients, on keys no one watches and on keys %d watch streams follow: 2 windows of %s each", x.m.followers(), w/2)
+			wr, err := startWatchers(x.m.ecfg, "/bench/watched-rate/", x.m.followers())
+			if err != nil {
+				return err
+			}
+			watchedWindow := func(d time.Duration) (int64, int64, time.Duration, error) {
+				ok, el, err := casRate(x.ctx, x.m.ec, "/bench/watched-rate", 64, d)
+				return ok, 0, el, err
+			}
 			var casCPU, moveCPU cpuMeter
-			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow), moveCPU.wrap(x.mover(objs)))
+			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow), watchedWindow, moveCPU.wrap(x.mover(objs)))
+			wr.close()
 			if err != nil {
 				return err
 			}
 			x.base(Measure{Name: "etcd CAS/s, 64 clients", Value: rates[0], Unit: "/s", N: oks[0]})
-			rate, n, failed = rates[1], oks[1], fails[1]
+			x.base(Measure{Name: watchedCASRate, Value: rates[1], Unit: "/s", N: oks[1],
+				Note: fmt.Sprintf("the keys followed by %d watch streams, as records are by the location caches", x.m.followers())})
+			rate, n, failed = rates[2], oks[2], fails[2]
 			// On a machine whose cores the run saturates, a rate is the
 			// CPU each operation costs: the process's CPU per CAS beside
 			// its CPU per relocation.
 			if c, ok := casCPU.per(oks[0]); ok {
 				x.base(Measure{Name: "CPU per etcd CAS, 64 clients", Value: ms(c), Unit: "ms", N: oks[0], Note: casCPU.note()})
-				if r, ok := moveCPU.per(oks[1]); ok {
+				if r, ok := moveCPU.per(oks[2]); ok {
 					x.fig(Measure{Name: "CPU per relocation, 64 in flight", Value: ms(r), Unit: "ms", N: oks[1], Note: moveCPU.note()}, "CPU per etcd CAS, 64 clients", nil)
 				}
 			}
@@ -256,6 +270,11 @@ func (x *run) relocationRates() error {
 			t = ge(0.5)
 		}
 		x.fig(f, "etcd CAS/s, 64 clients", t)
+		if t != nil {
+			// Every relocation writes a record twice (intent, commit) that
+			// every location cache follows; the plain CAS, a key no one does.
+			x.fig(f, watchedCASRate, nil)
+		}
 	}
 	x.base(best)
 	return nil

@@ -97,4 +97,3 @@ func statusOf(n *node.Node, id []byte) *pb.RelocationStatus {
 	}
 	return nil
 }
-
