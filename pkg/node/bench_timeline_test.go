@@ -21,10 +21,11 @@ import (
 //
 //	go test -run '^$' -bench RelocationTimeline -benchtime 400x ./pkg/node/
 //
-// source-seal-us is the seal until the state was sent; seal-to-target-us,
-// the seal until the target had the state; target-state-us and
-// target-ready-us, its assembly and restore; target-commit-us, its commit
-// transaction until admission.
+// source-seal-us is the source's seal until its STATE was sent;
+// seal-to-target-us, the seal until the target's stage began (its PREPARE,
+// which a small object's state travels with); target-state-us, the
+// PREPARE's checks and the assembly until the restore; target-ready-us,
+// the restore; target-commit-us, the commit transaction until admission.
 func BenchmarkRelocationTimeline(b *testing.B) {
 	m := startMesh(b, 2)
 	ctx := context.Background()
