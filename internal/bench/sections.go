@@ -200,10 +200,13 @@ func (x *run) mover(objs []*owned) func(time.Duration) (int64, int64, time.Durat
 	}
 }
 
-// casWindow is a rate window of the CAS baseline with 64 clients.
-func (x *run) casWindow(d time.Duration) (int64, int64, time.Duration, error) {
-	ok, el, err := casRate(x.ctx, x.m.ec, "/bench/rate", 64, d)
-	return ok, 0, el, err
+// casWindow is a rate window of the CAS baseline with 64 clients, each on
+// its own key under prefix.
+func (x *run) casWindow(prefix string) func(time.Duration) (int64, int64, time.Duration, error) {
+	return func(d time.Duration) (int64, int64, time.Duration, error) {
+		ok, el, err := casRate(x.ctx, x.m.ec, prefix, 64, d)
+		return ok, 0, el, err
+	}
 }
 
 func (x *run) relocationRates() error {
@@ -228,12 +231,8 @@ func (x *run) relocationRates() error {
 			if err != nil {
 				return err
 			}
-			watchedWindow := func(d time.Duration) (int64, int64, time.Duration, error) {
-				ok, el, err := casRate(x.ctx, x.m.ec, "/bench/watched-rate", 64, d)
-				return ok, 0, el, err
-			}
 			var casCPU, moveCPU cpuMeter
-			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow), watchedWindow, moveCPU.wrap(x.mover(objs)))
+			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow("/bench/rate")), x.casWindow("/bench/watched-rate"), moveCPU.wrap(x.mover(objs)))
 			wr.close()
 			if err != nil {
 				return err
