@@ -2,9 +2,10 @@ package bench
 
 import (
 	"fmt"
-	"math"
 	"runtime/metrics"
 	"time"
+
+	"github.com/meshloc/meshloc/pkg/admission"
 )
 
 // schedSample is a reading of the Go runtime's histograms of scheduling
@@ -20,11 +21,7 @@ type schedSample struct {
 func readSched() schedSample {
 	s := []metrics.Sample{{Name: "/sched/latencies:seconds"}, {Name: "/sched/pauses/total/gc:seconds"}, {Name: "/gc/cycles/total:gc-cycles"}}
 	metrics.Read(s)
-	return schedSample{sched: cloneHist(s[0].Value.Float64Histogram()), pauses: cloneHist(s[1].Value.Float64Histogram()), gcs: s[2].Value.Uint64(), at: time.Now()}
-}
-
-func cloneHist(h *metrics.Float64Histogram) *metrics.Float64Histogram {
-	return &metrics.Float64Histogram{Counts: append([]uint64(nil), h.Counts...), Buckets: append([]float64(nil), h.Buckets...)}
+	return schedSample{sched: admission.Clone(s[0].Value.Float64Histogram()), pauses: admission.Clone(s[1].Value.Float64Histogram()), gcs: s[2].Value.Uint64(), at: time.Now()}
 }
 
 // since returns the measures (their names end in suffix) of what happened
@@ -32,9 +29,9 @@ func cloneHist(h *metrics.Float64Histogram) *metrics.Float64Histogram {
 // pause p99 and GC cycles per second (the process's: etcd, the nodes and
 // the clients share it).
 func (s schedSample) since(s0 schedSample, suffix string) []Measure {
-	w50, n := histQuantile(s0.sched, s.sched, 0.5)
-	w99, _ := histQuantile(s0.sched, s.sched, 0.99)
-	p99, np := histQuantile(s0.pauses, s.pauses, 0.99)
+	w50, n := admission.Quantile(s0.sched, s.sched, 0.5)
+	w99, _ := admission.Quantile(s0.sched, s.sched, 0.99)
+	p99, np := admission.Quantile(s0.pauses, s.pauses, 0.99)
 	gcs := s.gcs - s0.gcs
 	el := s.at.Sub(s0.at).Seconds()
 	out := []Measure{
@@ -47,31 +44,4 @@ func (s schedSample) since(s0 schedSample, suffix string) []Measure {
 			Measure{Name: "GC cycles/s, calls" + suffix, Value: float64(gcs) / el, Unit: "/s", N: int64(gcs)})
 	}
 	return out
-}
-
-// histQuantile is the q-quantile of the observations two readings a and b
-// of one histogram differ by (the upper bound of its bucket), and their
-// count.
-func histQuantile(a, b *metrics.Float64Histogram, q float64) (float64, uint64) {
-	var total uint64
-	d := make([]uint64, len(b.Counts))
-	for i := range b.Counts {
-		d[i] = b.Counts[i] - a.Counts[i]
-		total += d[i]
-	}
-	if total == 0 {
-		return 0, 0
-	}
-	want := uint64(math.Ceil(q * float64(total)))
-	var acc uint64
-	for i, c := range d {
-		acc += c
-		if acc >= want {
-			if hi := b.Buckets[i+1]; !math.IsInf(hi, 1) {
-				return hi, total
-			}
-			return b.Buckets[i], total
-		}
-	}
-	return b.Buckets[len(b.Buckets)-1], total
 }
