@@ -189,6 +189,7 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 	cmd.Flags().DurationVar(&dc.Every, "every", dc.Every, "interval between progress lines")
 	cmd.Flags().DurationVar(&dc.LeaseTTL, "lease-ttl", dc.LeaseTTL, "owner lease TTL of the nodes")
 	cmd.Flags().BoolVar(&dc.Relocate, "relocations", dc.Relocate, "keep moving the objects the workload uses between the nodes (--relocations=false: never move)")
+	cmd.Flags().BoolVar(&dc.ForegroundRelocations, "foreground-relocations", dc.ForegroundRelocations, "start the demo's relocations at once, however busy the workers keep the nodes (by default they are background relocations, paced while calls wait)")
 	return cmd
 }
 

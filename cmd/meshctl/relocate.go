@@ -34,6 +34,10 @@ Prints one line: relocation <id> <object> <source> -> <target>: <outcome> in
 <interruption> (and why, if it did not complete). Exit status 1 if the outcome
 is not completed (aborted: the source kept the object; failed; shutdown).
 
+A relocation is background work: while the owner's calls are slow, it
+waits for the owner's pacing first, at most half its timeout (then
+resource_exhausted, nothing done). --foreground starts it at once.
+
 --no-wait prints the relocation's id as soon as it started (relocation <id>
 <object> <source> -> <target>: started) and exits; follow it with
 meshctl relocations --watch, or GET /v1/relocations/<id>.`,
@@ -106,6 +110,7 @@ meshctl relocations --watch, or GET /v1/relocations/<id>.`,
 	cmd.Flags().StringVar(&req.Target, "to", "", "target owner id (default: the owner's placement chooses)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "the relocation's deadline (0: locationd's --relocation-timeout)")
 	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the relocation's id as soon as it started, and exit")
+	cmd.Flags().BoolVar(&req.Foreground, "foreground", false, "the owner starts it at once, however slow its calls (otherwise it is background work, paced while the owner's calls are slow)")
 	return cmd
 }
 

@@ -144,7 +144,9 @@ func (c *Cluster) Relocate(ctx context.Context, object, target string) (*pb.Relo
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
 	}
-	return a.Relocate(ctx, &pb.RelocateCommand{Object: object, Target: target, TimeoutMs: c.cfg.RelocationTimeout.Milliseconds()})
+	// Foreground: a checked run moves objects as often as it asks, whatever
+	// the nodes' calls; its relocations are what it checks.
+	return a.Relocate(ctx, &pb.RelocateCommand{Object: object, Target: target, TimeoutMs: c.cfg.RelocationTimeout.Milliseconds(), Foreground: true})
 }
 
 // ExecLogs reads every node's execution log.

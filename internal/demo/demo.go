@@ -61,6 +61,10 @@ type Config struct {
 	// workload runs: up to RelocationsInFlight at a time, each a random object
 	// the workers have used, moved by its owner to a node placement chooses.
 	Relocate bool
+	// ForegroundRelocations (--foreground-relocations): the relocator's
+	// moves start at once, however busy the workers keep the nodes; by
+	// default they are background relocations, paced while calls wait.
+	ForegroundRelocations bool
 }
 
 // RelocationsInFlight bounds the relocator's concurrent relocations.
@@ -233,7 +237,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log zerolog.Logger) err
 	}
 	rs := &relocStats{}
 	if cfg.Relocate {
-		r := &relocator{nodes: nodes, store: store, used: used, stats: rs, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
+		r := &relocator{nodes: nodes, store: store, used: used, stats: rs, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11)),
+			foreground: cfg.ForegroundRelocations}
 		wwg.Go(func() { r.run(ctx) })
 	}
 	start := time.Now()

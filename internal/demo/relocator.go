@@ -172,6 +172,9 @@ type relocator struct {
 	used  *touched
 	stats *relocStats
 	rng   *rand.Rand
+	// foreground: the moves start at once (otherwise the nodes pace them
+	// while calls wait).
+	foreground bool
 }
 
 // run relocates until ctx ends, then waits for the relocations in flight.
@@ -219,7 +222,7 @@ func (r *relocator) move(name string) (*pb.RelocationStatus, error) {
 	}
 	for _, n := range r.nodes {
 		if n.Self() == snap.Record.Owner {
-			return n.Relocate(ctx, name, node.RelocateOptions{})
+			return n.Relocate(ctx, name, node.RelocateOptions{Foreground: r.foreground})
 		}
 	}
 	return nil, fmt.Errorf("demo: owner %s of %s is not an in-process node", snap.Record.Owner, name)

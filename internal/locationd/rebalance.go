@@ -253,6 +253,7 @@ func (h *handlers) runMove(ctx context.Context, m api.RebalanceMove) api.Rebalan
 	var st *pb.RelocationStatus
 	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
 		var err error
+		// Background: the owner paces it while its calls are slow.
 		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: m.To, TimeoutMs: timeout.Milliseconds()})
 		return err
 	})

@@ -358,6 +358,8 @@ func TestRelocationsBadInput(t *testing.T) {
 		{"POST", "", `{"object":"actor/counter/b1","timeoutMs":"5s"}`, 400, "invalid_argument"},
 		{"POST", "", `{"object":"actor/counter/b1","timeoutMs":600001}`, 400, "invalid_argument"},
 		{"POST", "", `{"object":"actor/counter/b1","target":"a/b"}`, 400, "invalid_argument"},
+		{"POST", "", `{"object":"actor/counter/b1","foreground":"yes"}`, 400, "invalid_argument"},
+		{"POST", "", `{"object":"actor/counter/b1","foreground":1}`, 400, "invalid_argument"},
 		{"POST", "", `{"object":"actor/counter/b1","target":"n9"}`, 409, "conflict"},
 		{"POST", "?x=1", `{"object":"actor/counter/b1"}`, 400, "invalid_argument"},
 		{"POST", "", `{"object":"` + strings.Repeat("x", maxRequestBody) + `"}`, 400, "invalid_argument"},

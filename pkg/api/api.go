@@ -127,6 +127,11 @@ type RelocateRequest struct {
 	// GET /v1/relocations/{id}. Absent or true: the answer comes when it
 	// ended.
 	Wait *bool `json:"wait,omitempty"`
+	// Foreground: the owner starts it at once. Otherwise it is background
+	// work: while the owner's calls are slow it waits for the owner's
+	// pacing first, at most half its timeout (then 429 resource_exhausted,
+	// nothing done).
+	Foreground bool `json:"foreground,omitempty"`
 }
 
 // MaxRelocationTimeoutMs bounds RelocateRequest.TimeoutMs (10 minutes).

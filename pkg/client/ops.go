@@ -55,6 +55,9 @@ type RelocateOptions struct {
 	// Timeout is the relocation's deadline from its start (0: locationd's
 	// default; at most api.MaxRelocationTimeoutMs).
 	Timeout time.Duration
+	// Foreground: the owner starts it at once, however slow its calls
+	// (api.RelocateRequest.Foreground).
+	Foreground bool
 }
 
 // Relocate starts moving object to another node and returns the
@@ -65,7 +68,7 @@ func (c *Client) Relocate(ctx context.Context, object string, opts RelocateOptio
 		return "", err
 	}
 	no := false
-	r, _, err := c.admin.Relocate(ctx, api.RelocateRequest{Object: object, Target: opts.Target, TimeoutMs: opts.Timeout.Milliseconds(), Wait: &no})
+	r, _, err := c.admin.Relocate(ctx, api.RelocateRequest{Object: object, Target: opts.Target, TimeoutMs: opts.Timeout.Milliseconds(), Wait: &no, Foreground: opts.Foreground})
 	if err != nil {
 		return "", err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/admission"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
@@ -115,6 +116,17 @@ type Config struct {
 	// MaxRequestBytes must equal the etcd cluster's --max-request-bytes
 	// (default 1.5 MiB): it bounds the bytes of a group's transactions.
 	MaxRequestBytes int
+	// BackgroundLatencyTarget: while this node serves calls and the
+	// process's run-queue wait p99 (how long a runnable goroutine waits for
+	// a processor) is above it, background relocations (every one not asked
+	// as foreground: a rebalance's, an operator's) start at a lower rate, so
+	// that they do not slow the calls (default 1 ms; 0: never paced;
+	// pkg/admission). Drains and Actor Joins are foreground.
+	BackgroundLatencyTarget time.Duration
+	// BackgroundMinRate: background relocations start at this many units
+	// per second at least, however slow the calls (default 10; a
+	// relocation is one unit and one per MiB of its state).
+	BackgroundMinRate float64
 	// DrainConcurrency is how many relocations a drain runs at a time
 	// (default 4): more empties a node faster, and loads its peers more.
 	DrainConcurrency int
@@ -203,38 +215,40 @@ func (c *Config) grpcMaxMessageBytes() int {
 // DefaultConfig returns the defaults of docs/design.md §10.
 func DefaultConfig() Config {
 	return Config{
-		EtcdEndpoints:      []string{"http://127.0.0.1:2379"},
-		Listen:             "127.0.0.1:7100",
-		HTTP:               "127.0.0.1:7101",
-		LeaseTTL:           5 * time.Second,
-		Weight:             1,
-		Prefix:             keyspace.DefaultPrefix,
-		Cluster:            keyspace.DefaultCluster,
-		ApplicationVersion: "1",
-		CallTimeout:        10 * time.Second,
-		DedupWindow:        60 * time.Second,
-		LogLevel:           "info",
-		LogFormat:          "json",
-		RelocationTimeout:  10 * time.Second,
-		CutoverFallback:    2 * time.Second,
-		RelayWait:          5 * time.Second,
-		ForwardWindow:      5 * time.Second,
-		ChunkBytes:         1 << 20,
-		EagerCutoverBytes:  64 << 10,
-		PrecopyMinBytes:    1 << 20,
-		BatchWrites:        true,
-		NodeBudgetBytes:    64 << 20,
-		PeerBudgetBytes:    16 << 20,
-		DurableMaxBytes:    DefaultDurableMaxBytes,
-		DrainConcurrency:   4,
-		MaxTxnOps:          authority.DefaultMaxTxnOps,
-		MaxRequestBytes:    authority.DefaultMaxRequestBytes,
-		DrainTimeout:       60 * time.Second,
-		OutboxMessages:     actor.DefaultOutboxMessages,
-		OutboxBytes:        actor.DefaultOutboxBytes,
-		TrafficEdges:       traffic.DefaultCapacity,
-		TrafficHalfLife:    time.Minute,
-		TrafficSample:      1,
+		EtcdEndpoints:           []string{"http://127.0.0.1:2379"},
+		Listen:                  "127.0.0.1:7100",
+		HTTP:                    "127.0.0.1:7101",
+		LeaseTTL:                5 * time.Second,
+		Weight:                  1,
+		Prefix:                  keyspace.DefaultPrefix,
+		Cluster:                 keyspace.DefaultCluster,
+		ApplicationVersion:      "1",
+		CallTimeout:             10 * time.Second,
+		DedupWindow:             60 * time.Second,
+		LogLevel:                "info",
+		LogFormat:               "json",
+		RelocationTimeout:       10 * time.Second,
+		CutoverFallback:         2 * time.Second,
+		RelayWait:               5 * time.Second,
+		ForwardWindow:           5 * time.Second,
+		ChunkBytes:              1 << 20,
+		EagerCutoverBytes:       64 << 10,
+		PrecopyMinBytes:         1 << 20,
+		BatchWrites:             true,
+		NodeBudgetBytes:         64 << 20,
+		PeerBudgetBytes:         16 << 20,
+		DurableMaxBytes:         DefaultDurableMaxBytes,
+		DrainConcurrency:        4,
+		BackgroundLatencyTarget: admission.DefaultLatencyTarget,
+		BackgroundMinRate:       admission.DefaultMinRate,
+		MaxTxnOps:               authority.DefaultMaxTxnOps,
+		MaxRequestBytes:         authority.DefaultMaxRequestBytes,
+		DrainTimeout:            60 * time.Second,
+		OutboxMessages:          actor.DefaultOutboxMessages,
+		OutboxBytes:             actor.DefaultOutboxBytes,
+		TrafficEdges:            traffic.DefaultCapacity,
+		TrafficHalfLife:         time.Minute,
+		TrafficSample:           1,
 
 		MaxIncomingStages:        256,
 		MaxIncomingStagesPerPeer: 128,
@@ -296,6 +310,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.DurableMaxBytes, "durable-max-bytes", c.DurableMaxBytes, "largest persisted value of one durable object (dcounter, dbank, …) in bytes; a change over it is refused with state_too_large. Keep it below etcd's --max-request-bytes (1.5 MiB by default) and raise both together")
 	fs.IntVar(&c.MaxTxnOps, "max-txn-ops", c.MaxTxnOps, "the etcd cluster's --max-txn-ops: a group moves in one transaction, so it may have at most this minus 4 members (124 with etcd's default); set it to etcd's value when you raise it there")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "the etcd cluster's --max-request-bytes: bounds the bytes of a group's transactions; set it to etcd's value when you raise it there")
+	fs.DurationVar(&c.BackgroundLatencyTarget, "background-latency-target", c.BackgroundLatencyTarget, "while calls are served and the process's run-queue wait p99 is above this, background relocations (a rebalance's, an operator's; not a drain's) start at a lower rate (0: never paced; 10us..1s)")
+	fs.Float64Var(&c.BackgroundMinRate, "background-min-rate", c.BackgroundMinRate, "background relocations start at this many units per second at least, however slow the calls (a relocation is one unit and one per MiB of its state; 0.01..1e6)")
 	fs.IntVar(&c.DrainConcurrency, "drain-concurrency", c.DrainConcurrency, "relocations a drain (SIGTERM, meshctl drain) runs at a time")
 	fs.DurationVar(&c.DrainTimeout, "drain-timeout", c.DrainTimeout, "bound on a drain (SIGTERM, meshctl drain): objects not moved by then are lost when the node stops")
 	fs.IntVar(&c.OutboxMessages, "outbox-messages", c.OutboxMessages, "most messages one object's outbox holds (sent, not yet answered); a Send beyond is refused with resource_exhausted")
@@ -403,6 +419,9 @@ func (c *Config) Validate() error {
 	if c.MaxRequestBytes < 64<<10 {
 		return bad("--max-request-bytes", "%d is below 65536 (etcd's default is %d)", c.MaxRequestBytes, authority.DefaultMaxRequestBytes)
 	}
+	if err := c.pacing().Validate(); err != nil {
+		return bad("--background-latency-target/--background-min-rate", "%v", err)
+	}
 	if c.DrainConcurrency < 1 || c.DrainConcurrency > MaxDrainConcurrency {
 		return bad("--drain-concurrency", "%d is outside [1, %d]", c.DrainConcurrency, MaxDrainConcurrency)
 	}
@@ -446,4 +465,10 @@ func (c *Config) Validate() error {
 		return bad("--etcd-*", "%v", err)
 	}
 	return nil
+}
+
+// pacing is the configuration of the node's pacing of background
+// relocations (pacing.go).
+func (c Config) pacing() admission.Config {
+	return admission.Config{LatencyTarget: c.BackgroundLatencyTarget, MinRate: c.BackgroundMinRate}
 }

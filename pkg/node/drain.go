@@ -298,6 +298,7 @@ func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drainRun) 
 	}
 	start := n.now()
 	n.draining.Store(true) // PREPAREs and activations are refused from now on
+	n.wakeWaiters()        // background relocations waiting start at once
 	n.updateHealth()
 	n.log.Info().Int("hosted", n.Hosted()).Int("concurrency", conc).Dur("timeout", timeout).Msg("draining")
 	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)

@@ -225,7 +225,7 @@ func (d *drainer) move(name string) {
 		tpair := fmt.Sprintf("%s@%d", tid, target.Generation)
 		timeout := min(n.cfg.RelocationTimeout, d.deadline.Sub(n.now()))
 		d.reserve(tid, 1)
-		st, err := n.Relocate(d.ctx, name, RelocateOptions{Target: tid, Timeout: timeout})
+		st, err := n.Relocate(d.ctx, name, RelocateOptions{Target: tid, Timeout: timeout, Foreground: true})
 		d.reserve(tid, -1)
 		switch {
 		case errors.Is(err, ErrAlreadyRelocating):

@@ -145,6 +145,7 @@ type faultMesh struct {
 // faultConfig: short fallbacks so that a test waits little.
 func faultConfig(_ int, c *node.Config) {
 	c.CutoverFallback = 300 * time.Millisecond
+	c.BackgroundLatencyTarget = 0 // as in mesh.add
 }
 
 func startFaultMesh(t *testing.T, n int, mutate ...func(i int, c *node.Config)) *faultMesh {

@@ -82,7 +82,8 @@ type Node struct {
 	groups     groupLocks // groups.go
 	joins      joinSet    // join.go
 
-	moved movedAway
+	moved  movedAway
+	pacing *pacing // pacing.go
 	// messages between objects (messages.go, traffic.go)
 	outboxes outboxSet
 	traffic  nodeTraffic
@@ -142,7 +143,7 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: map[string]authority.Fence{},
 		stopped: make(chan struct{}), stopping: make(chan struct{}),
 		routes: newPendingRoutes(), budgets: newBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
-		tombstones: newTombstones(1024),
+		tombstones: newTombstones(1024), pacing: newPacing(cfg.pacing()),
 	}
 	reg := opts.Metrics
 	if reg == nil {
@@ -334,6 +335,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.spawnBG(func() { n.watchFence(bgctx) })
 	n.spawnBG(func() { n.syncPeers(bgctx) })
 	n.spawnBG(func() { n.sweepReplies(bgctx) })
+	if n.pacing.cfg.Enabled() {
+		n.spawnBG(func() { n.runPacing(bgctx) })
+	}
 	n.log.Info().Str("address", addr).Int64("generation", n.self.Generation).Str("routingId", n.rid.Hex()).Msg("serving")
 	if n.opts.onReady != nil {
 		n.opts.onReady()

@@ -69,6 +69,10 @@ func (m *mesh) add(t testing.TB, name string, mutate ...func(i int, c *node.Conf
 	// 5 s: tests share a loaded 2-core machine with other packages' tests; a
 	// 2 s lease can lapse under that load and fence a node mid-test.
 	cfg.LeaseTTL = 5 * time.Second
+	// Relocations start when a test asks, however loaded the machine: the
+	// pacing of background relocations has its own tests (pacing_test.go),
+	// which turn it on.
+	cfg.BackgroundLatencyTarget = 0
 	for _, f := range mutate {
 		f(len(m.nodes), &cfg)
 	}

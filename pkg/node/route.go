@@ -32,6 +32,7 @@ func (n *Node) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 }
 
 func (n *Node) call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
+	n.pacing.calls.Add(1) // foreground work, for the pacing of background relocations
 	op, werr := wire.ValidateCall(req)
 	if werr != nil {
 		return &pb.CallReply{Code: werr.Code, Message: werr.Message}

@@ -205,12 +205,19 @@ type RelocateOptions struct {
 	// NoPrecopy: this relocation sends the sealed state whole, without a
 	// pre-copy, whatever Config.PrecopyMinBytes says (an A/B of it).
 	NoPrecopy bool
+	// Foreground: start at once. Otherwise the relocation is background
+	// work: while the node's calls are slow (Config.BackgroundLatencyTarget)
+	// it waits for the node's pacing, at most half its Timeout (then
+	// ErrRelocationDeferred, nothing done), and runs in what is left of it.
+	// A draining node starts every relocation at once.
+	Foreground bool
 }
 
 // Relocate moves a hosted object to another node and returns when the
 // relocation ended, with its status. The object keeps serving until the seal,
 // and requests that arrive while it moves are executed by whichever side ends
-// up owning it, in order.
+// up owning it, in order. A background relocation (not opts.Foreground)
+// first waits for the node's pacing while its calls are slow (pacing.go).
 func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) (*pb.RelocationStatus, error) {
 	obj, err := keyspace.ParseObject(name)
 	if err != nil {
@@ -219,6 +226,14 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	if err := n.validRelocation(opts.Target, opts.Timeout); err != nil {
 		return nil, err
 	}
+	if opts.Timeout == 0 {
+		opts.Timeout = n.cfg.RelocationTimeout
+	}
+	waited, err := n.admit(ctx, obj, opts.Foreground, opts.Timeout)
+	if err != nil {
+		return nil, err // background, and the node's calls are slow (pacing.go)
+	}
+	opts.Timeout -= waited // the caller's bound holds: the wait is part of it
 	if obj.Kind == keyspace.KindGroup {
 		return n.relocateGroup(ctx, obj, opts) // the group and every member (groups.go)
 	}

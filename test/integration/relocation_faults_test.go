@@ -191,9 +191,10 @@ func admin(t *testing.T, nd *meshNode) rpcpb.AdminServiceClient {
 	return rpcpb.NewAdminServiceClient(conn)
 }
 
-// relocate asks a source node (AdminService.Relocate) to move object to target.
+// relocate asks a source node (AdminService.Relocate) to move object to
+// target, in the foreground: at once, however loaded the machine.
 func relocate(ctx context.Context, src rpcpb.AdminServiceClient, object, target string, timeout time.Duration) (*pb.RelocationStatus, error) {
-	return src.Relocate(ctx, &pb.RelocateCommand{Object: object, Target: target, TimeoutMs: timeout.Milliseconds()})
+	return src.Relocate(ctx, &pb.RelocateCommand{Object: object, Target: target, TimeoutMs: timeout.Milliseconds(), Foreground: true})
 }
 
 // notServed fails the test when err says the node has no AdminService.

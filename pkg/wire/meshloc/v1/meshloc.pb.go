@@ -2102,7 +2102,11 @@ type RelocateCommand struct {
 	// Detach: answer as soon as the relocation started (its id, phase
 	// intent); it runs on in the node, which lists it (ListRelocations)
 	// while it runs and after.
-	Detach        bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
+	Detach bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
+	// Foreground: start at once. Otherwise the relocation is background work:
+	// while the node's calls are slow it waits for the node's pacing, at most
+	// its timeout, before it starts (then RESOURCE_EXHAUSTED, nothing done).
+	Foreground    bool `protobuf:"varint,5,opt,name=foreground,proto3" json:"foreground,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2161,6 +2165,13 @@ func (x *RelocateCommand) GetTimeoutMs() int64 {
 func (x *RelocateCommand) GetDetach() bool {
 	if x != nil {
 		return x.Detach
+	}
+	return false
+}
+
+func (x *RelocateCommand) GetForeground() bool {
+	if x != nil {
+		return x.Foreground
 	}
 	return false
 }
@@ -3718,13 +3729,16 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\trequester\x18\x04 \x01(\v2\x15.meshloc.v1.RequesterR\trequester\x12+\n" +
 	"\x05reply\x18\x05 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"5\n" +
 	"\rReplyRelayAck\x12$\n" +
-	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"x\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"\x98\x01\n" +
 	"\x0fRelocateCommand\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x16\n" +
-	"\x06detach\x18\x04 \x01(\bR\x06detach\"\xeb\x04\n" +
+	"\x06detach\x18\x04 \x01(\bR\x06detach\x12\x1e\n" +
+	"\n" +
+	"foreground\x18\x05 \x01(\bR\n" +
+	"foreground\"\xeb\x04\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +

@@ -1,0 +1,192 @@
+package node_test
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"math"
+	"os"
+	"runtime/metrics"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// slowRunQueue is a run-queue wait histogram whose every reading adds 100
+// waits of up to 10 ms: a process whose calls wait for a processor.
+func slowRunQueue() func() *metrics.Float64Histogram {
+	var reads atomic.Uint64
+	return func() *metrics.Float64Histogram {
+		n := reads.Add(1) * 100
+		return &metrics.Float64Histogram{Buckets: []float64{0, 1e-3, 10e-3, math.Inf(1)}, Counts: []uint64{0, 0, n}}
+	}
+}
+
+// storeVersion is the store version of name's record in etcd.
+func storeVersion(t *testing.T, m *mesh, name string) int64 {
+	t.Helper()
+	obj, _ := keyspace.ParseObject(name)
+	snap, err := authority.New(m.etcd, keyspace.Default()).Read(context.Background(), obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return snap.StoreVersion
+}
+
+// While a node's calls are slow, its background relocations start at its
+// minimum rate: one goes, the next waits, and one that would wait longer
+// than half its timeout is deferred with nothing done; a foreground
+// relocation starts at once; a drain starts the waiting ones at once.
+func TestBackgroundRelocationsPaced(t *testing.T) {
+	// 0.01 units/s: once slowed, one small relocation per 100 s.
+	m := startMesh(t, 2, func(_ int, c *node.Config) {
+		c.BackgroundLatencyTarget, c.BackgroundMinRate, c.RelocationTimeout = 250*time.Microsecond, 0.01, time.Minute
+	})
+	c := newClient(t, client.Config{Etcd: m.etcd})
+	ctx := context.Background()
+	names := []string{"actor/counter/p0", "actor/counter/p1", "actor/counter/p2", "actor/counter/p3"}
+	for _, name := range names {
+		if _, err := c.Call(ctx, name, "add", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := m.owner(t, names[0])
+	for _, name := range names[1:] { // every one on src
+		if o := m.owner(t, name); o != src {
+			if st, err := o.Relocate(ctx, name, node.RelocateOptions{Target: src.Self().ID, Foreground: true}); err != nil || st.GetOutcome() != "completed" {
+				t.Fatalf("gathering %s on %s: %+v %v", name, src.Self().ID, st, err)
+			}
+		}
+	}
+
+	// Calls to p0 keep coming, and the process's run queue looks slow.
+	cctx, stopCalls := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopCalls(); wg.Wait() }()
+	wg.Go(func() {
+		for cctx.Err() == nil {
+			_, _ = c.Call(cctx, names[0], "add", "1")
+		}
+	})
+	node.SetRunQueue(src, slowRunQueue())
+	waitFor(t, 10*time.Second, "background relocations slowed", func() bool { return !math.IsInf(src.BackgroundRate(), 1) })
+	if r := src.BackgroundRate(); r != 0.01 {
+		t.Fatalf("slowed to %v units/s, want the minimum 0.01", r)
+	}
+
+	// The first goes at once (the pacer's burst of one).
+	if st, err := src.Relocate(ctx, names[1], node.RelocateOptions{}); err != nil || st.GetOutcome() != "completed" {
+		t.Fatalf("first background relocation: %+v %v", st, err)
+	}
+	// The next would wait 100 s: deferred after half its timeout, with
+	// nothing done.
+	before := storeVersion(t, m, names[2])
+	_, err := src.Relocate(ctx, names[2], node.RelocateOptions{Timeout: 2 * time.Second})
+	if !errors.Is(err, node.ErrRelocationDeferred) || wire.CodeOf(err) != pb.Code_CODE_RESOURCE_EXHAUSTED {
+		t.Fatalf("second background relocation: %v, want deferred (resource_exhausted)", err)
+	}
+	if after := storeVersion(t, m, names[2]); after != before || m.owner(t, names[2]) != src {
+		t.Fatalf("a deferred relocation changed %s: store version %d → %d", names[2], before, after)
+	}
+	if got := m.metric(t, src, "meshloc_background_relocations_deferred_total"); got != 1 {
+		t.Fatalf("deferred counted %v times, want 1", got)
+	}
+	if _, err := c.Call(ctx, names[2], "add", "1"); err != nil {
+		t.Fatalf("%s after its deferred relocation: %v", names[2], err)
+	}
+	// Foreground: at once.
+	if st, err := src.Relocate(ctx, names[2], node.RelocateOptions{Foreground: true}); err != nil || st.GetOutcome() != "completed" {
+		t.Fatalf("foreground relocation while slowed: %+v %v", st, err)
+	}
+
+	// A background relocation waits; a drain starts it at once (else it
+	// would be deferred after 20 s).
+	done := make(chan error, 1)
+	wg.Go(func() {
+		_, err := src.Relocate(ctx, names[3], node.RelocateOptions{Timeout: 40 * time.Second})
+		done <- err
+	})
+	waitFor(t, 10*time.Second, "a background relocation waiting", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("the third background relocation did not wait: %v", err)
+		default:
+		}
+		return m.metric(t, src, "meshloc_background_relocations_waiting") == 1
+	})
+	if _, err := src.Drain(ctx, node.DrainOptions{}); err != nil {
+		t.Fatalf("drain: %v", err)
+	}
+	select {
+	case err := <-done:
+		// It started: it moved the object, or found the drain had (or was
+		// moving it) first. Never deferred.
+		if errors.Is(err, node.ErrRelocationDeferred) {
+			t.Fatalf("a waiting background relocation was deferred during a drain: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("a waiting background relocation did not end after the drain")
+	}
+	if got := m.metric(t, src, "meshloc_background_relocations_waiting"); got != 0 {
+		t.Fatalf("%v still waiting", got)
+	}
+}
+
+// The pacing's flags and their environment mirrors: ranges checked, 0
+// turns pacing off.
+func TestConfigPacing(t *testing.T) {
+	for _, c := range []struct {
+		args   []string
+		env    map[string]string
+		bad    string
+		target time.Duration
+		min    float64
+	}{
+		{nil, nil, "", 250 * time.Microsecond, 10},
+		{[]string{"--background-latency-target", "1ms", "--background-min-rate", "2.5"}, nil, "", time.Millisecond, 2.5},
+		{[]string{"--background-latency-target", "0"}, nil, "", 0, 10},
+		{nil, map[string]string{"MESHNODE_BACKGROUND_LATENCY_TARGET": "500us", "MESHNODE_BACKGROUND_MIN_RATE": "1"}, "", 500 * time.Microsecond, 1},
+		{[]string{"--background-latency-target", "1us"}, nil, "--background-latency-target", 0, 0},
+		{[]string{"--background-latency-target", "2s"}, nil, "--background-latency-target", 0, 0},
+		{[]string{"--background-latency-target", "-1ms"}, nil, "--background-latency-target", 0, 0},
+		{[]string{"--background-min-rate", "0"}, nil, "--background-min-rate", 0, 0},
+		{[]string{"--background-min-rate", "NaN"}, nil, "--background-min-rate", 0, 0},
+		{nil, map[string]string{"MESHNODE_BACKGROUND_MIN_RATE": "2e6"}, "--background-min-rate", 0, 0},
+	} {
+		cfg := node.DefaultConfig()
+		fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
+		cfg.AddFlags(fs)
+		pfs := pflag.NewFlagSet("meshnode", pflag.ContinueOnError)
+		pfs.AddGoFlagSet(fs)
+		if err := pfs.Parse(append([]string{"--name", "n1"}, c.args...)); err != nil {
+			t.Fatal(err)
+		}
+		for k, v := range c.env {
+			t.Setenv(k, v)
+		}
+		if err := cliutil.ApplyEnv(pfs, node.EnvPrefix, os.LookupEnv); err != nil {
+			t.Fatal(err)
+		}
+		err := cfg.Validate()
+		switch {
+		case c.bad == "" && err != nil:
+			t.Errorf("%v %v: %v", c.args, c.env, err)
+		case c.bad != "" && (!errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.bad)):
+			t.Errorf("%v %v: %v, want ErrInvalidConfig naming %s", c.args, c.env, err, c.bad)
+		case c.bad == "" && (cfg.BackgroundLatencyTarget != c.target || cfg.BackgroundMinRate != c.min):
+			t.Errorf("%v %v: target %v min %v, want %v %v", c.args, c.env, cfg.BackgroundLatencyTarget, cfg.BackgroundMinRate, c.target, c.min)
+		}
+	}
+}
