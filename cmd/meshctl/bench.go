@@ -9,6 +9,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -33,6 +34,8 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		batch                    bool
 		markdown                 bool
 		from                     string
+		bgTarget                 time.Duration
+		bgMin                    float64
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -44,7 +47,8 @@ to etcd, re-activate elsewhere" with the plain etcd client for each state
 size — and meshloc's figures: interruption of 1 KiB, 1 MiB and 64 MiB states
 idle and under a call load, relocations/s with 1, 8 and 64 in flight,
 objects/s in groups of 8, streaming a 256 MiB state, calls direct and
-through a gateway with and without a relocation storm. Every figure is
+through a gateway idle and beside a relocation storm (as background
+relocations, the targets, then in the foreground). Every figure is
 printed with its baseline, the ratio and its target, marked met or not.
 
 The full plan takes about 3 minutes on two cores; --quick, under 30 s. --tls runs
@@ -69,6 +73,12 @@ not be made, or --strict and a target was missed (1).`,
 					c.ChunkBytes = chunk
 				}
 				c.BatchWrites = batch
+				if bgTarget >= 0 {
+					c.BackgroundLatencyTarget = bgTarget
+				}
+				if bgMin > 0 {
+					c.BackgroundMinRate = bgMin
+				}
 			}
 			if quick {
 				cfg.Plan = bench.QuickPlan()
@@ -155,6 +165,8 @@ not be made, or --strict and a target was missed (1).`,
 	f.IntVar(&chunk, "chunk-bytes", 0, "the nodes' --chunk-bytes (0: theirs, 1 MiB), for an A/B of the chunk size")
 	f.IntVar(&eager, "eager-cutover-bytes", -1, "the nodes' --eager-cutover-bytes (-1: theirs, 64 KiB; 0: off), for an A/B of the eager cutover")
 	f.BoolVar(&batch, "batch-writes", true, "the nodes' --batch-writes, for an A/B of batched relocation writes")
+	f.DurationVar(&bgTarget, "background-latency-target", -1, "the nodes' --background-latency-target (-1: theirs; 0: background relocations never paced), for an A/B of the pacing")
+	f.Float64Var(&bgMin, "background-min-rate", 0, "the nodes' --background-min-rate (0: theirs)")
 	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as the README shows it")
 	f.StringVar(&from, "from", "", "print this report (saved with -o json bench) again instead of measuring")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")

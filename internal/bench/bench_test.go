@@ -96,7 +96,8 @@ func TestTinyRun(t *testing.T) {
 	if err := r.WriteText(&text); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"BASELINE", "MESHLOC FIGURE", "stop-persist-reload p50, 64 KiB", "relocations/s, 64 in flight", "session push p99, relocation storm", "targets met:"} {
+	for _, want := range []string{"BASELINE", "MESHLOC FIGURE", "stop-persist-reload p50, 64 KiB", "relocations/s, 64 in flight", "session push p99, relocation storm",
+		"calls/s, Go client direct, foreground relocation storm, 64 in flight", "call p99, Go client direct, not moving, foreground relocation storm", "targets met:"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("the text report has no %q:\n%s", want, text.String())
 		}

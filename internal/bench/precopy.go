@@ -64,7 +64,7 @@ func (x *run) precopy() error {
 	var deltaBytes, fullBytes, notDone int64
 	for i := range 2 * moves {
 		pre := i%2 == 0
-		st, err := x.m.move(x.ctx, o, node.RelocateOptions{NoPrecopy: !pre})
+		st, err := x.m.move(x.ctx, o, node.RelocateOptions{NoPrecopy: !pre, Foreground: true}) // measured one at a time, while a caller writes
 		if err != nil {
 			notDone++
 			continue

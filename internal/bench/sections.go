@@ -86,7 +86,9 @@ func (x *run) interruptionOf(s Size) error {
 				}
 				watchedLat = append(watchedLat, d)
 			}
-			st, err := x.m.move(x.ctx, o)
+			// Foreground: each move is measured, one at a time; under load
+			// a background one would first wait for the node's pacing.
+			st, err := x.m.move(x.ctx, o, node.RelocateOptions{Foreground: true})
 			if err != nil {
 				failed++
 				continue
@@ -407,18 +409,28 @@ func (x *run) calls() error {
 	rawPath := path{"raw gRPC", func(ctx context.Context, _ int) error { return raw.call(ctx) }}
 	paths := []path{{"Go client direct", via(x.m.direct, objs)}, {"through gateway", via(x.m.gateway, objs)}}
 	const stillPath = "Go client direct, not moving"
-	for _, storm := range []bool{false, true} {
+	// Idle, then the storm as every relocation asked of a node is by
+	// default (background: paced while the node's calls are slow; the
+	// targets), then the same storm in the foreground (as a drain's: never
+	// paced; beside it, no target).
+	for _, mode := range []string{"", "background", "foreground"} {
+		storm, foreground := mode != "", mode == "foreground"
 		how := ""
 		run := paths
-		if storm {
+		switch {
+		case foreground:
+			how = ", foreground relocation storm"
+		case storm:
 			how = ", relocation storm"
+		}
+		if storm {
 			run = append(slices.Clone(run), path{stillPath, via(x.m.direct, still)})
 		} else {
 			run = append([]path{rawPath}, paths...) // the baseline, interleaved
 		}
 		var stop func() int64
 		if storm {
-			stop = x.storm(objs)
+			stop = x.storm(objs, foreground)
 		}
 		x.step("calls%s: %d serial calls to one object on each of %d paths in turn, then 64 in flight over 16 objects on each for %s (2 alternating windows)", how, p.Ops, len(run), p.Window)
 		lat := make([][]time.Duration, len(run))
@@ -476,7 +488,7 @@ func (x *run) calls() error {
 			p99 := Measure{Name: "call p99, " + pt.name + how, Value: ms(pct(lat[j], 99)), Unit: "ms", N: n, Note: failedNote(failed[j])}
 			cps := Measure{Name: "calls/s, " + pt.name + how + ", 64 in flight", Value: rates[j], Unit: "/s", N: oks[j], Note: failedNote(fails[j])}
 			if moved >= 0 {
-				cps.Note = joinNote(cps.Note, fmt.Sprintf("storm: %d relocations", moved))
+				cps.Note = joinNote(cps.Note, fmt.Sprintf("storm: %d relocations, %s", moved, mode))
 			}
 			switch {
 			case pt.name == rawPath.name:
@@ -486,6 +498,12 @@ func (x *run) calls() error {
 				x.base(Measure{Name: "raw gRPC unary p50", Value: p50.Value, Unit: "ms", N: n})
 				x.base(Measure{Name: "raw gRPC unary p99", Value: p99.Value, Unit: "ms", N: n})
 				x.base(Measure{Name: "raw gRPC calls/s, 64 in flight", Value: cps.Value, Unit: "/s", N: cps.N, Note: cps.Note})
+			case foreground && pt.name == stillPath:
+				x.fig(p99, "call p99, Go client direct", nil)
+				x.fig(cps, "calls/s, Go client direct, 64 in flight", nil)
+			case foreground:
+				x.fig(p99, "call p99, "+pt.name, nil)
+				x.fig(cps, "calls/s, "+pt.name+", 64 in flight", nil)
 			case storm && pt.name == stillPath:
 				// Where a call waits during the storm: the run queue (the
 				// relocations' work holds the processors) and GC pauses,
@@ -530,9 +548,9 @@ func peerTarget(n int) float64 {
 	return 0.05
 }
 
-// storm keeps relocating objs, 4 at a time, until stop is called; stop
-// returns how many relocations completed.
-func (x *run) storm(objs []*owned) (stop func() int64) {
+// storm keeps relocating objs, 4 at a time, until stop is called, as
+// background or foreground relocations; stop returns how many completed.
+func (x *run) storm(objs []*owned, foreground bool) (stop func() int64) {
 	ctx, cancel := context.WithCancel(x.ctx)
 	var moved atomic.Int64
 	var wg sync.WaitGroup
@@ -541,7 +559,7 @@ func (x *run) storm(objs []*owned) (stop func() int64) {
 			for i := w; ctx.Err() == nil; i += 4 {
 				// Each worker moves its own quarter of the objects, so that
 				// two workers never move the same object at once.
-				if _, err := x.m.move(ctx, objs[i%len(objs)]); err == nil {
+				if _, err := x.m.move(ctx, objs[i%len(objs)], node.RelocateOptions{Foreground: foreground}); err == nil {
 					moved.Add(1)
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/node"
 )
 
 // sessions measures a session's call and push latency through the gateway
@@ -137,7 +138,9 @@ func (x *run) moveLoop(o *owned) (stop func() []window) {
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			t0 := time.Now()
-			if _, err := x.m.move(ctx, o); err == nil {
+			// Foreground: the room moves without a pause while its
+			// sessions call (each move is measured).
+			if _, err := x.m.move(ctx, o, node.RelocateOptions{Foreground: true}); err == nil {
 				moves = append(moves, window{t0, time.Now()})
 			}
 		}
