@@ -261,6 +261,12 @@ func (h *handlers) runMove(ctx context.Context, m api.RebalanceMove) api.Rebalan
 		if !errors.Is(err, errNodeUnavailable) {
 			err = nodeError(err, rec.Owner.String()+" ("+addr+")", relocateHints(obj.String()))
 		}
+		if toAPIError(err).Code == api.CodeResourceExhausted {
+			// Refused before anything was done (the owner paces background
+			// relocations while its calls are slow, or a limit): the next
+			// pass plans it again.
+			return fail(api.OutcomeSkipped, err)
+		}
 		return fail(api.OutcomeError, err)
 	}
 	rel := relocationJSON(st, rec.Owner.ID)

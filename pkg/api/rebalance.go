@@ -14,7 +14,10 @@ const (
 // failed, shutdown).
 const (
 	// OutcomeSkipped: the move was not tried: the object moved, was pinned
-	// or started relocating since the plan was made.
+	// or started relocating since the plan was made, or its owner refused
+	// it before doing anything (resource_exhausted: its calls were slow, so
+	// it paced its background relocations, and this one waited half its
+	// timeout).
 	OutcomeSkipped = "skipped"
 	// OutcomeError: locationd could not ask the owner (see Code, Message).
 	OutcomeError = "error"
