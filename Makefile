@@ -87,6 +87,7 @@ FUZZ_TARGETS = \
 	./pkg/keyspace/               FuzzParseObject \
 	./pkg/lease/                  FuzzDecodeDescriptor \
 	./pkg/node/              FuzzDecodeDurableState \
+	./pkg/node/                   FuzzPacingMetadata \
 	./pkg/session/                FuzzJournalOf \
 	./pkg/client/                 FuzzParseToken \
 	./pkg/client/                 FuzzSSEReader \

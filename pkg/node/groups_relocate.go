@@ -192,7 +192,9 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	}
 	held := hs
 	hs = nil // released by launch
-	return n.launch(n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout), opts.Detach, func() {
+	r := n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout)
+	r.units = n.backgroundUnits(g, opts)
+	return n.launch(r, opts.Detach, func() {
 		for _, h := range held {
 			n.releaseActor(h)
 		}

@@ -82,8 +82,9 @@ type Node struct {
 	groups     groupLocks // groups.go
 	joins      joinSet    // join.go
 
-	moved  movedAway
-	pacing *pacing // pacing.go
+	moved      movedAway
+	pacing     *pacing    // pacing.go
+	peerPacing peerPacing // pacing_peers.go
 	// messages between objects (messages.go, traffic.go)
 	outboxes outboxSet
 	traffic  nodeTraffic

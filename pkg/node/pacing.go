@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	rtmetrics "runtime/metrics"
@@ -114,16 +115,31 @@ func (n *Node) runPacing(ctx context.Context) {
 // ErrRelocationDeferred: the relocation keeps the other half), ctx's end
 // or the node's stop. Nothing is held while it waits: the object serves
 // on, and may meanwhile move otherwise.
-func (n *Node) admit(ctx context.Context, obj keyspace.Object, foreground bool, timeout time.Duration) (time.Duration, error) {
-	p := n.pacing
-	if foreground || !p.cfg.Enabled() {
+func (n *Node) admit(ctx context.Context, obj keyspace.Object, opts RelocateOptions, timeout time.Duration) (time.Duration, error) {
+	cost := n.backgroundUnits(obj, opts)
+	if cost == 0 {
 		return 0, nil
 	}
-	cost := n.relocationUnits(obj)
+	waited, err := n.pace(ctx, cost, timeout/2)
+	switch {
+	case errors.Is(err, ErrRelocationDeferred):
+		err = fmt.Errorf("%w: %s waited %s, half its timeout (%.3g units; background relocations start at %.3g units/s now)", err, obj, timeout/2, cost, n.pacing.rate())
+	case errors.Is(err, ErrStopping):
+		err = fmt.Errorf("%w: %s was not relocated", err, obj)
+	}
+	return waited, err
+}
+
+// pace waits until background work of cost units may start by the node's
+// Pacer, and counts it started; at most bound (then
+// ErrRelocationDeferred), until ctx ends or the node stops. A draining
+// node starts everything at once.
+func (n *Node) pace(ctx context.Context, cost float64, bound time.Duration) (time.Duration, error) {
+	p := n.pacing
 	began := n.now()
 	n.metrics.waiting.Inc()
 	defer n.metrics.waiting.Dec()
-	deadline := n.clock.NewTimer(timeout / 2)
+	deadline := n.clock.NewTimer(bound)
 	defer deadline.Stop()
 	for {
 		p.mu.Lock()
@@ -154,11 +170,11 @@ func (n *Node) admit(ctx context.Context, obj keyspace.Object, foreground bool, 
 		case <-changed:
 		case <-deadline.C():
 			n.metrics.deferred.Inc()
-			err = fmt.Errorf("%w: %s waited %s, half its timeout (%.3g units; background relocations start at %.3g units/s now)", ErrRelocationDeferred, obj, timeout/2, cost, p.rate())
+			err = ErrRelocationDeferred
 		case <-ctx.Done():
 			err = ctx.Err()
 		case <-n.stopping:
-			err = fmt.Errorf("%w: %s was not relocated", ErrStopping, obj)
+			err = ErrStopping
 		}
 		t.Stop()
 		p.mu.Lock()
@@ -168,6 +184,17 @@ func (n *Node) admit(ctx context.Context, obj keyspace.Object, foreground bool, 
 			return 0, err
 		}
 	}
+}
+
+// book counts background work of cost units started now, whatever the
+// Pacer says (it started without waiting: an incoming relocation whose
+// source did not offer to wait); the work after it waits the longer.
+func (n *Node) book(cost float64) {
+	p := n.pacing
+	p.mu.Lock()
+	p.pacer.Reserve(n.now(), cost)
+	p.started += cost
+	p.mu.Unlock()
 }
 
 func (p *pacing) rate() float64 {

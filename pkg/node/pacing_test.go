@@ -144,6 +144,72 @@ func TestBackgroundRelocationsPaced(t *testing.T) {
 	}
 }
 
+// A target whose calls are slow paces the background relocations sent to
+// it: the first, from a source that did not know, is booked and tells the
+// source; the next waits for the target's admission before its intent and,
+// not admitted in a quarter of its timeout, ends aborted with nothing done;
+// a foreground one goes at once.
+func TestTargetPacesIncomingBackgroundRelocations(t *testing.T) {
+	m := startMesh(t, 2, func(_ int, c *node.Config) {
+		c.BackgroundLatencyTarget, c.BackgroundMinRate = 250*time.Microsecond, 0.01
+	})
+	c := newClient(t, client.Config{Etcd: m.etcd})
+	ctx := context.Background()
+	names := []string{"actor/counter/t0", "actor/counter/t1", "actor/counter/t2"}
+	for _, name := range names {
+		if _, err := c.Call(ctx, name, "add", "1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dst := m.owner(t, names[0])
+	src := m.nodes[0]
+	if src == dst {
+		src = m.nodes[1]
+	}
+	for _, name := range names[1:] { // t1, t2 on src
+		if o := m.owner(t, name); o != src {
+			if st, err := o.Relocate(ctx, name, node.RelocateOptions{Target: src.Self().ID, Foreground: true}); err != nil || st.GetOutcome() != "completed" {
+				t.Fatalf("gathering %s on %s: %+v %v", name, src.Self().ID, st, err)
+			}
+		}
+	}
+	// dst serves calls, and its run queue looks slow; src serves none.
+	cctx, stopCalls := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { stopCalls(); wg.Wait() }()
+	wg.Go(func() {
+		for cctx.Err() == nil {
+			_, _ = c.Call(cctx, names[0], "add", "1")
+		}
+	})
+	node.SetRunQueue(dst, slowRunQueue())
+	waitFor(t, 10*time.Second, "the target slowed", func() bool { return !math.IsInf(dst.BackgroundRate(), 1) })
+
+	to := node.RelocateOptions{Target: dst.Self().ID}
+	if st, err := src.Relocate(ctx, names[1], to); err != nil || st.GetOutcome() != "completed" {
+		t.Fatalf("first background relocation to a pacing target: %+v %v", st, err)
+	}
+	before := storeVersion(t, m, names[2])
+	to.Timeout = 4 * time.Second
+	st, err := src.Relocate(ctx, names[2], to)
+	if err != nil || st.GetOutcome() != "aborted" || st.GetCode() != pb.Code_CODE_RESOURCE_EXHAUSTED {
+		t.Fatalf("second background relocation to a pacing target: %+v %v, want aborted resource_exhausted", st, err)
+	}
+	if after := storeVersion(t, m, names[2]); after != before || m.owner(t, names[2]) != src {
+		t.Fatalf("a relocation the target did not admit changed %s: store version %d → %d", names[2], before, after)
+	}
+	if _, err := c.Call(ctx, names[2], "add", "1"); err != nil {
+		t.Fatalf("%s after its relocation was not admitted: %v", names[2], err)
+	}
+	waitFor(t, 10*time.Second, "the target's wait given up", func() bool {
+		return m.metric(t, dst, "meshloc_background_relocations_waiting") == 0
+	})
+	to.Foreground = true
+	if st, err := src.Relocate(ctx, names[2], to); err != nil || st.GetOutcome() != "completed" {
+		t.Fatalf("foreground relocation to a pacing target: %+v %v", st, err)
+	}
+}
+
 // The pacing's flags and their environment mirrors: ranges checked, 0
 // turns pacing off.
 func TestConfigPacing(t *testing.T) {

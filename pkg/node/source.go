@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -73,6 +74,9 @@ type sourceRelocation struct {
 	// onReady, when set, is called once READY passed (an Actor Join
 	// answers its caller).
 	onReady func()
+	// units: a background relocation's cost to the pacing (its stream
+	// tells its target: pacing_peers.go); 0 for a foreground one.
+	units float64
 }
 
 // newSource makes one source relocation of primary to target: its id and
@@ -117,14 +121,30 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 	defer cancel()
 	stopCtx, stopped := context.WithCancel(n.stopCtx)
 	defer stopped()
-	peer, err := n.openPeer(ctx, r.target.Descriptor.Address)
+	addr := r.target.Descriptor.Address
+	wait := r.units > 0 && n.peerPacing.paced(addr, n.now())
+	cp, err := n.openPeer(ctx, addr, r.units, wait)
+	if err == nil && wait {
+		// The target paces: it admits this one before anything is written.
+		if err = n.awaitTarget(cp, addr, r.deadline.Sub(n.now())/4); err != nil {
+			cp.Close()
+		}
+	}
 	if err != nil {
+		code, msg := pb.Code_CODE_UNAVAILABLE, "cannot reach the target: "+err.Error()
+		if errors.Is(err, ErrRelocationDeferred) {
+			code, msg = pb.Code_CODE_RESOURCE_EXHAUSTED, err.Error()
+		}
 		r.rec.set(func(s *pb.RelocationStatus) {
-			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", "aborted", pb.Code_CODE_UNAVAILABLE, "cannot reach the target: "+err.Error(), n.now().UnixMilli()
+			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", "aborted", code, msg, n.now().UnixMilli()
 		})
 		n.metrics.relocations.WithLabelValues("source", "aborted").Inc()
 		return r.rec.snapshot()
 	}
+	if r.units > 0 && !wait {
+		defer n.learnTarget(cp, addr) // after the run: its headers came with its first answer
+	}
+	var peer relocator.Peer = cp
 	objects := []keyspace.Object{r.mailbox.primary}
 	if r.mailbox.group {
 		for _, h := range r.mailbox.units {
@@ -143,13 +163,17 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 }
 
 // openPeer opens the relocation stream to addr (before the seal: a seal is
-// never spent dialing).
-func (n *Node) openPeer(ctx context.Context, addr string) (relocator.Peer, error) {
+// never spent dialing); a background relocation's stream carries its
+// units, and whether its source waits for the target to admit it.
+func (n *Node) openPeer(ctx context.Context, addr string, units float64, wait bool) (*clientPeer, error) {
 	conn, err := n.peers.get(addr)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
+	if units > 0 {
+		sctx = withBackground(sctx, units, wait)
+	}
 	stream, err := rpcpb.NewPeerServiceClient(conn).Relocate(sctx)
 	if err != nil {
 		cancel()
@@ -229,7 +253,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	if opts.Timeout == 0 {
 		opts.Timeout = n.cfg.RelocationTimeout
 	}
-	waited, err := n.admit(ctx, obj, opts.Foreground, opts.Timeout)
+	waited, err := n.admit(ctx, obj, opts, opts.Timeout)
 	if err != nil {
 		return nil, err // background, and the node's calls are slow (pacing.go)
 	}
@@ -269,8 +293,9 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	}
 	held := h
 	h = nil // released by launch
-	return n.launch(n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout), opts.Detach,
-		func() { n.releaseActor(held) }), nil
+	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout)
+	r.units = n.backgroundUnits(obj, opts)
+	return n.launch(r, opts.Detach, func() { n.releaseActor(held) }), nil
 }
 
 // recordOf is the record a relocation of h plans from: the one h serves

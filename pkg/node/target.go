@@ -16,6 +16,9 @@ import (
 // stages, TLS's peer), then the relocator's target run.
 func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	n := s.n
+	if err := n.admitIncoming(stream); err != nil {
+		return err // a background relocation this node's pacing did not admit: nothing was received
+	}
 	peer := n.seams.targetPeer(&serverPeer{s: stream})
 	first, err := peer.Recv()
 	if err != nil {
