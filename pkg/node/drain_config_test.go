@@ -26,21 +26,7 @@ func TestConfigDrain(t *testing.T) {
 		{[]string{"--drain-timeout", "0s"}, nil, "--drain-timeout"},
 		{nil, map[string]string{"MESHNODE_DRAIN_TIMEOUT": "-1s"}, "--drain-timeout"},
 	} {
-		cfg := node.DefaultConfig()
-		fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
-		cfg.AddFlags(fs)
-		pfs := pflag.NewFlagSet("meshnode", pflag.ContinueOnError)
-		pfs.AddGoFlagSet(fs)
-		if err := pfs.Parse(append([]string{"--name", "n1"}, c.args...)); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range c.env {
-			t.Setenv(k, v)
-		}
-		if err := cliutil.ApplyEnv(pfs, node.EnvPrefix, os.LookupEnv); err != nil {
-			t.Fatal(err)
-		}
-		err := cfg.Validate()
+		cfg, err := parseConfig(t, c.args, c.env)
 		switch {
 		case c.bad == "" && err != nil:
 			t.Errorf("%v %v: %v", c.args, c.env, err)
@@ -54,4 +40,26 @@ func TestConfigDrain(t *testing.T) {
 	if d := node.DefaultConfig(); d.DrainConcurrency != 4 || d.DrainTimeout != time.Minute {
 		t.Errorf("defaults: %d %v", d.DrainConcurrency, d.DrainTimeout)
 	}
+}
+
+// parseConfig is meshnode's config from --name n1, args and the
+// environment env (set for the test), as the binary reads them, and
+// Validate's verdict.
+func parseConfig(t *testing.T, args []string, env map[string]string) (node.Config, error) {
+	t.Helper()
+	cfg := node.DefaultConfig()
+	fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
+	cfg.AddFlags(fs)
+	pfs := pflag.NewFlagSet("meshnode", pflag.ContinueOnError)
+	pfs.AddGoFlagSet(fs)
+	if err := pfs.Parse(append([]string{"--name", "n1"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range env {
+		t.Setenv(k, v)
+	}
+	if err := cliutil.ApplyEnv(pfs, node.EnvPrefix, os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
+	return cfg, cfg.Validate()
 }

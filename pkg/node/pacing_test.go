@@ -3,9 +3,7 @@ package node_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"math"
-	"os"
 	"runtime/metrics"
 	"strings"
 	"sync"
@@ -13,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spf13/pflag"
-
-	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -45,6 +40,38 @@ func storeVersion(t *testing.T, m *mesh, name string) int64 {
 	return snap.StoreVersion
 }
 
+// gather creates names (counters) and moves each to on, in the foreground.
+func gather(t *testing.T, m *mesh, c *client.Client, on *node.Node, names ...string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, name := range names {
+		if _, err := c.Call(ctx, name, "add", "1"); err != nil {
+			t.Fatal(err)
+		}
+		if o := m.owner(t, name); o != on {
+			if st, err := o.Relocate(ctx, name, node.RelocateOptions{Target: on.Self().ID, Foreground: true}); err != nil || st.GetOutcome() != "completed" {
+				t.Fatalf("gathering %s on %s: %+v %v", name, on.Self().ID, st, err)
+			}
+		}
+	}
+}
+
+// slowCalls keeps calling name, and makes n's process look slow, until
+// the test ends; it returns when n paces its background relocations.
+func slowCalls(t *testing.T, c *client.Client, n *node.Node, name string) {
+	t.Helper()
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			_, _ = c.Call(ctx, name, "add", "1")
+		}
+	})
+	node.SetRunQueue(n, slowRunQueue())
+	waitFor(t, 10*time.Second, "background relocations slowed", func() bool { return !math.IsInf(n.BackgroundRate(), 1) })
+}
+
 // While a node's calls are slow, its background relocations start at its
 // minimum rate: one goes, the next waits, and one that would wait longer
 // than half its timeout is deferred with nothing done; a foreground
@@ -57,31 +84,10 @@ func TestBackgroundRelocationsPaced(t *testing.T) {
 	c := newClient(t, client.Config{Etcd: m.etcd})
 	ctx := context.Background()
 	names := []string{"actor/counter/p0", "actor/counter/p1", "actor/counter/p2", "actor/counter/p3"}
-	for _, name := range names {
-		if _, err := c.Call(ctx, name, "add", "1"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	src := m.owner(t, names[0])
-	for _, name := range names[1:] { // every one on src
-		if o := m.owner(t, name); o != src {
-			if st, err := o.Relocate(ctx, name, node.RelocateOptions{Target: src.Self().ID, Foreground: true}); err != nil || st.GetOutcome() != "completed" {
-				t.Fatalf("gathering %s on %s: %+v %v", name, src.Self().ID, st, err)
-			}
-		}
-	}
-
+	src := m.nodes[0]
+	gather(t, m, c, src, names...)
 	// Calls to p0 keep coming, and the process's run queue looks slow.
-	cctx, stopCalls := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopCalls(); wg.Wait() }()
-	wg.Go(func() {
-		for cctx.Err() == nil {
-			_, _ = c.Call(cctx, names[0], "add", "1")
-		}
-	})
-	node.SetRunQueue(src, slowRunQueue())
-	waitFor(t, 10*time.Second, "background relocations slowed", func() bool { return !math.IsInf(src.BackgroundRate(), 1) })
+	slowCalls(t, c, src, names[0])
 	if r := src.BackgroundRate(); r != 0.01 {
 		t.Fatalf("slowed to %v units/s, want the minimum 0.01", r)
 	}
@@ -114,6 +120,8 @@ func TestBackgroundRelocationsPaced(t *testing.T) {
 	// A background relocation waits; a drain starts it at once (else it
 	// would be deferred after 20 s).
 	done := make(chan error, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	wg.Go(func() {
 		_, err := src.Relocate(ctx, names[3], node.RelocateOptions{Timeout: 40 * time.Second})
 		done <- err
@@ -156,34 +164,11 @@ func TestTargetPacesIncomingBackgroundRelocations(t *testing.T) {
 	c := newClient(t, client.Config{Etcd: m.etcd})
 	ctx := context.Background()
 	names := []string{"actor/counter/t0", "actor/counter/t1", "actor/counter/t2"}
-	for _, name := range names {
-		if _, err := c.Call(ctx, name, "add", "1"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	dst := m.owner(t, names[0])
-	src := m.nodes[0]
-	if src == dst {
-		src = m.nodes[1]
-	}
-	for _, name := range names[1:] { // t1, t2 on src
-		if o := m.owner(t, name); o != src {
-			if st, err := o.Relocate(ctx, name, node.RelocateOptions{Target: src.Self().ID, Foreground: true}); err != nil || st.GetOutcome() != "completed" {
-				t.Fatalf("gathering %s on %s: %+v %v", name, src.Self().ID, st, err)
-			}
-		}
-	}
+	src, dst := m.nodes[0], m.nodes[1]
+	gather(t, m, c, dst, names[0])
+	gather(t, m, c, src, names[1:]...)
 	// dst serves calls, and its run queue looks slow; src serves none.
-	cctx, stopCalls := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { stopCalls(); wg.Wait() }()
-	wg.Go(func() {
-		for cctx.Err() == nil {
-			_, _ = c.Call(cctx, names[0], "add", "1")
-		}
-	})
-	node.SetRunQueue(dst, slowRunQueue())
-	waitFor(t, 10*time.Second, "the target slowed", func() bool { return !math.IsInf(dst.BackgroundRate(), 1) })
+	slowCalls(t, c, dst, names[0])
 
 	to := node.RelocateOptions{Target: dst.Self().ID}
 	if st, err := src.Relocate(ctx, names[1], to); err != nil || st.GetOutcome() != "completed" {
@@ -231,21 +216,7 @@ func TestConfigPacing(t *testing.T) {
 		{[]string{"--background-min-rate", "NaN"}, nil, "--background-min-rate", 0, 0},
 		{nil, map[string]string{"MESHNODE_BACKGROUND_MIN_RATE": "2e6"}, "--background-min-rate", 0, 0},
 	} {
-		cfg := node.DefaultConfig()
-		fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)
-		cfg.AddFlags(fs)
-		pfs := pflag.NewFlagSet("meshnode", pflag.ContinueOnError)
-		pfs.AddGoFlagSet(fs)
-		if err := pfs.Parse(append([]string{"--name", "n1"}, c.args...)); err != nil {
-			t.Fatal(err)
-		}
-		for k, v := range c.env {
-			t.Setenv(k, v)
-		}
-		if err := cliutil.ApplyEnv(pfs, node.EnvPrefix, os.LookupEnv); err != nil {
-			t.Fatal(err)
-		}
-		err := cfg.Validate()
+		cfg, err := parseConfig(t, c.args, c.env)
 		switch {
 		case c.bad == "" && err != nil:
 			t.Errorf("%v %v: %v", c.args, c.env, err)
