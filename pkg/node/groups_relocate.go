@@ -144,8 +144,9 @@ func (n *Node) servedMembers(gs authority.Snapshot) ([]authority.Snapshot, bool)
 }
 
 // relocateGroup moves a group this node owns, with every member, as one
-// relocation (Relocate dispatches here for group/<id>).
-func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts RelocateOptions) (*pb.RelocationStatus, error) {
+// relocation (Relocate dispatches here for group/<id>, admitted for units:
+// 0 for a foreground one).
+func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts RelocateOptions, units float64) (*pb.RelocationStatus, error) {
 	release, err := n.lockGroup(g.String(), "relocation")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrAlreadyRelocating, err)
@@ -193,7 +194,7 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	held := hs
 	hs = nil // released by launch
 	r := n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout)
-	r.units = n.backgroundUnits(g, opts)
+	r.units = units
 	return n.launch(r, opts.Detach, func() {
 		for _, h := range held {
 			n.releaseActor(h)

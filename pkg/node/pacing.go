@@ -108,15 +108,14 @@ func (n *Node) runPacing(ctx context.Context) {
 	}
 }
 
-// admit waits until a relocation of obj, whose timeout is timeout, may
-// start, and returns how long it waited. A foreground one, any on a
-// draining node, and every one with pacing off start at once; a background
-// one waits for the node's Pacer, at most half its timeout (then
+// admit waits until a relocation of obj, costing units (backgroundUnits)
+// and whose timeout is timeout, may start, and returns how long it waited.
+// One of 0 units (foreground, a draining node's, pacing off) starts at
+// once; a background one waits for the node's Pacer, at most half its timeout (then
 // ErrRelocationDeferred: the relocation keeps the other half), ctx's end
 // or the node's stop. Nothing is held while it waits: the object serves
 // on, and may meanwhile move otherwise.
-func (n *Node) admit(ctx context.Context, obj keyspace.Object, opts RelocateOptions, timeout time.Duration) (time.Duration, error) {
-	cost := n.backgroundUnits(obj, opts)
+func (n *Node) admit(ctx context.Context, obj keyspace.Object, cost float64, timeout time.Duration) (time.Duration, error) {
 	if cost == 0 {
 		return 0, nil
 	}

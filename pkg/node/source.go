@@ -253,13 +253,14 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	if opts.Timeout == 0 {
 		opts.Timeout = n.cfg.RelocationTimeout
 	}
-	waited, err := n.admit(ctx, obj, opts, opts.Timeout)
+	units := n.backgroundUnits(obj, opts) // once: the same units wait here and go to the target
+	waited, err := n.admit(ctx, obj, units, opts.Timeout)
 	if err != nil {
 		return nil, err // background, and the node's calls are slow (pacing.go)
 	}
 	opts.Timeout -= waited // the caller's bound holds: the wait is part of it
 	if obj.Kind == keyspace.KindGroup {
-		return n.relocateGroup(ctx, obj, opts) // the group and every member (groups.go)
+		return n.relocateGroup(ctx, obj, opts, units) // the group and every member (groups.go)
 	}
 	h, err := n.holdHosted(ctx, obj)
 	if err != nil {
@@ -283,7 +284,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 			// cannot move alone, and must not be left behind (groups.go).
 			n.releaseActor(h)
 			h = nil
-			return n.relocateGroup(ctx, g, opts)
+			return n.relocateGroup(ctx, g, opts, 0) // a draining node's: foreground
 		}
 		return nil, &GroupMemberError{Object: name, Group: snap.Record.Group}
 	}
@@ -294,7 +295,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	held := h
 	h = nil // released by launch
 	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout)
-	r.units = n.backgroundUnits(obj, opts)
+	r.units = units
 	return n.launch(r, opts.Detach, func() { n.releaseActor(held) }), nil
 }
 
