@@ -377,15 +377,15 @@ func TestActorJoin(t *testing.T) {
 	}
 }
 
+// waitFor is waitUntil for a condition with nothing to say.
 func waitFor(t testing.TB, within time.Duration, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !ok() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
+	waitUntil(t, within, what, func() error {
+		if ok() {
+			return nil
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return errors.New("not yet")
+	})
 }
 
 // dialNode is a gRPC connection to n, closed when the test ends.
