@@ -135,24 +135,28 @@ func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int
 }
 
 // tcpThroughput sends total bytes over one loopback TCP connection, in 1 MiB
-// writes to a reader that discards them, and returns GiB/s: the limit of
-// streaming a state between two processes on this machine.
-func tcpThroughput(total int) (float64, error) {
+// writes, and returns GiB/s: the limit of streaming a state between two
+// processes on this machine. The reader discards what it reads into one
+// small buffer, or, with fresh, reads it all into a buffer of total bytes
+// fresh from the kernel (freshBuffer): what a target does with a state, whose
+// memory is faulted in as the bytes land. On a VM the first touch of memory
+// can cost more than the transfer; the two baselines side by side say how
+// much.
+func tcpThroughput(total int, fresh bool) (float64, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
-	done := make(chan int64, 1)
+	done := make(chan error, 1)
 	go func() {
 		cn, err := l.Accept()
 		if err != nil {
-			done <- 0
+			done <- err
 			return
 		}
-		n, _ := io.Copy(io.Discard, cn)
-		cn.Close()
-		done <- n
+		defer cn.Close()
+		done <- receive(cn, total, fresh)
 	}()
 	cn, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -164,16 +168,37 @@ func tcpThroughput(total int) (float64, error) {
 	}
 	start := time.Now()
 	for sent := 0; sent < total; sent += len(buf) {
-		if _, err := cn.Write(buf); err != nil {
+		if _, err := cn.Write(buf[:min(len(buf), total-sent)]); err != nil {
 			cn.Close()
+			<-done
 			return 0, err
 		}
 	}
 	cn.Close()
-	if n := <-done; n != int64(total) {
-		return 0, fmt.Errorf("bench: TCP baseline received %d of %d bytes", n, total)
+	if err := <-done; err != nil {
+		return 0, fmt.Errorf("bench: TCP baseline: %w", err)
 	}
 	return gibps(total, time.Since(start)), nil
+}
+
+// receive reads total bytes from r (see tcpThroughput).
+func receive(r io.Reader, total int, fresh bool) error {
+	if !fresh {
+		n, err := io.Copy(io.Discard, r)
+		if err == nil && n != int64(total) {
+			err = fmt.Errorf("received %d of %d bytes", n, total)
+		}
+		return err
+	}
+	buf, release, err := freshBuffer(total)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return fmt.Errorf("received less than %d bytes: %w", total, err)
+	}
+	return nil
 }
 
 // crcThroughput returns the GiB/s of CRC32C (Castagnoli, the checksum of
