@@ -134,20 +134,47 @@ func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int
 	return total.Load(), time.Since(start), nil
 }
 
+// sink is where a TCP baseline's reader puts the bytes.
+type sink int
+
+const (
+	// discard reads into one small buffer, hot in the processor's cache:
+	// the transfer alone.
+	discard sink = iota
+	// touched reads into a buffer of all the bytes whose pages were
+	// written before the transfer: the transfer and the memory's bandwidth.
+	touched
+	// fresh reads into a buffer of all the bytes fresh from the kernel
+	// (freshBuffer), faulted in as the bytes land: what a target does with
+	// a state that no memory it already holds can take. On a VM the first
+	// touch of memory can cost more than the transfer.
+	fresh
+)
+
 // tcpThroughput sends total bytes over one loopback TCP connection, in 1 MiB
-// writes, and returns GiB/s: the limit of streaming a state between two
-// processes on this machine. The reader discards what it reads into one
-// small buffer, or, with fresh, reads it all into a buffer of total bytes
-// fresh from the kernel (freshBuffer): what a target does with a state, whose
-// memory is faulted in as the bytes land. On a VM the first touch of memory
-// can cost more than the transfer; the two baselines side by side say how
-// much.
-func tcpThroughput(total int, fresh bool) (float64, error) {
+// writes, to a reader that puts them in into, and returns GiB/s: the limit
+// of streaming a state between two processes on this machine. The reader's
+// buffer is ready before the clock starts.
+func tcpThroughput(total int, into sink) (float64, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
+	var dst []byte
+	if into != discard {
+		buf, release, err := freshBuffer(total)
+		if err != nil {
+			return 0, err
+		}
+		defer release()
+		if into == touched {
+			for i := 0; i < len(buf); i += 4096 {
+				buf[i] = 1
+			}
+		}
+		dst = buf
+	}
 	done := make(chan error, 1)
 	go func() {
 		cn, err := l.Accept()
@@ -156,7 +183,19 @@ func tcpThroughput(total int, fresh bool) (float64, error) {
 			return
 		}
 		defer cn.Close()
-		done <- receive(cn, total, fresh)
+		if dst == nil {
+			n, err := io.Copy(io.Discard, cn)
+			if err == nil && n != int64(total) {
+				err = fmt.Errorf("received %d of %d bytes", n, total)
+			}
+			done <- err
+			return
+		}
+		if _, err := io.ReadFull(cn, dst); err != nil {
+			done <- fmt.Errorf("received less than %d bytes: %w", total, err)
+			return
+		}
+		done <- nil
 	}()
 	cn, err := net.Dial("tcp", l.Addr().String())
 	if err != nil {
@@ -179,26 +218,6 @@ func tcpThroughput(total int, fresh bool) (float64, error) {
 		return 0, fmt.Errorf("bench: TCP baseline: %w", err)
 	}
 	return gibps(total, time.Since(start)), nil
-}
-
-// receive reads total bytes from r (see tcpThroughput).
-func receive(r io.Reader, total int, fresh bool) error {
-	if !fresh {
-		n, err := io.Copy(io.Discard, r)
-		if err == nil && n != int64(total) {
-			err = fmt.Errorf("received %d of %d bytes", n, total)
-		}
-		return err
-	}
-	buf, release, err := freshBuffer(total)
-	if err != nil {
-		return err
-	}
-	defer release()
-	if _, err := io.ReadFull(r, buf); err != nil {
-		return fmt.Errorf("received less than %d bytes: %w", total, err)
-	}
-	return nil
 }
 
 // crcThroughput returns the GiB/s of CRC32C (Castagnoli, the checksum of
