@@ -109,7 +109,7 @@ meshctl relocations --watch, or GET /v1/relocations/<id>.`,
 	}
 	cmd.Flags().StringVar(&req.Target, "to", "", "target owner id (default: the owner's placement chooses)")
 	cmd.Flags().DurationVar(&timeout, "timeout", 0, "the relocation's deadline (0: locationd's --relocation-timeout)")
-	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the relocation's id as soon as it started, and exit")
+	cmd.Flags().BoolVar(&noWait, "no-wait", false, "print the relocation's id as soon as its owner took it (a background one may wait for the owner's pacing first), and exit")
 	cmd.Flags().BoolVar(&req.Foreground, "foreground", false, "the owner starts it at once, however slow its calls (otherwise it is background work, paced while the owner's calls are slow)")
 	return cmd
 }

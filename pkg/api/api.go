@@ -122,8 +122,9 @@ type RelocateRequest struct {
 	// TimeoutMs is the relocation's deadline from its start, in milliseconds;
 	// 0: locationd's --relocation-timeout. At most MaxRelocationTimeoutMs.
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`
-	// Wait false answers as soon as the relocation started: 202 Accepted
-	// with the Relocation in flight (its id); follow it with
+	// Wait false answers as soon as the owner took the relocation: 202
+	// Accepted with the Relocation in flight (its id; phase "pacing" while
+	// a background one waits for the owner's pacing); follow it with
 	// GET /v1/relocations/{id}. Absent or true: the answer comes when it
 	// ended.
 	Wait *bool `json:"wait,omitempty"`

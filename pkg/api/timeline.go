@@ -8,7 +8,9 @@ type TimelineMark struct {
 }
 
 // TimelinePhases are the phases of a relocation's timeline, in protocol
-// order. The source goes through intent, (precopy,) seal, state, ready
+// order. A background relocation the node's pacing held back starts with
+// pacing (waiting for the node to start it, nothing held: the object
+// serves on). The source goes through intent, (precopy,) seal, state, ready
 // (waiting for the target's READY), cutover (DATA and CUTOVER sent),
 // commit (waiting for the target's commit) and settle (learning the
 // outcome; preserve instead when it kept the object); the target through
@@ -17,10 +19,10 @@ type TimelineMark struct {
 // transaction), admission (the captured and DATA requests run, admission
 // opens) and settle (OUTCOME sent, the stage ends). The interruption runs
 // from the source's seal to the target's admission.
-var TimelinePhases = []string{"intent", "precopy", "seal", "state", "ready", "cutover", "commit", "admission", "settle", "preserve"}
+var TimelinePhases = []string{"pacing", "intent", "precopy", "seal", "state", "ready", "cutover", "commit", "admission", "settle", "preserve"}
 
 // optionalPhases are listed only when a side went through them.
-var optionalPhases = map[string]bool{"precopy": true, "preserve": true}
+var optionalPhases = map[string]bool{"pacing": true, "precopy": true, "preserve": true}
 
 // PhaseTime is one phase of a relocation: how long each side spent in it,
 // in microseconds (0: that side was not in it, or is in it now), and when
@@ -44,8 +46,8 @@ type RelocationDetail struct {
 }
 
 // Phases merges the two sides' timelines (either may be nil) into
-// TimelinePhases: every phase of the protocol, and precopy and preserve
-// where a side went through them.
+// TimelinePhases: every phase of the protocol, and pacing, precopy and
+// preserve where a side went through them.
 func Phases(source, target *Relocation) []PhaseTime {
 	type span struct{ start, micros int64 }
 	spans := func(r *Relocation) map[string]span {

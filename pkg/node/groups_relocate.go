@@ -193,7 +193,7 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	}
 	held := hs
 	hs = nil // released by launch
-	r := n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout)
+	r := n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout, opts.paced)
 	r.units = units
 	return n.launch(r, opts.Detach, func() {
 		for _, h := range held {

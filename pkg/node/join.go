@@ -205,7 +205,7 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		n.releaseActor(h)
 		return nil, err
 	}
-	r := n.newSource(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, []*hosted{h}, target, timeout)
+	r := n.newSource(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, []*hosted{h}, target, timeout, nil)
 	id, rec, src := r.id, r.rec, r.machine
 	p := &joinProfile{id: id, actor: as.Object.String(), group: gs.Object.String(), ready: make(chan struct{}), done: make(chan struct{})}
 	n.joins.mu.Lock()

@@ -1,10 +1,12 @@
 package node_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"math"
 	"runtime/metrics"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -57,12 +59,14 @@ func gather(t *testing.T, m *mesh, c *client.Client, on *node.Node, names ...str
 }
 
 // slowCalls keeps calling name, and makes n's process look slow, until
-// the test ends; it returns when n paces its background relocations.
-func slowCalls(t *testing.T, c *client.Client, n *node.Node, name string) {
+// the test ends or it calls the stop returned; it returns when n paces its
+// background relocations.
+func slowCalls(t *testing.T, c *client.Client, n *node.Node, name string) (stopCalls func()) {
 	t.Helper()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { stop(); wg.Wait() })
+	stopCalls = func() { stop(); wg.Wait() }
+	t.Cleanup(stopCalls)
 	wg.Go(func() {
 		for ctx.Err() == nil {
 			_, _ = c.Call(ctx, name, "add", "1")
@@ -70,6 +74,7 @@ func slowCalls(t *testing.T, c *client.Client, n *node.Node, name string) {
 	})
 	node.SetRunQueue(n, slowRunQueue())
 	waitFor(t, 10*time.Second, "background relocations slowed", func() bool { return !math.IsInf(n.BackgroundRate(), 1) })
+	return stopCalls
 }
 
 // While a node's calls are slow, its background relocations start at its
@@ -149,6 +154,100 @@ func TestBackgroundRelocationsPaced(t *testing.T) {
 	}
 	if got := m.metric(t, src, "meshloc_background_relocations_waiting"); got != 0 {
 		t.Fatalf("%v still waiting", got)
+	}
+}
+
+// A background relocation the node's pacing holds back is listed while it
+// waits, in the phase "pacing": a detached one is answered at once and,
+// deferred, ends aborted (resource_exhausted) with nothing done; one that is
+// admitted goes on under the same id, its timeline starting with pacing.
+func TestPacedRelocationListed(t *testing.T) {
+	m := startMesh(t, 2, func(_ int, c *node.Config) {
+		c.BackgroundLatencyTarget, c.BackgroundMinRate, c.RelocationTimeout = 250*time.Microsecond, 0.01, time.Minute
+	})
+	c := newClient(t, client.Config{Etcd: m.etcd})
+	ctx := context.Background()
+	names := []string{"actor/counter/w0", "actor/counter/w1", "actor/counter/w2", "actor/counter/w3"}
+	src := m.nodes[0]
+	gather(t, m, c, src, names...)
+	stopCalls := slowCalls(t, c, src, names[0])
+	listed := func(id []byte) *pb.RelocationStatus {
+		for _, r := range src.Relocations() {
+			if bytes.Equal(r.GetRelocationId(), id) && r.GetRole() == "source" {
+				return r
+			}
+		}
+		return nil
+	}
+	steps := func(st *pb.RelocationStatus) []string {
+		var out []string
+		for _, m := range st.GetTimeline() {
+			out = append(out, m.GetStep())
+		}
+		return out
+	}
+
+	// The pacer's burst of one: started at once, no pacing step.
+	st, err := src.Relocate(ctx, names[1], node.RelocateOptions{})
+	if err != nil || st.GetOutcome() != "completed" || steps(st)[0] != "intent" {
+		t.Fatalf("first background relocation: %+v %v", st, err)
+	}
+
+	// Detached: answered at once, waiting; deferred after half its timeout.
+	before := storeVersion(t, m, names[2])
+	st, err = src.Relocate(ctx, names[2], node.RelocateOptions{Timeout: 2 * time.Second, Detach: true})
+	if err != nil || st.GetPhase() != "pacing" || st.GetOutcome() != "" || len(st.GetRelocationId()) == 0 {
+		t.Fatalf("a detached background relocation while paced: %+v %v, want it answered waiting", st, err)
+	}
+	id := st.GetRelocationId()
+	if r := listed(id); r == nil || (r.GetOutcome() == "" && r.GetPhase() != "pacing") {
+		t.Fatalf("the waiting relocation is listed as %+v", r)
+	}
+	waitFor(t, 10*time.Second, "the detached relocation deferred", func() bool { return listed(id).GetOutcome() != "" })
+	r := listed(id)
+	if r.GetOutcome() != "aborted" || r.GetCode() != pb.Code_CODE_RESOURCE_EXHAUSTED || !strings.Contains(r.GetMessage(), "half its timeout") ||
+		!slices.Equal(steps(r), []string{"pacing", "done"}) || r.GetEndedUnixMs() == 0 {
+		t.Fatalf("the deferred relocation ended as %+v", r)
+	}
+	if after := storeVersion(t, m, names[2]); after != before || m.owner(t, names[2]) != src {
+		t.Fatalf("a deferred relocation changed %s: store version %d → %d", names[2], before, after)
+	}
+
+	// Waiting, listed; admitted once the calls stop; the same relocation.
+	type result struct {
+		st  *pb.RelocationStatus
+		err error
+	}
+	done := make(chan result, 1)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() {
+		st, err := src.Relocate(ctx, names[3], node.RelocateOptions{Timeout: 40 * time.Second})
+		done <- result{st, err}
+	})
+	waitFor(t, 10*time.Second, "the waiting relocation listed", func() bool {
+		for _, r := range src.Relocations() {
+			if r.GetObject() == names[3] && r.GetPhase() == "pacing" && r.GetOutcome() == "" {
+				id = r.GetRelocationId()
+				return true
+			}
+		}
+		return false
+	})
+	stopCalls() // no calls: the node starts background work at once
+	select {
+	case res := <-done:
+		if res.err != nil || res.st.GetOutcome() != "completed" || !bytes.Equal(res.st.GetRelocationId(), id) {
+			t.Fatalf("the admitted relocation: %+v %v, want completed under id %x", res.st, res.err, id)
+		}
+		if s := steps(res.st); len(s) < 3 || s[0] != "pacing" || s[1] != "intent" || s[len(s)-1] != "done" {
+			t.Fatalf("its timeline: %v", s)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting relocation did not end once the calls stopped")
+	}
+	if m.owner(t, names[3]) == src {
+		t.Fatalf("%s did not move", names[3])
 	}
 }
 

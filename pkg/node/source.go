@@ -84,11 +84,14 @@ type sourceRelocation struct {
 // and an Actor Join: Object, Members, JoinGroup), its mailbox over units
 // (the hosted objects moved, in participant order), and its tracked
 // status. timeout 0 is Config.RelocationTimeout.
-func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted, target lease.Owner, timeout time.Duration) *sourceRelocation {
+func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted, target lease.Owner, timeout time.Duration, paced *relocationRecord) *sourceRelocation {
 	if timeout <= 0 {
 		timeout = n.cfg.RelocationTimeout
 	}
 	id := wire.NewRelocationID()
+	if paced != nil {
+		id = paced.id() // it waited for the node's pacing under this id
+	}
 	now := n.now()
 	cfg.ID, cfg.Self, cfg.SelfRoutingID, cfg.Nonce = id, n.self, n.rid, wire.NewNonce()
 	cfg.Target = relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
@@ -102,8 +105,14 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 	}
 	cfg.StateBytes = mb.stateBytes()
 	m := relocation.NewSource(cfg)
-	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
-		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()})
+	st := &pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
+		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()}
+	rec := paced
+	if rec == nil {
+		rec = n.relocs.track(st)
+	} else {
+		rec.set(func(s *pb.RelocationStatus) { s.Target, s.Phase = st.Target, st.Phase }) // started, its pacing step kept
+	}
 	return &sourceRelocation{n: n, id: id, rec: rec, machine: m, mailbox: mb, target: target, deadline: now.Add(timeout)}
 }
 
@@ -135,10 +144,7 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 		if errors.Is(err, ErrRelocationDeferred) {
 			code, msg = pb.Code_CODE_RESOURCE_EXHAUSTED, err.Error()
 		}
-		r.rec.set(func(s *pb.RelocationStatus) {
-			s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", "aborted", code, msg, n.now().UnixMilli()
-		})
-		n.metrics.relocations.WithLabelValues("source", "aborted").Inc()
+		n.endUnstarted(r.rec, relocation.Aborted, code, msg)
 		return r.rec.snapshot()
 	}
 	if r.units > 0 && !wait {
@@ -235,6 +241,10 @@ type RelocateOptions struct {
 	// ErrRelocationDeferred, nothing done), and runs in what is left of it.
 	// A draining node starts every relocation at once.
 	Foreground bool
+
+	// paced: the status of this relocation while it waited for the node's
+	// pacing (its id and its "pacing" step); the relocation goes on in it.
+	paced *relocationRecord
 }
 
 // Relocate moves a hosted object to another node and returns when the
@@ -254,11 +264,18 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 		opts.Timeout = n.cfg.RelocationTimeout
 	}
 	units := n.backgroundUnits(obj, opts) // once: the same units wait here and go to the target
-	waited, err := n.admit(ctx, obj, units, opts.Timeout)
-	if err != nil {
-		return nil, err // background, and the node's calls are slow (pacing.go)
+	if units > 0 && !n.startsNow(units) {
+		// Background, and the node's calls are slow: it waits for the
+		// node's pacing, listed meanwhile (pacing_wait.go).
+		return n.relocatePaced(ctx, obj, opts, units)
 	}
-	opts.Timeout -= waited // the caller's bound holds: the wait is part of it
+	return n.relocateNow(ctx, obj, opts, units)
+}
+
+// relocateNow relocates obj once admitted: a group with every member, or
+// an actor. opts.paced is the status of a relocation that waited for the
+// node's pacing, which it goes on in; an error means nothing was started.
+func (n *Node) relocateNow(ctx context.Context, obj keyspace.Object, opts RelocateOptions, units float64) (*pb.RelocationStatus, error) {
 	if obj.Kind == keyspace.KindGroup {
 		return n.relocateGroup(ctx, obj, opts, units) // the group and every member (groups.go)
 	}
@@ -276,7 +293,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 		return nil, err
 	}
 	if snap.Record.Owner != n.self {
-		return nil, fmt.Errorf("%w: %s is owned by %s", ErrNotHosted, name, snap.Record.Owner)
+		return nil, fmt.Errorf("%w: %s is owned by %s", ErrNotHosted, obj, snap.Record.Owner)
 	}
 	if snap.Record.Group != "" {
 		if g, gerr := keyspace.ParseObject(snap.Record.Group); gerr == nil && n.draining.Load() {
@@ -286,7 +303,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 			h = nil
 			return n.relocateGroup(ctx, g, opts, 0) // a draining node's: foreground
 		}
-		return nil, &GroupMemberError{Object: name, Group: snap.Record.Group}
+		return nil, &GroupMemberError{Object: obj.String(), Group: snap.Record.Group}
 	}
 	target, err := n.pickTarget(ctx, opts.Target, obj.Type)
 	if err != nil {
@@ -294,7 +311,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 	}
 	held := h
 	h = nil // released by launch
-	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout)
+	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout, opts.paced)
 	r.units = units
 	return n.launch(r, opts.Detach, func() { n.releaseActor(held) }), nil
 }

@@ -25,6 +25,15 @@ func (r *relocationRecord) set(f func(*pb.RelocationStatus)) {
 	r.mu.Unlock()
 }
 
+// id is the relocation's id.
+func (r *relocationRecord) id() wire.RelocationID {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var id wire.RelocationID
+	copy(id[:], r.st.RelocationId)
+	return id
+}
+
 func (r *relocationRecord) snapshot() *pb.RelocationStatus {
 	r.mu.Lock()
 	defer r.mu.Unlock()

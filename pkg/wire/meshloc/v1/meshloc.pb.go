@@ -2099,13 +2099,15 @@ type RelocateCommand struct {
 	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
 	// Relocation deadline from now, in milliseconds (0: the node's default).
 	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
-	// Detach: answer as soon as the relocation started (its id, phase
-	// intent); it runs on in the node, which lists it (ListRelocations)
-	// while it runs and after.
+	// Detach: answer as soon as the node took the relocation (its id; phase
+	// intent, or pacing while a background one waits for the node's pacing);
+	// it runs on in the node, which lists it (ListRelocations) while it
+	// waits, runs and after.
 	Detach bool `protobuf:"varint,4,opt,name=detach,proto3" json:"detach,omitempty"`
 	// Foreground: start at once. Otherwise the relocation is background work:
 	// while the node's calls are slow it waits for the node's pacing, at most
-	// its timeout, before it starts (then RESOURCE_EXHAUSTED, nothing done).
+	// half its timeout, before it starts (then RESOURCE_EXHAUSTED, nothing
+	// done).
 	Foreground    bool `protobuf:"varint,5,opt,name=foreground,proto3" json:"foreground,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
