@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime/metrics"
 	"slices"
@@ -77,22 +78,31 @@ func slowCalls(t *testing.T, c *client.Client, n *node.Node, name string) (stopC
 	return stopCalls
 }
 
+// pacedMesh is two nodes that pace background relocations down to 0.01
+// units/s (once slowed, one small relocation per 100 s), and four counters
+// prefix0..3 on the first, src, whose process looks slow while calls to
+// the first counter keep coming (until stopCalls or the test's end).
+func pacedMesh(t *testing.T, prefix string) (m *mesh, c *client.Client, src *node.Node, names []string, stopCalls func()) {
+	t.Helper()
+	m = startMesh(t, 2, func(_ int, c *node.Config) {
+		c.BackgroundLatencyTarget, c.BackgroundMinRate, c.RelocationTimeout = 250*time.Microsecond, 0.01, time.Minute
+	})
+	c = newClient(t, client.Config{Etcd: m.etcd})
+	for i := range 4 {
+		names = append(names, fmt.Sprint(prefix, i))
+	}
+	src = m.nodes[0]
+	gather(t, m, c, src, names...)
+	return m, c, src, names, slowCalls(t, c, src, names[0])
+}
+
 // While a node's calls are slow, its background relocations start at its
 // minimum rate: one goes, the next waits, and one that would wait longer
 // than half its timeout is deferred with nothing done; a foreground
 // relocation starts at once; a drain starts the waiting ones at once.
 func TestBackgroundRelocationsPaced(t *testing.T) {
-	// 0.01 units/s: once slowed, one small relocation per 100 s.
-	m := startMesh(t, 2, func(_ int, c *node.Config) {
-		c.BackgroundLatencyTarget, c.BackgroundMinRate, c.RelocationTimeout = 250*time.Microsecond, 0.01, time.Minute
-	})
-	c := newClient(t, client.Config{Etcd: m.etcd})
+	m, c, src, names, _ := pacedMesh(t, "actor/counter/p")
 	ctx := context.Background()
-	names := []string{"actor/counter/p0", "actor/counter/p1", "actor/counter/p2", "actor/counter/p3"}
-	src := m.nodes[0]
-	gather(t, m, c, src, names...)
-	// Calls to p0 keep coming, and the process's run queue looks slow.
-	slowCalls(t, c, src, names[0])
 	if r := src.BackgroundRate(); r != 0.01 {
 		t.Fatalf("slowed to %v units/s, want the minimum 0.01", r)
 	}
@@ -162,15 +172,8 @@ func TestBackgroundRelocationsPaced(t *testing.T) {
 // deferred, ends aborted (resource_exhausted) with nothing done; one that is
 // admitted goes on under the same id, its timeline starting with pacing.
 func TestPacedRelocationListed(t *testing.T) {
-	m := startMesh(t, 2, func(_ int, c *node.Config) {
-		c.BackgroundLatencyTarget, c.BackgroundMinRate, c.RelocationTimeout = 250*time.Microsecond, 0.01, time.Minute
-	})
-	c := newClient(t, client.Config{Etcd: m.etcd})
+	m, _, src, names, stopCalls := pacedMesh(t, "actor/counter/w")
 	ctx := context.Background()
-	names := []string{"actor/counter/w0", "actor/counter/w1", "actor/counter/w2", "actor/counter/w3"}
-	src := m.nodes[0]
-	gather(t, m, c, src, names...)
-	stopCalls := slowCalls(t, c, src, names[0])
 	listed := func(id []byte) *pb.RelocationStatus {
 		for _, r := range src.Relocations() {
 			if bytes.Equal(r.GetRelocationId(), id) && r.GetRole() == "source" {
