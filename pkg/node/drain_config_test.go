@@ -26,14 +26,8 @@ func TestConfigDrain(t *testing.T) {
 		{[]string{"--drain-timeout", "0s"}, nil, "--drain-timeout"},
 		{nil, map[string]string{"MESHNODE_DRAIN_TIMEOUT": "-1s"}, "--drain-timeout"},
 	} {
-		cfg, err := parseConfig(t, c.args, c.env)
-		switch {
-		case c.bad == "" && err != nil:
-			t.Errorf("%v %v: %v", c.args, c.env, err)
-		case c.bad != "" && (!errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), c.bad)):
-			t.Errorf("%v %v: %v, want ErrInvalidConfig naming %s", c.args, c.env, err, c.bad)
-		}
-		if c.bad == "" && len(c.args) > 0 && (cfg.DrainConcurrency != 16 || cfg.DrainTimeout != 2*time.Minute) {
+		cfg, valid := parseConfig(t, c.args, c.env, c.bad)
+		if valid && len(c.args) > 0 && (cfg.DrainConcurrency != 16 || cfg.DrainTimeout != 2*time.Minute) {
 			t.Errorf("%v: concurrency %d timeout %v", c.args, cfg.DrainConcurrency, cfg.DrainTimeout)
 		}
 	}
@@ -43,9 +37,23 @@ func TestConfigDrain(t *testing.T) {
 }
 
 // parseConfig is meshnode's config from --name n1, args and the
-// environment env (set for the test), as the binary reads them, and
-// Validate's verdict.
-func parseConfig(t *testing.T, args []string, env map[string]string) (node.Config, error) {
+// environment env (set for the test), as the binary reads them. Validate
+// must refuse it with ErrInvalidConfig naming bad, or accept it when bad
+// is "" (then valid: the test checks the values).
+func parseConfig(t *testing.T, args []string, env map[string]string, bad string) (cfg node.Config, valid bool) {
+	t.Helper()
+	cfg, err := readConfig(t, args, env)
+	switch {
+	case bad == "" && err != nil:
+		t.Errorf("%v %v: %v", args, env, err)
+	case bad != "" && (!errors.Is(err, node.ErrInvalidConfig) || !strings.Contains(err.Error(), bad)):
+		t.Errorf("%v %v: %v, want ErrInvalidConfig naming %s", args, env, err, bad)
+	}
+	return cfg, bad == "" && err == nil
+}
+
+// readConfig is parseConfig's config and Validate's verdict.
+func readConfig(t *testing.T, args []string, env map[string]string) (node.Config, error) {
 	t.Helper()
 	cfg := node.DefaultConfig()
 	fs := flag.NewFlagSet("meshnode", flag.ContinueOnError)

@@ -141,21 +141,11 @@ func (n *Node) pace(ctx context.Context, cost float64, bound time.Duration) (tim
 	deadline := n.clock.NewTimer(bound)
 	defer deadline.Stop()
 	for {
-		p.mu.Lock()
-		now := n.now()
-		if n.draining.Load() {
-			p.mu.Unlock()
-			return now.Sub(began), nil // a draining node moves everything it can, at once
-		}
-		at := p.pacer.Reserve(now, cost)
-		changed := p.changed
-		if !at.After(now) {
-			p.started += cost
-			p.mu.Unlock()
+		now, at, changed, ok := n.reserve(cost)
+		if ok {
 			n.metrics.admissionWait.Observe(now.Sub(began).Seconds())
 			return now.Sub(began), nil
 		}
-		p.mu.Unlock()
 		t := n.clock.NewTimer(at.Sub(now))
 		var err error
 		select {
@@ -176,13 +166,38 @@ func (n *Node) pace(ctx context.Context, cost float64, bound time.Duration) (tim
 			err = ErrStopping
 		}
 		t.Stop()
-		p.mu.Lock()
-		p.pacer.Cancel(n.now(), cost)
-		p.mu.Unlock()
+		n.cancelReservation(n.now(), cost)
 		if err != nil {
 			return 0, err
 		}
 	}
+}
+
+// reserve books background work of cost units with the node's Pacer at
+// now. ok: it starts now (counted started; a draining node starts
+// everything at once). Otherwise it may start at at, booked (pace waits
+// for it, or cancels), and changed is closed at the next change of rate.
+func (n *Node) reserve(cost float64) (now, at time.Time, changed <-chan struct{}, ok bool) {
+	p := n.pacing
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now = n.now()
+	if n.draining.Load() {
+		return now, now, nil, true
+	}
+	if at = p.pacer.Reserve(now, cost); at.After(now) {
+		return now, at, p.changed, false
+	}
+	p.started += cost
+	return now, at, nil, true
+}
+
+// cancelReservation gives back the spacing of a reservation of cost units
+// that did not start.
+func (n *Node) cancelReservation(now time.Time, cost float64) {
+	n.pacing.mu.Lock()
+	n.pacing.pacer.Cancel(now, cost)
+	n.pacing.mu.Unlock()
 }
 
 // book counts background work of cost units started now, whatever the

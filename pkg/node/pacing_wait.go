@@ -26,18 +26,11 @@ const phasePacing = "pacing"
 // startsNow reports whether background work of cost units may start at
 // once by the node's Pacer, and if so counts it started.
 func (n *Node) startsNow(cost float64) bool {
-	p := n.pacing
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := n.now()
-	if n.draining.Load() {
-		return true
-	}
-	if at := p.pacer.Reserve(now, cost); at.After(now) {
-		p.pacer.Cancel(now, cost)
+	now, _, _, ok := n.reserve(cost)
+	if !ok {
+		n.cancelReservation(now, cost)
 		return false
 	}
-	p.started += cost
 	n.metrics.admissionWait.Observe(0)
 	return true
 }
