@@ -17,7 +17,7 @@ REVISION  := $(shell git rev-parse --short HEAD 2>/dev/null)
 VERSIONLD  = -X github.com/meshloc/meshloc/internal/cliutil.Revision=$(REVISION)
 STATIC     = CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(VERSIONLD)'
 
-.PHONY: all build test test-race vet fmt clean proto docker-bin images certs cluster-up cluster-down test-compose bench bench-micro fuzz
+.PHONY: all build test test-race vet fmt clean proto docker-bin images certs cluster-up cluster-down test-compose bench bench-micro fuzz scale docs
 
 all: build
 
@@ -25,9 +25,12 @@ all: build
 build:
 	$(GO) build -ldflags='$(VERSIONLD)' -o bin/ ./cmd/...
 
-## vet: static checks of every package
+## vet: static checks of every package, and of bench/peers (meshctl bench
+## --only peers' Proto.Actor peer: a module of its own, so that meshloc's
+## go.mod does not depend on protoactor-go)
 vet:
 	$(GO) vet ./...
+	$(GO) -C bench/peers vet ./...
 
 ## test: vet, then every test once (no cache), bounded by $(TIMEOUT); then
 ## the tests that need the failpoints build tag: the relocation fault tests,
@@ -37,13 +40,15 @@ vet:
 ## self-test), verbose so that every run's report is printed
 ## (pkg/node/*_fault_test.go; docs/seed-bugs.md; docs/verification.md);
 ## last the compose cluster's fault test (test-compose; skipped without docker
-## unless CI=true)
+## unless CI=true). bench/peers is built first: internal/bench's test of the
+## peers section builds it again (from the build cache).
 test: vet
+	$(GO) -C bench/peers build -o /dev/null .
 	$(GO) test -count=1 -timeout $(TIMEOUT) $$($(GO) list ./... | grep -v /test/chaos)
-	$(GO) vet -tags failpoints ./pkg/node/ ./internal/failpoint/ ./internal/chaos/ ./pkg/... ./cmd/... ./test/chaos/
+	$(GO) vet -tags failpoints ./pkg/node/ ./internal/failpoint/ ./internal/chaos/ ./internal/locationd/recovery/ ./pkg/... ./cmd/... ./test/chaos/
 	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -run 'Fault|SeedBug|Planted' ./pkg/node/
 	$(GO) test -count=1 -tags failpoints ./internal/failpoint/
-	$(GO) test -count=1 -tags failpoints -run 'Planted|DeadlineNeverPastExpiry|AcceptRefusesOlderFence' ./pkg/lease/ ./pkg/client/ ./pkg/relocation/ ./pkg/authority/
+	$(GO) test -count=1 -tags failpoints -run 'Planted|DeadlineNeverPastExpiry|AcceptRefusesOlderFence' ./pkg/lease/ ./pkg/client/ ./pkg/relocation/ ./pkg/authority/ ./internal/locationd/recovery/
 	$(MAKE) --no-print-directory fuzz
 	$(GO) test -count=1 -timeout $(TIMEOUT) -tags failpoints -v ./test/chaos/
 	$(MAKE) --no-print-directory test-compose
@@ -86,8 +91,8 @@ FUZZ_TARGETS = \
 	./pkg/relocation/             FuzzDecodePayload \
 	./pkg/keyspace/               FuzzParseObject \
 	./pkg/lease/                  FuzzDecodeDescriptor \
-	./pkg/node/              FuzzDecodeDurableState \
-	./pkg/node/                   FuzzPacingMetadata \
+	./pkg/node/durable/           FuzzDecodeDurableState \
+	./pkg/node/pacing/            FuzzPacingMetadata \
 	./pkg/session/                FuzzJournalOf \
 	./pkg/client/                 FuzzParseToken \
 	./pkg/client/                 FuzzSSEReader \
@@ -117,6 +122,14 @@ fuzz:
 	if [ -n "$$failed" ]; then echo "fuzz: FAILED:$$failed (failing inputs in each package's testdata/fuzz/)" >&2; exit 1; fi; \
 	echo "fuzz: all $$n targets passed"
 
+## docs: regenerate the references of docs/reference/ from the code: the
+## command-line reference (cobra's generator, from the commands) and the
+## metrics reference (from the registries). make test fails while one is
+## stale (the same tests, without MESHLOC_WRITE_DOCS).
+DOC_TESTS = ./cmd/meshctl/ ./cmd/locationd/ ./pkg/meshnode/ ./pkg/node/ ./internal/locationd/
+docs:
+	MESHLOC_WRITE_DOCS=1 $(GO) test -count=1 -run 'TestCLIReference|TestMetricsReference' $(DOC_TESTS)
+
 ## fmt: gofmt every file in place
 fmt:
 	gofmt -w $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go' -not -path './.git/*')
@@ -134,6 +147,17 @@ proto:
 ## (README "Performance"); BENCH_FLAGS=--quick for the quick plan
 bench:
 	$(GO) run ./cmd/meshctl bench $(BENCH_FLAGS)
+
+## scale: the scale model (test/scale; not in CI): a million objects over 8
+## meshnode processes, a rolling restart of every node under a checked load,
+## then a kill -9 of one; it prints each step's figures beside an etcd CAS
+## rate and checks that nothing acknowledged was lost and nothing ran twice.
+## Then meshctl bench --only scale (every scale figure with its target).
+## About an hour on 2 cores; SCALE_FLAGS=-objects=100000 for a smaller model.
+scale:
+	$(GO) build -o build/scale/ ./cmd/locationd ./cmd/meshnode ./cmd/meshctl
+	$(GO) run ./test/scale -bin build/scale $(SCALE_FLAGS)
+	./build/scale/meshctl bench --only scale $(SCALE_BENCH_FLAGS)
 
 ## bench-micro: the micro-benchmarks of the codec, chunk assembly and the
 ## relocation state machine step

@@ -21,8 +21,10 @@ import (
 
 	"github.com/meshloc/meshloc/internal/cliutil"
 	"github.com/meshloc/meshloc/internal/demo"
+	"github.com/meshloc/meshloc/internal/fanout"
 	"github.com/meshloc/meshloc/internal/locationd"
 	"github.com/meshloc/meshloc/internal/logging"
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // Exit statuses.
@@ -124,6 +126,7 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
 	root.AddCommand(demoCmd(&cfg, stdout, stderr, lookup))
+	root.AddCommand(watchProxyCmd(&cfg, stderr, lookup))
 	cliutil.SetVersion(root)
 	return root
 }
@@ -190,6 +193,63 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 	cmd.Flags().DurationVar(&dc.LeaseTTL, "lease-ttl", dc.LeaseTTL, "owner lease TTL of the nodes")
 	cmd.Flags().BoolVar(&dc.Relocate, "relocations", dc.Relocate, "keep moving the objects the workload uses between the nodes (--relocations=false: never move)")
 	cmd.Flags().BoolVar(&dc.ForegroundRelocations, "foreground-relocations", dc.ForegroundRelocations, "start the demo's relocations at once, however busy the workers keep the nodes (by default they are background relocations, paced while calls wait)")
+	return cmd
+}
+
+// watchProxyCmd is `locationd watch-proxy`: a watch fan-out (internal/fanout)
+// in front of the etcd that locationd's flags name.
+func watchProxyCmd(cfg *locationd.Config, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
+	fc := fanout.Config{Listen: fanout.DefaultListen, HTTP: fanout.DefaultHTTP, History: fanout.DefaultHistory, Queue: fanout.DefaultQueue}
+	cmd := &cobra.Command{
+		Use:   "watch-proxy",
+		Short: "a watch fan-out: every node's location cache follows etcd through one etcd watch",
+		Long: `locationd watch-proxy serves etcd's Watch API on --listen for the cluster's
+authority/ and owners/ keys (--prefix, --cluster), from one etcd watch per
+range however many nodes follow them. Start nodes (and Go clients) with
+--etcd-watch-endpoints http://<--listen>: their location caches and owner
+directories then follow etcd through it, while every read and transaction
+still goes to etcd under the node's own identity.
+
+It reaches the etcd of --etcd-endpoints, or without them the embedded etcd
+of a locationd beside it (--listen-client), with the --etcd-* files; give it
+the read-only etcd identity (etcd-watch.crt of meshctl certs init). With
+--cert-file, --key-file and --trusted-ca-file it serves TLS and requires
+client certificates of that CA (the nodes present their --etcd-cert).
+/metrics and /healthz are on --http (here 127.0.0.1:23791).`,
+		Args:          noArgs,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cliutil.ApplyEnv(cmd.Flags(), locationd.EnvPrefix, lookup); err != nil {
+				return usageError{err}
+			}
+			log, err := logging.New(stderr, cfg.LogLevel, cfg.LogFormat, "watch-proxy")
+			if err != nil {
+				return usageError{err}
+			}
+			if fc.Keys, err = keyspace.New(cfg.Prefix, cfg.Cluster); err != nil {
+				return usageError{err}
+			}
+			endpoints := cfg.EtcdEndpoints
+			if len(endpoints) == 0 {
+				endpoints = []string{cfg.ListenClient}
+			}
+			fc.Etcd, fc.TLS, fc.Insecure = cfg.Etcd(endpoints), cfg.TLSFiles(), cfg.Insecure
+			if err := fc.Validate(); err != nil {
+				return usageError{err}
+			}
+			if err := fanout.Run(cmd.Context(), fc, log, nil); err != nil {
+				log.Error().Err(err).Msg("watch-proxy stopped")
+				return err
+			}
+			log.Info().Msg("watch-proxy stopped")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&fc.Listen, "listen", fc.Listen, "host:port the fan-out serves etcd's Watch API on (the nodes' --etcd-watch-endpoints)")
+	cmd.Flags().StringVar(&fc.HTTP, "http", fc.HTTP, "host:port of /metrics and /healthz (empty: off)")
+	cmd.Flags().IntVar(&fc.History, "history-events", fc.History, "recent events kept per range for followers that join behind")
+	cmd.Flags().IntVar(&fc.Queue, "client-queue", fc.Queue, "responses queued per client stream; a client that lets it fill is cut (it resumes)")
 	return cmd
 }
 

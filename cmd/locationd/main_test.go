@@ -3,8 +3,15 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/internal/etcdtest"
 )
 
 func TestUsage(t *testing.T) {
@@ -36,6 +43,9 @@ func TestUsage(t *testing.T) {
 		{[]string{"--http-max-connections", "0"}, nil, exitUsage, `locationd: usage: locationd: invalid config: --http-max-connections "0": want 1..1048576`},
 		{nil, map[string]string{"LOCATIOND_HTTP_MAX_HEADER_BYTES": "64KiB"}, exitUsage, `locationd: usage: environment LOCATIOND_HTTP_MAX_HEADER_BYTES="64KiB"`},
 		{nil, map[string]string{"LOCATIOND_HTTP_IDLE_TIMEOUT": "0s"}, exitUsage, `locationd: usage: locationd: invalid config: --http-idle-timeout "0s": must be positive`},
+		{[]string{"watch-proxy", "--listen", "0.0.0.0:23790"}, nil, exitUsage, `locationd: usage: fanout: invalid config: --listen "0.0.0.0:23790": not loopback`},
+		{[]string{"watch-proxy", "--history-events", "0"}, nil, exitUsage, `locationd: usage: fanout: invalid config: --history-events "0": want 1..10000000`},
+		{[]string{"watch-proxy", "x"}, nil, exitUsage, "locationd: usage: locationd watch-proxy takes no arguments"},
 	} {
 		var out, errb bytes.Buffer
 		lookup := func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }
@@ -61,5 +71,43 @@ func TestHelp(t *testing.T) {
 		!strings.Contains(out.String(), "--initial-cluster-state") || !strings.Contains(out.String(), "--http-max-connections") ||
 		!strings.Contains(out.String(), "--http-read-timeout") {
 		t.Errorf("--help: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+}
+
+// locationd watch-proxy serves the cluster's authority/ keys from the etcd
+// it is given: a watch through it sees a record written straight to etcd;
+// keys outside the cluster's are not served.
+func TestWatchProxy(t *testing.T) {
+	srv := etcdtest.Single(t)
+	etcd := etcdtest.Client(t, srv.Endpoint())
+	addr := fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))
+	ctx, cancel := context.WithCancel(context.Background())
+	var errb bytes.Buffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"watch-proxy", "--etcd-endpoints", srv.Endpoint(), "--listen", addr, "--http", "", "--cluster", "wp"},
+			io.Discard, &errb, func(string) (string, bool) { return "", false })
+	}()
+	defer func() {
+		cancel()
+		if code := <-done; code != exitOK {
+			t.Errorf("watch-proxy exit %d: %s", code, errb.String())
+		}
+	}()
+	px := etcdtest.Client(t, "http://"+addr)
+	wctx, wcancel := context.WithTimeout(ctx, 60*time.Second)
+	defer wcancel()
+	wch := px.Watch(wctx, "/meshloc/wp/authority/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if resp := <-wch; !resp.Created {
+		t.Fatalf("watch through the proxy: %+v %v (%s)", resp, resp.Err(), errb.String())
+	}
+	if _, err := etcd.Put(ctx, "/meshloc/wp/authority/actor/counter/c1", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if resp := <-wch; len(resp.Events) != 1 || string(resp.Events[0].Kv.Key) != "/meshloc/wp/authority/actor/counter/c1" {
+		t.Fatalf("through the proxy: %+v %v", resp, resp.Err())
+	}
+	if resp, ok := <-px.Watch(wctx, "/meshloc/other/authority/", clientv3.WithPrefix()); ok && resp.Err() == nil {
+		t.Fatalf("another cluster's keys served: %+v", resp)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/meshloc/meshloc/internal/bench"
+	"github.com/meshloc/meshloc/internal/bench/report"
 	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/node"
 )
@@ -36,6 +37,8 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		from                     string
 		bgTarget                 time.Duration
 		bgMin                    float64
+		scale                    bench.ScalePlan
+		peersDir                 string
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
@@ -55,13 +58,32 @@ The full plan takes about 3 minutes on two cores; --quick, under 30 s. --tls run
 the plan twice, plaintext then secured (mutual TLS between nodes and clients,
 etcd over TLS with certificate authentication), and prints the secured
 run's report and every measure of both side by side.
--o json prints the report as JSON; --markdown, as Markdown tables (the
-README's). --from FILE prints a report saved with -o json again, measuring
+
+The scale section runs only when --only names it (many minutes: each part
+builds a cluster of its own): a node of --scale-objects drained, its
+orphans recovered after a kill -9, first-call activations, etcd's size
+after a --scale-storm relocation storm under a quota, a relocation's etcd
+CPU with 4 and 32 location caches, a node joining 1,000,000 records, the
+memory of idle objects. --scale-parts runs some of them.
+The peers section also runs only when --only names it: meshloc beside
+Proto.Actor Go in the same run, on clusters of one shape (three member
+processes, a counter); it builds the peer from bench/peers of the source
+tree with the go command (--peers-dir).
+-o json prints the report as JSON; --markdown, as Markdown tables (as
+docs/performance.md shows them). --from FILE prints a report saved with -o json again, measuring
 nothing. Exit status 0 unless a measurement could
 not be made, or --strict and a target was missed (1).`,
 		Args: exactArgs(0),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg := bench.Config{Plan: bench.FullPlan(), Dir: dir, Progress: os.Stderr, Only: only}
+			cfg := bench.Config{Plan: bench.FullPlan(), Dir: dir, Progress: os.Stderr, Only: only, PeersDir: peersDir}
+			for _, p := range scale.Parts {
+				if !slices.Contains(bench.ScaleParts(), p) {
+					return usageError{err: fmt.Errorf("--scale-parts %q: the parts are %s", p, strings.Join(bench.ScaleParts(), ","))}
+				}
+			}
+			if scale.Objects < 0 || scale.Storm < 0 {
+				return usageError{err: errors.New("--scale-objects and --scale-storm: 0 (the default) or more")}
+			}
 			if eager < -1 {
 				return usageError{err: fmt.Errorf("--eager-cutover-bytes %d: 0 or more", eager)}
 			}
@@ -83,6 +105,7 @@ not be made, or --strict and a target was missed (1).`,
 			if quick {
 				cfg.Plan = bench.QuickPlan()
 			}
+			cfg.Plan.Scale = scale
 			for _, o := range only {
 				if !slices.Contains(bench.Sections, o) {
 					return usageError{err: fmt.Errorf("--only %q: the sections are %s", o, strings.Join(bench.Sections, ","))}
@@ -167,7 +190,11 @@ not be made, or --strict and a target was missed (1).`,
 	f.BoolVar(&batch, "batch-writes", true, "the nodes' --batch-writes, for an A/B of batched relocation writes")
 	f.DurationVar(&bgTarget, "background-latency-target", -1, "the nodes' --background-latency-target (-1: theirs; 0: background relocations never paced), for an A/B of the pacing")
 	f.Float64Var(&bgMin, "background-min-rate", 0, "the nodes' --background-min-rate (0: theirs)")
-	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as the README shows it")
+	f.IntVar(&scale.Objects, "scale-objects", 0, "objects on the node the scale section drains, recovers, activates (0: 100,000)")
+	f.DurationVar(&scale.Storm, "scale-storm", 0, "how long the scale section's etcd part storms (0: 10m)")
+	f.StringSliceVar(&scale.Parts, "scale-parts", nil, "run only these parts of the scale section: "+strings.Join(bench.ScaleParts(), ","))
+	f.StringVar(&peersDir, "peers-dir", "", "the peers section's Proto.Actor program, a Go module it builds (default: bench/peers of the source tree above the working directory)")
+	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as docs/performance.md shows them")
 	f.StringVar(&from, "from", "", "print this report (saved with -o json bench) again instead of measuring")
 	f.StringVar(&dir, "dir", "", "directory for the embedded etcd's data (default: a temporary directory, removed at the end)")
 	return cmd
@@ -190,7 +217,7 @@ func readReport(path string) (*bench.Report, error) {
 		return nil, err
 	}
 	defer f.Close()
-	return bench.ReadJSON(f)
+	return report.ReadJSON(f)
 }
 
 func fmtRatio(r float64) string { return fmt.Sprintf("%.2f", r) }
@@ -198,7 +225,7 @@ func fmtRatio(r float64) string { return fmt.Sprintf("%.2f", r) }
 // writeTLSComparison prints the secured run's report and every measure of
 // the two runs side by side (-o json: both reports and the comparison).
 func writeTLSComparison(out io.Writer, format string, plain, secured *bench.Report) error {
-	cs := bench.Compare(plain, secured)
+	cs := report.Compare(plain, secured)
 	if format == "json" {
 		e := json.NewEncoder(out)
 		e.SetIndent("", "  ")
@@ -212,5 +239,5 @@ func writeTLSComparison(out io.Writer, format string, plain, secured *bench.Repo
 		return err
 	}
 	fmt.Fprintln(out, "\nplaintext and mutual TLS, the same plan, one after the other:")
-	return bench.WriteComparison(out, cs)
+	return report.WriteComparison(out, cs)
 }

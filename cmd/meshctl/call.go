@@ -11,6 +11,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshloc/meshloc/pkg/actor/builtin"
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -45,6 +47,16 @@ func (e unknownOutcome) Error() string {
 
 func (e unknownOutcome) Unwrap() error { return e.err }
 
+// notSent is a call that never left meshctl (no node listens there, or
+// one end speaks TLS and the other not), with what to do about it.
+func notSent(err error) error {
+	hint := "pass --node or --etcd-endpoints"
+	if errors.Is(err, client.ErrTLSMismatch) {
+		hint = "pass --cacert, --cert and --key for a secured cluster, or none for a plaintext one"
+	}
+	return &api.Error{Code: api.CodeUnavailable, Message: err.Error() + ": " + hint}
+}
+
 // wireErrorMessage is "<code_name>: <message>" for an error carrying a
 // *wire.Error: the code of the first one in its chain, then err's text
 // without repeating the code.
@@ -55,6 +67,15 @@ func wireErrorMessage(err error, we *wire.Error) string {
 		return s
 	}
 	return code + ": " + s
+}
+
+// builtinMethods lists each built-in type with its methods, one per line.
+func builtinMethods() string {
+	var b strings.Builder
+	for _, t := range builtin.Types() {
+		fmt.Fprintf(&b, "  %-9s %s\n", t.Name, strings.Join(t.Methods, ", "))
+	}
+	return strings.TrimRight(b.String(), "\n")
 }
 
 func callCmd(g *globals, out io.Writer) *cobra.Command {
@@ -89,7 +110,11 @@ dcounter, dregister, dlist, dbank, dblob, dticker are the same types made
 durable: every acknowledged change is in etcd before the reply, e.g.
   meshctl call actor/dbank/b1 transfer a0 a1 5 tx1
 A change that would make a durable object's state larger than the node's
---durable-max-bytes is refused with state_too_large.`,
+--durable-max-bytes is refused with state_too_large.
+
+The built-in types' methods (a method of another name is refused with
+unknown_method, which names them too):
+` + builtinMethods(),
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) < 2 {
 				return usageError{err: fmt.Errorf("%s: requires OBJECT and METHOD, received %d arg(s)", cmd.CommandPath(), len(args))}
@@ -119,8 +144,11 @@ A change that would make a durable object's state larger than the node's
 			for i, a := range args[2:] {
 				argv[i] = []byte(a)
 			}
-			r, err := c.CallOp(ctx, op, object, method, argv)
+			r, err := c.CallBytes(ctx, op, object, method, argv)
 			if err != nil {
+				if errors.Is(err, client.ErrNoNode) || errors.Is(err, client.ErrTLSMismatch) {
+					return notSent(err)
+				}
 				var we *wire.Error
 				if !errors.As(err, &we) || we.Code == pb.Code_CODE_DEADLINE_EXCEEDED {
 					return unknownOutcome{err: err, op: op}
@@ -153,7 +181,7 @@ A change that would make a durable object's state larger than the node's
 			}
 			// Who answered goes to stderr: stdout is the reply alone.
 			served := fmt.Sprintf("served by %s objectGeneration=%d authorityGeneration=%d",
-				r.Fence.Owner, r.Fence.ObjectGeneration, r.Fence.OwnerGeneration)
+				r.Fence.Owner, r.Fence.ObjectGeneration, r.Fence.AuthorityGeneration)
 			if r.Replayed {
 				served += " (replayed)"
 			}
@@ -177,7 +205,10 @@ func (g *globals) objectClient(ctx context.Context) (*client.Client, error) {
 	ctx, cancel := context.WithTimeout(ctx, g.timeout)
 	defer cancel()
 	c, err := client.New(ctx, cfg)
-	if err != nil {
+	switch {
+	case errors.Is(err, client.ErrTLSFiles):
+		return nil, usageError{err: err} // the files, as for every command that reads them
+	case err != nil:
 		return nil, &wire.Error{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("etcd %s: %v", strings.Join(g.etcdEndpoints, ","), err)}
 	}
 	return c, nil

@@ -99,6 +99,35 @@ func closedAddr(t *testing.T) string {
 	return addr
 }
 
+// silentAddr is a loopback address that takes connections and never
+// answers; it closes when the test ends.
+func silentAddr(t *testing.T) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []net.Conn
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held = append(held, c)
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		<-done
+		for _, c := range held {
+			c.Close()
+		}
+	})
+	return l.Addr().String()
+}
+
 // TestCall runs `meshctl call` against a real node and a real etcd.
 func TestCall(t *testing.T) {
 	if testing.Short() {
@@ -145,7 +174,7 @@ func TestCall(t *testing.T) {
 			_ = json.Compact(&payload, got.Payload)
 			if got.Object != "actor/counter/x" || got.Method != "add" || got.OperationID != op ||
 				payload.String() != `{"value":11}` || got.Fence.Owner != n.Self() ||
-				got.Fence.ObjectGeneration != 1 || got.Fence.OwnerGeneration != 1 || got.StoreVersion <= 0 ||
+				got.Fence.ObjectGeneration != 1 || got.Fence.AuthorityGeneration != 1 || got.StoreVersion <= 0 ||
 				got.Replayed != (i > 0) {
 				t.Errorf("call %d with op %s: %s", i, op, r.stdout)
 			}
@@ -200,7 +229,7 @@ func TestCall(t *testing.T) {
 	})
 
 	t.Run("errors", func(t *testing.T) {
-		dead := closedAddr(t)
+		dead, silent := closedAddr(t), silentAddr(t)
 		op := wire.NewOperationID().String()
 		for _, tc := range []struct {
 			env    map[string]string
@@ -208,9 +237,9 @@ func TestCall(t *testing.T) {
 			code   int
 			stderr string // a regexp of the whole line
 		}{
-			{nil, append(gw, "call", "actor/counter/x", "explode"), 1, `meshctl: unknown_method: .*explode.*`},
+			{nil, append(gw, "call", "actor/counter/x", "explode"), 1, `meshctl: unknown_method: .*explode.*\(its methods: add, get\)`},
 			{nil, append(gw, "call", "actor/counter/x", "add", "one"), 1, `meshctl: invalid_argument: .*`},
-			{nil, append(gw, "call", "actor/nosuch/x", "get"), 1, `meshctl: unknown_type: .*`},
+			{nil, append(gw, "call", "actor/nosuch/x", "get"), 1, `meshctl: unknown_type: .*"nosuch".*the cluster's types: .*bank.*counter.*`},
 			// A name that does not parse is not sent: exit status 2.
 			{nil, append(gw, "call", "thing/x", "get"), 2, `meshctl: invalid_argument: OBJECT: keyspace: invalid name: "thing/x" \(want actor/<type>/<id> or group/<id>\)`},
 			{nil, append(gw, "call", "actor/counter/x"), 2, `meshctl: usage: meshctl call: requires OBJECT and METHOD, received 1 arg\(s\) \(see meshctl --help\)`},
@@ -223,10 +252,15 @@ func TestCall(t *testing.T) {
 			// No etcd there: nothing was sent, so no operation id to retry with.
 			{nil, []string{"--etcd-endpoints", "http://" + dead, "--timeout", "300ms", "call", "actor/counter/x", "get"}, 1,
 				`meshctl: unavailable: etcd http://` + dead + `: context deadline exceeded`},
+			// No node there: the connection is refused, nothing was sent;
+			// the answer comes at once (long before the 1 h deadline) and
+			// says what to do.
+			{nil, []string{"--node", dead, "--timeout", "1h", "call", "actor/counter/x", "add", "1", "--op-id", op}, 1,
+				`meshctl: unavailable: client: no node at ` + dead + `: the connection was refused, nothing was sent: pass --node or --etcd-endpoints`},
 			// Nobody answers: the outcome is unknown, the line names the operation id to retry with.
-			{nil, []string{"--node", dead, "--timeout", "300ms", "call", "actor/counter/x", "add", "1", "--op-id", op}, 1,
+			{nil, []string{"--node", silent, "--timeout", "300ms", "call", "actor/counter/x", "add", "1", "--op-id", op}, 1,
 				`meshctl: deadline_exceeded: call deadline passed \(last: .*\); outcome unknown: retry with --op-id ` + op},
-			{map[string]string{"MESHCTL_NODE": dead, "MESHCTL_TIMEOUT": "200ms"}, []string{"call", "actor/counter/x", "get"}, 1,
+			{map[string]string{"MESHCTL_NODE": silent, "MESHCTL_TIMEOUT": "200ms"}, []string{"call", "actor/counter/x", "get"}, 1,
 				`meshctl: deadline_exceeded: .*; outcome unknown: retry with --op-id [0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[0-9a-f]{4}-[0-9a-f]{12}`},
 		} {
 			r := meshctl(tc.env, tc.args...)

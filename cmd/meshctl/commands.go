@@ -107,7 +107,7 @@ func errorLine(err error) string {
 	} else {
 		msg = api.CodeInternal + ": " + err.Error()
 	}
-	return "meshctl: " + strings.Join(strings.Fields(msg), " ")
+	return "meshctl: " + withSpaceHint(strings.Join(strings.Fields(msg), " "))
 }
 
 // dropRepeatedCode drops from msg a leading "<code>: " or "<origin>:
@@ -197,7 +197,7 @@ URL) are checked before any request: one that does not parse is a usage error,
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
 
 	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), sessionCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), eventsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
-		controllersCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout), certsCmd(g, stdout))
+		controllersCmd(g, stdout), etcdCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout), certsCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}
@@ -354,7 +354,7 @@ says so and names the --after of the next page.`,
 			for _, o := range r.Objects {
 				rows = append(rows, []string{
 					o.Object, o.Record.Owner.String(), yesNo(o.OwnerAlive), string(o.Record.State),
-					fmt.Sprint(o.Record.ObjectGeneration), fmt.Sprint(o.Record.OwnerGeneration),
+					fmt.Sprint(o.Record.ObjectGeneration), fmt.Sprint(o.Record.AuthorityGeneration),
 					fmt.Sprint(o.StoreVersion), dash(o.Record.Node.Address),
 				})
 			}
@@ -409,7 +409,7 @@ changes (the record's "ownerGeneration" in -o json); see meshctl objects --help.
 				{"OWNER-ALIVE", yesNo(r.OwnerAlive)},
 				{"STATE", string(rec.State)},
 				{"OBJECT-GEN", fmt.Sprint(rec.ObjectGeneration)},
-				{"AUTHORITY-GEN", fmt.Sprint(rec.OwnerGeneration)},
+				{"AUTHORITY-GEN", fmt.Sprint(rec.AuthorityGeneration)},
 				{"STORE-VERSION", fmt.Sprint(r.StoreVersion)},
 				{"REVISION", fmt.Sprint(r.Revision)},
 				{"ADDRESS", dash(rec.Node.Address)},

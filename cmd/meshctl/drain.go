@@ -25,24 +25,26 @@ func drainCmd(g *globals, out io.Writer) *cobra.Command {
 		Short: "move every object off a node, then stop it, e.g. drain n1",
 		Long: `Drain a node through locationd (POST /v1/owners/OWNER/drain): the node
 refuses new relocations and activations, finishes or aborts the relocations
-it is the target of, moves every object it hosts to other nodes (a few at a
-time: --concurrency, 0 for its --drain-concurrency; an attempt that aborts is
-retried elsewhere), then stops: its lease is revoked last and its process
-exits 0. --keep-running leaves it running, draining (it takes nothing new
-until it is restarted). --timeout bounds the drain (0: the node's
---drain-timeout, 60s by default): objects not moved by then are reported, and
+it is the target of, moves every object it hosts to other nodes (in bulk
+moves of up to 128 objects to one target each, --concurrency objects at a
+time, 0 for its --drain-concurrency; a move that did not land is tried again
+elsewhere), then stops: its lease is revoked last and its process exits 0.
+--keep-running leaves it running, draining (it takes nothing new until it is
+restarted). The drain goes on while it moves objects; --timeout is how long
+it may go without moving one (0: the node's --drain-timeout, 60s by default),
+at most an hour in all. Objects not moved when it ends are reported, and
 lost when the node stops (their next call re-creates them, answered
 state_lost). SIGTERM to a meshnode drains it the same way.
 
-Prints one line per step as it happens:
-  draining n1@4: 12 objects
-  moved actor/counter/c1 -> n2@7 in 1.21ms (moved 1, failed 0, left 11)
-  retry actor/list/l3 -> n3@9 (attempt 1): deadline_exceeded: ...
-  failed actor/blob/b1 (attempts 3): unavailable: ...
-then the report: drained n1@4 in 1.234s: moved 11, failed 1 (13 relocations);
-stopping — and one line per object not moved. Exit status 1 if any object
-could not be moved (or the drain did not end), 0 otherwise. With -o json, the
-API's lines (one JSON object each, the last one the report) as they come.`,
+Prints progress as it happens, at most a few lines a second:
+  draining n1@4: 100000 objects
+  moved 41023, failed 0, left 58977
+  failed actor/blob/b1 (attempts 3): unavailable: ...   (the first 100)
+then the report: drained n1@4 in 7.1s: moved 99999, failed 1 (782 bulk
+moves, 100000 relocations); stopping — and the objects not moved (the first
+100; --list lists every object moved and not moved). Exit status 1 if any
+object could not be moved (or the drain did not end), 0 otherwise. With
+-o json, the API's lines (one JSON object each) as they come.`,
 		Args: exactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if timeout < 0 || timeout > api.MaxDrainTimeoutMs*time.Millisecond {
@@ -65,11 +67,9 @@ API's lines (one JSON object each, the last one the report) as they come.`,
 			if err != nil {
 				return err
 			}
-			wait := timeout
-			if wait == 0 {
-				wait = 10 * time.Minute // the node's default is not known here; it bounds the drain itself
-			}
-			ctx, cancel := context.WithTimeout(cmd.Context(), wait+drainWaitSlack)
+			// The drain's deadline follows its progress: it may run as
+			// long as the longest drain a node runs.
+			ctx, cancel := context.WithTimeout(cmd.Context(), api.MaxDrainTimeoutMs*time.Millisecond+drainWaitSlack)
 			defer cancel()
 			owner := args[0]
 			rep, err := c.Drain(ctx, owner, req, func(ev api.DrainEvent, raw []byte) {
@@ -86,41 +86,43 @@ API's lines (one JSON object each, the last one the report) as they come.`,
 			}
 			if g.output != "json" {
 				fmt.Fprintln(out, drainSummary(rep))
+				if req.List {
+					for _, m := range rep.Moved {
+						fmt.Fprintf(out, "  moved: %s -> %s in %s\n", m.Object, m.Target, interruption(m.InterruptionMicros, "0s"))
+					}
+				}
 				for _, f := range rep.Failed {
 					fmt.Fprintf(out, "  not moved: %s: %s: %s\n", f.Object, dash(f.Code), dash(f.Reason))
 				}
+				if more := rep.FailedCount - len(rep.Failed); more > 0 {
+					fmt.Fprintf(out, "  and %d more not moved (meshctl drain --list lists them all)\n", more)
+				}
 			}
-			if len(rep.Failed) > 0 {
+			if rep.FailedCount > 0 {
 				first := rep.Failed[0]
 				return &api.Error{Code: "drain_incomplete", Message: fmt.Sprintf("drain of %s: %d of %d objects not moved (%s: %s)",
-					rep.Owner, len(rep.Failed), len(rep.Failed)+len(rep.Moved), first.Object, first.Reason)}
+					rep.Owner, rep.FailedCount, rep.FailedCount+rep.MovedCount, first.Object, first.Reason)}
 			}
 			return nil
 		},
 	}
-	cmd.Flags().IntVar(&req.Concurrency, "concurrency", 0, "relocations at a time (0: the node's --drain-concurrency)")
-	cmd.Flags().DurationVar(&timeout, "timeout", 0, "bound on the drain (0: the node's --drain-timeout)")
+	cmd.Flags().IntVar(&req.Concurrency, "concurrency", 0, "objects moved at a time (0: the node's --drain-concurrency)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 0, "how long the drain may go without moving an object (0: the node's --drain-timeout)")
+	cmd.Flags().BoolVar(&req.List, "list", false, "after the report, list every object moved and not moved")
 	cmd.Flags().BoolVar(&keepRunning, "keep-running", false, "leave the node running (draining) instead of stopping it")
 	return cmd
 }
 
-// drainLine is the progress line of one event ("" for the report).
+// drainLine is the progress line of one event ("" for none).
 func drainLine(owner string, ev api.DrainEvent) string {
 	switch ev.Kind {
 	case api.DrainKindStarted:
 		return fmt.Sprintf("draining %s: %d objects", owner, ev.Remaining)
-	case api.DrainKindMoved:
-		return fmt.Sprintf("moved %s -> %s in %s (moved %d, failed %d, left %d)", ev.Object, dash(ev.Target),
-			interruption(ev.InterruptionMicros, "0s"), ev.Moved, ev.Failed, ev.Remaining)
-	case api.DrainKindRetry:
-		to := ""
-		if ev.Target != "" {
-			to = " -> " + ev.Target
-		}
-		return fmt.Sprintf("retry %s%s (attempt %d): %s: %s", ev.Object, to, ev.Attempt, dash(ev.Code), dash(ev.Message))
+	case api.DrainKindProgress:
+		return fmt.Sprintf("moved %d, failed %d, left %d", ev.Moved, ev.Failed, ev.Remaining)
 	case api.DrainKindFailed:
 		return fmt.Sprintf("failed %s (attempts %d): %s: %s", ev.Object, ev.Attempt, dash(ev.Code), dash(ev.Message))
-	case api.DrainKindReport, api.DrainKindError:
+	case api.DrainKindReport, api.DrainKindError, api.DrainKindPage:
 		return ""
 	}
 	return fmt.Sprintf("%s %s", ev.Kind, ev.Object)
@@ -136,7 +138,7 @@ func drainSummary(r api.DrainReport) string {
 		d = d.Round(10 * time.Microsecond)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "drained %s in %s: moved %d, failed %d (%d relocations)", r.Owner, d, len(r.Moved), len(r.Failed), r.Relocations)
+	fmt.Fprintf(&b, "drained %s in %s: moved %d, failed %d (%d bulk moves, %d relocations)", r.Owner, d, r.MovedCount, r.FailedCount, r.Bulks, r.Relocations)
 	if r.EndedEarly != "" {
 		fmt.Fprintf(&b, "; ended early: %s", r.EndedEarly)
 	}

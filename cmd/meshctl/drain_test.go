@@ -23,17 +23,18 @@ type fakeDrain struct {
 var (
 	drainOK = []api.DrainEvent{
 		{Kind: "started", Remaining: 2},
-		{Kind: "moved", Object: "actor/counter/c1", Target: "n2@7", Attempt: 1, Code: "ok", RelocationID: "01958a3c-1f00-7abc-8def-0123456789ab", InterruptionMicros: 1210, Moved: 1, Remaining: 1},
-		{Kind: "retry", Object: "actor/list/l3", Target: "n3@9", Attempt: 1, Code: "deadline_exceeded", Message: "relocation to n3@9 aborted: no READY before the deadline", Moved: 1, Remaining: 1},
-		{Kind: "moved", Object: "actor/list/l3", Target: "n2@7", Attempt: 2, Code: "ok", InterruptionMicros: 2345, Moved: 2},
-		{Kind: "report", Moved: 2, Report: &api.DrainReport{Owner: "n1@4", Moved: []api.DrainedObject{
-			{Object: "actor/counter/c1", Target: "n2@7", Attempts: 1}, {Object: "actor/list/l3", Target: "n2@7", Attempts: 2}},
-			Failed: []api.DrainFailure{}, DurationMicros: 1_234_567, Relocations: 3, Stopping: true}},
+		{Kind: "progress", Moved: 1, Remaining: 1},
+		{Kind: "progress", Moved: 2},
+		{Kind: "report", Moved: 2, Report: &api.DrainReport{Owner: "n1@4", MovedCount: 2, Failed: []api.DrainFailure{},
+			DurationMicros: 1_234_567, Bulks: 2, Relocations: 3, Stopping: true}},
+		{Kind: "page", Page: &api.DrainPage{Moved: []api.DrainedObject{
+			{Object: "actor/counter/c1", Target: "n2@7", Attempts: 1, InterruptionMicros: 1210}, {Object: "actor/list/l3", Target: "n2@7", Attempts: 2, InterruptionMicros: 2345}},
+			Last: true}},
 	}
 	drainPartial = []api.DrainEvent{
 		{Kind: "started", Remaining: 1},
 		{Kind: "failed", Object: "actor/blob/b1", Attempt: 3, Code: "unavailable", Message: "node: no relocation target for actor/blob/b1", Failed: 1, Remaining: 1},
-		{Kind: "report", Failed: 1, Report: &api.DrainReport{Owner: "n5@2", Moved: []api.DrainedObject{},
+		{Kind: "report", Failed: 1, Report: &api.DrainReport{Owner: "n5@2", FailedCount: 1,
 			Failed:         []api.DrainFailure{{Object: "actor/blob/b1", Code: "unavailable", Reason: "node: no relocation target for actor/blob/b1", Attempts: 3}},
 			DurationMicros: 3_100_000, Relocations: 0, Stopping: false}},
 	}
@@ -84,15 +85,16 @@ func TestDrain(t *testing.T) {
 		stdout, stderr string
 		body           string
 	}{
-		{[]string{"drain", "n1"}, 0, `draining n1: 2 objects
-moved actor/counter/c1 -> n2@7 in 1.21ms (moved 1, failed 0, left 1)
-retry actor/list/l3 -> n3@9 (attempt 1): deadline_exceeded: relocation to n3@9 aborted: no READY before the deadline
-moved actor/list/l3 -> n2@7 in 2.35ms (moved 2, failed 0, left 0)
-drained n1@4 in 1.235s: moved 2, failed 0 (3 relocations); stopping
-`, "", `{}`},
+		{[]string{"drain", "n1", "--list"}, 0, `draining n1: 2 objects
+moved 1, failed 0, left 1
+moved 2, failed 0, left 0
+drained n1@4 in 1.235s: moved 2, failed 0 (2 bulk moves, 3 relocations); stopping
+  moved: actor/counter/c1 -> n2@7 in 1.21ms
+  moved: actor/list/l3 -> n2@7 in 2.35ms
+`, "", `{"list":true}`},
 		{[]string{"drain", "n5", "--keep-running", "--concurrency", "2", "--timeout", "30s"}, 1, `draining n5: 1 objects
 failed actor/blob/b1 (attempts 3): unavailable: node: no relocation target for actor/blob/b1
-drained n5@2 in 3.1s: moved 0, failed 1 (0 relocations); still running (draining)
+drained n5@2 in 3.1s: moved 0, failed 1 (0 bulk moves, 0 relocations); still running (draining)
   not moved: actor/blob/b1: unavailable: node: no relocation target for actor/blob/b1
 `, "meshctl: drain_incomplete: drain of n5@2: 1 of 1 objects not moved (actor/blob/b1: node: no relocation target for actor/blob/b1)\n",
 			`{"concurrency":2,"timeoutMs":30000,"stopAfter":false}`},
@@ -103,7 +105,7 @@ drained n5@2 in 3.1s: moved 0, failed 1 (0 relocations); still running (draining
 		{[]string{"drain", "n1", "--timeout", "-1s"}, 2, "",
 			"meshctl: usage: --timeout -1s must be between 0 (the node's --drain-timeout) and 1h0m0s (see meshctl --help)\n", ""},
 		{[]string{"drain", "n1", "--concurrency", "-3"}, 2, "",
-			"meshctl: usage: --concurrency -3 must be between 0 (the node's --drain-concurrency) and 256 (see meshctl --help)\n", ""},
+			"meshctl: usage: --concurrency -3 must be between 0 (the node's --drain-concurrency) and 4096 (see meshctl --help)\n", ""},
 	} {
 		f.mu.Lock()
 		f.bodies = nil
@@ -123,13 +125,16 @@ drained n5@2 in 3.1s: moved 0, failed 1 (0 relocations); still running (draining
 
 func TestDrainJSON(t *testing.T) {
 	f := newFakeDrain(t)
-	r := meshctl(nil, "--locationd", f.URL, "-o", "json", "drain", "n1")
+	r := meshctl(nil, "--locationd", f.URL, "-o", "json", "drain", "n1", "--list")
 	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
 	if r.code != 0 || len(lines) != len(drainOK) {
 		t.Fatalf("exit %d, %d lines:\n%s\n%s", r.code, len(lines), r.stdout, r.stderr)
 	}
-	var last api.DrainEvent
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil || last.Report == nil || last.Report.Owner != "n1@4" {
-		t.Fatalf("last line %s: %v", lines[len(lines)-1], err)
+	var report, page api.DrainEvent
+	if err := json.Unmarshal([]byte(lines[len(lines)-2]), &report); err != nil || report.Report == nil || report.Report.Owner != "n1@4" {
+		t.Fatalf("report line %s: %v", lines[len(lines)-2], err)
+	}
+	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &page); err != nil || page.Page == nil || len(page.Page.Moved) != 2 {
+		t.Fatalf("page line %s: %v", lines[len(lines)-1], err)
 	}
 }

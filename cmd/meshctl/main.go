@@ -18,9 +18,12 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/meshloc/meshloc/internal/bench"
 )
 
 func main() {
+	bench.MaybeChild() // a process the bench started again as its child
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr, os.LookupEnv)
 	stop()

@@ -31,7 +31,7 @@ type fakeLocationd struct {
 func newFake(t *testing.T) *fakeLocationd {
 	f := &fakeLocationd{}
 	rec := authority.Record{
-		Kind: "actor", Type: "counter", ObjectGeneration: 1, OwnerGeneration: 3,
+		Kind: "actor", Type: "counter", ObjectGeneration: 1, AuthorityGeneration: 3,
 		Owner: authority.OwnerRef{ID: "n1", Generation: 7},
 		Node:  authority.NodeRef{RoutingID: "0123456789abcdef0123456789abcdef", Address: "127.0.0.1:7100"},
 		State: authority.StateActive,

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
@@ -225,6 +226,7 @@ func sessionCalls(ctx context.Context, g *globals, s *client.Session, in io.Read
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 64*1024), wire.MaxArgsBytes+4096)
 	failed := 0
+	var first *api.Error // the first failed call's code and message
 	for n := 1; sc.Scan(); {
 		line := strings.TrimSpace(sc.Text())
 		if line == "" || strings.HasPrefix(line, "#") {
@@ -248,6 +250,9 @@ func sessionCalls(ctx context.Context, g *globals, s *client.Session, in io.Read
 			}
 			p.print(sessionLine{Error: &sessionError{Call: n, Method: words[0], Code: code, Message: msg}},
 				fmt.Sprintf("error %d %s %s: %s", n, words[0], code, msg))
+			if first == nil {
+				first = &api.Error{Code: code, Message: fmt.Sprintf("call %d (%s): %s", n, words[0], msg)}
+			}
 			failed++
 			n++
 			continue
@@ -261,7 +266,9 @@ func sessionCalls(ctx context.Context, g *globals, s *client.Session, in io.Read
 		return fmt.Errorf("stdin: %w", err)
 	}
 	if failed > 0 {
-		return fmt.Errorf("%d call(s) failed", failed)
+		// The session itself went well: the exit status says a call failed,
+		// with the first one's own code (not internal).
+		return &api.Error{Code: first.Code, Message: fmt.Sprintf("%d call(s) failed; the first, %s", failed, first.Message)}
 	}
 	return nil
 }

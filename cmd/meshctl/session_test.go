@@ -36,7 +36,7 @@ func TestSession(t *testing.T) {
 	// (300 ms was not, in CI).
 	node := []string{"--node", n.Address(), "--wait", "3s"}
 	r := meshctlIn("join alice\n# a comment\n\nsay \"hello world\"\nsay again\nnope\n", append(node, "session", "actor/room/lobby")...)
-	if r.code != exitError || !strings.Contains(r.stderr, "1 call(s) failed") {
+	if r.code != exitError || !strings.HasPrefix(r.stderr, "meshctl: unknown_method: 1 call(s) failed; the first, call 4 (nope): ") {
 		t.Fatalf("exit %d, stderr %q", r.code, r.stderr)
 	}
 	for _, want := range []string{
@@ -73,6 +73,9 @@ func TestSession(t *testing.T) {
 		t.Errorf("pushes after the resume %v:\n%s", pushes, r.stdout)
 	}
 
+	if r := meshctlIn("", append(node, "session", "--resume", "AAAA")...); r.code != exitUsage || !strings.Contains(r.stderr, "malformed session token") {
+		t.Errorf("a malformed token: exit %d, stderr %q", r.code, r.stderr)
+	}
 	for _, bad := range [][]string{
 		{"session"},
 		{"session", "actor/room/x", "--resume", tok},

@@ -156,7 +156,7 @@ func runSelfTest(cmd *cobra.Command, s chaos.Spec, out io.Writer) error {
 	fmt.Fprintf(out, "control run (every trigger, no bug): failed=%v (%s)\n", crep.Failed(), chaos.Caught(crep))
 	rs, err := chaos.SelfTest(cmd.Context(), s, nil)
 	for _, r := range rs {
-		fmt.Fprintf(out, "%-24s detected=%-5v by %s  [trigger: %s; run %d of %d, %.0fs]%s\n", r.Bug, r.Detected, r.By, r.Trigger, r.Runs, chaos.PlantRuns, r.Seconds, errSuffix(r.Err))
+		fmt.Fprintf(out, "%-24s detected=%-5v by %s  [trigger: %s; run %d of %d, %.0fs]%s\n", r.Bug, r.Detected, r.By, r.Trigger, r.Runs, r.MaxRuns, r.Seconds, errSuffix(r.Err))
 	}
 	fmt.Fprintln(out, chaos.PlantedFigure(rs))
 	if err != nil {

@@ -34,6 +34,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/bench/report"
 	"github.com/meshloc/meshloc/pkg/node"
 )
 
@@ -66,6 +67,8 @@ type Plan struct {
 	// Pairs of objects that message each other in the colocate section
 	// (default 1000).
 	Pairs int
+	// Scale sizes the scale section (zero: DefaultScale).
+	Scale ScalePlan
 }
 
 // FullPlan is the default: about 90 s on two cores.
@@ -101,6 +104,9 @@ type Config struct {
 	// Tune, when set, changes the nodes' configuration (an A/B of a
 	// feature: meshctl bench --eager-cutover-bytes, --batch-writes).
 	Tune func(*node.Config)
+	// PeersDir is the peers section's Proto.Actor program (default:
+	// bench/peers above the working directory).
+	PeersDir string
 }
 
 // Sections are the parts of a run, in the order they run.
@@ -108,12 +114,26 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers"}
+
+// OptIn are the sections a run makes only when --only names them: each
+// builds its own cluster; scale takes many minutes (scale.go), peers
+// builds and runs a Proto.Actor cluster from the source tree (peers.go).
+var OptIn = []string{"scale", "peers"}
+
+// selected reports whether the run makes section s.
+func (c Config) selected(s string) bool {
+	if len(c.Only) == 0 {
+		return !slices.Contains(OptIn, s)
+	}
+	return slices.Contains(c.Only, s)
+}
 
 type run struct {
 	cfg Config
 	ctx context.Context
-	m   *mesh
+	dir string // the run's directory: the scale parts make theirs in it
+	m   *mesh  // the shared mesh (nil when only opt-in sections run)
 	r   *Report
 }
 
@@ -125,19 +145,18 @@ func (x *run) step(format string, a ...any) {
 
 func (x *run) base(m Measure) { x.r.Baselines = append(x.r.Baselines, m) }
 func (x *run) fig(m Measure, b string, t *Target) {
-	x.r.Figures = append(x.r.Figures, figure(m, x.lookup(b), t))
+	x.r.Figures = append(x.r.Figures, report.NewFigure(m, x.lookup(b), t))
 }
 
 // lookup finds a baseline, or a figure used as the baseline of another.
 func (x *run) lookup(name string) Measure {
-	if b := x.r.baseline(name); b.Unit != "" {
+	if b := x.r.Baseline(name); b.Unit != "" {
 		return b
 	}
-	return x.r.figure(name)
+	return x.r.Figure(name)
 }
 
-func le(r float64) *Target { return &Target{Op: "<=", Ratio: r} }
-func ge(r float64) *Target { return &Target{Op: ">=", Ratio: r} }
+var le, ge = report.AtMost, report.AtLeast
 
 // Run measures everything in cfg.Plan and returns the report. An error means
 // a measurement could not be made (etcd or a node failed), not that a target
@@ -163,16 +182,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	x := &run{cfg: cfg, ctx: ctx, r: &Report{Started: time.Now(), Plan: cfg.Plan.Name, Machine: machine(), TLS: cfg.TLS}}
-	x.step("starting embedded etcd, nodes n1 and n2, gateway gw (mutual TLS: %v)", cfg.TLS)
-	m, err := startMesh(ctx, dir, cfg.TLS, cfg.Tune)
-	if err != nil {
-		return nil, err
+	x := &run{cfg: cfg, ctx: ctx, dir: dir, r: &Report{Started: time.Now(), Plan: cfg.Plan.Name, Machine: report.ThisMachine(), TLS: cfg.TLS}}
+	if slices.ContainsFunc(Sections, func(s string) bool { return cfg.selected(s) && !slices.Contains(OptIn, s) }) {
+		x.step("starting embedded etcd, nodes n1 and n2, gateway gw (mutual TLS: %v)", cfg.TLS)
+		m, err := startMesh(ctx, dir, cfg.TLS, cfg.Tune)
+		if err != nil {
+			return nil, err
+		}
+		defer m.close()
+		x.m = m
 	}
-	defer m.close()
-	x.m = m
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate} {
-		if len(cfg.Only) > 0 && !slices.Contains(cfg.Only, Sections[i]) {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers} {
+		if !cfg.selected(Sections[i]) {
 			continue
 		}
 		if err := f(); err != nil {

@@ -9,36 +9,6 @@ import (
 	"time"
 )
 
-func TestTargetMet(t *testing.T) {
-	for _, c := range []struct {
-		t     Target
-		ratio float64
-		met   bool
-	}{
-		{Target{"<=", 2}, 1.9, true}, {Target{"<=", 2}, 2, true}, {Target{"<=", 2}, 2.1, false},
-		{Target{">=", 0.5}, 0.6, true}, {Target{">=", 0.5}, 0.4, false}, {Target{}, 1, false},
-	} {
-		if got := c.t.Met(c.ratio); got != c.met {
-			t.Errorf("%v.Met(%v) = %v", c.t, c.ratio, got)
-		}
-	}
-}
-
-func TestFigure(t *testing.T) {
-	f := figure(Measure{Name: "x", Value: 3, Unit: "ms"}, Measure{Name: "b", Value: 2, Unit: "ms"}, le(2))
-	if f.Ratio != 1.5 || f.Met == nil || !*f.Met {
-		t.Fatalf("%+v", f)
-	}
-	// A baseline that was not measured meets nothing.
-	f = figure(Measure{Name: "x", Value: 3}, Measure{Name: "b"}, ge(0.5))
-	if f.Ratio != 0 || *f.Met {
-		t.Fatalf("%+v", f)
-	}
-	if f := figure(Measure{Value: 1}, Measure{Value: 1}, nil); f.Met != nil {
-		t.Fatal("a figure without a target is marked")
-	}
-}
-
 func TestPct(t *testing.T) {
 	var d []time.Duration
 	for i := 1; i <= 100; i++ {
@@ -108,5 +78,28 @@ func TestTinyRun(t *testing.T) {
 	var back Report
 	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Figures) != len(r.Figures) || back.Figures[0].Target == nil {
 		t.Fatalf("JSON report does not read back: %v", err)
+	}
+}
+
+// The scale section's recovery part at a tiny scale: a node child of 500
+// counters killed -9, its orphans recovered by locationd's controller,
+// the figure measured beside its CAS baseline with its target.
+func TestScaleRecoveryTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd, a node child, two nodes and locationd")
+	}
+	plan := QuickPlan()
+	plan.Window = 500 * time.Millisecond
+	plan.Scale = ScalePlan{Objects: 500, Parts: []string{"recovery"}}
+	r, err := Run(context.Background(), Config{Plan: plan, Dir: t.TempDir(), Only: []string{"scale"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Figures) != 1 {
+		t.Fatalf("figures %+v, want the recovery's", r.Figures)
+	}
+	f := r.Figures[0]
+	if f.Name != "recovery of 500 orphans after kill -9, objects/s" || f.Value <= 0 || f.N != 500 || f.Baseline.Value <= 0 || f.Ratio <= 0 || f.Target == nil {
+		t.Fatalf("recovery figure %+v", f)
 	}
 }

@@ -262,12 +262,17 @@ func (m *mesh) quiesce(ctx context.Context, within time.Duration) error {
 }
 
 // startLocationd runs a locationd over the mesh's etcd in this process
-// (no embedded etcd of its own) and returns its client and its stop.
-func (m *mesh) startLocationd(ctx context.Context) (*client.Admin, func(), error) {
+// (no embedded etcd of its own) and returns its client and its stop; tune,
+// when given, changes its configuration (the recovery part's
+// --recover-orphans).
+func (m *mesh) startLocationd(ctx context.Context, tune ...func(*locationd.Config)) (*client.Admin, func(), error) {
 	cfg := locationd.DefaultConfig()
 	cfg.DataDir = filepath.Join(m.dir, "locationd")
 	cfg.EtcdEndpoints = []string{m.etcd.Endpoint()}
 	cfg.HTTP = "127.0.0.1:0"
+	for _, f := range tune {
+		f(&cfg)
+	}
 	srv, err := locationd.New(cfg, zerolog.Nop())
 	if err != nil {
 		return nil, nil, err

@@ -29,6 +29,7 @@ import (
 // routes from etcd straight to owners, and one that calls through gw.
 type mesh struct {
 	dir     string
+	secured bool
 	etcd    *embedetcd.Server
 	ec      *clientv3.Client
 	ecfg    clientv3.Config       // ec's, for the baselines' clients of their own
@@ -45,7 +46,57 @@ type mesh struct {
 // own etcd client is root: the baselines write outside the cluster's
 // prefix).
 func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Config)) (_ *mesh, err error) {
-	m := &mesh{dir: dir, nodes: map[string]*node.Node{}, metrics: map[string]*prometheus.Registry{}}
+	m, err := startEtcd(ctx, dir, secured, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			m.close()
+		}
+	}()
+	certs := filepath.Join(dir, "certs")
+	file := func(n string) string { return filepath.Join(certs, n) }
+	for _, name := range []string{"n1", "n2", "gw"} {
+		err := m.startNode(ctx, name, func(cfg *node.Config) {
+			if tune != nil {
+				tune(cfg)
+			}
+			if name == "gw" {
+				cfg.Weight = 0
+			}
+			if secured {
+				cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = file(name+".crt"), file(name+".key"), file("ca.crt")
+				e := m.access(mtls.EtcdNodeFile(name))
+				cfg.EtcdCACert, cfg.EtcdCert, cfg.EtcdKey = e.CACert, e.Cert, e.Key
+			}
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	var tls mtls.Files
+	if secured {
+		tls = mtls.Files{CA: file("ca.crt"), Cert: file("admin.crt"), Key: file("admin.key")}
+	}
+	m.direct, err = client.New(ctx, client.Config{Etcd: m.ec, Timeout: 2 * time.Minute, TLS: tls})
+	if err != nil {
+		return nil, err
+	}
+	m.gateway, err = client.New(ctx, client.Config{Nodes: []string{m.nodes["gw"].Address()}, Timeout: 2 * time.Minute, TLS: tls})
+	if err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// startEtcd starts a mesh without nodes: one embedded etcd member in
+// dir/etcd and the run's root client of it (secured: TLS with certificate
+// authentication, meshloc's users and roles set up, certificates in
+// dir/certs for n1, n2 and gw). etcdTune, when set, changes the member's
+// configuration (a scale part's quota). Nodes join with startNode.
+func startEtcd(ctx context.Context, dir string, secured bool, etcdTune func(*embedetcd.Config)) (_ *mesh, err error) {
+	m := &mesh{dir: dir, secured: secured, nodes: map[string]*node.Node{}, metrics: map[string]*prometheus.Registry{}}
 	defer func() {
 		if err != nil {
 			m.close()
@@ -71,18 +122,14 @@ func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Co
 		ecfg.ClientURL = scheme + cu
 		ecfg.ClientTLS = &embedetcd.TLSFiles{Cert: file("bench.crt"), Key: file("bench.key"), CA: file("ca.crt")}
 	}
+	if etcdTune != nil {
+		etcdTune(&ecfg)
+	}
 	m.etcd, err = embedetcd.Start(ctx, ecfg)
 	if err != nil {
 		return nil, err
 	}
-	access := func(user string) mtls.Etcd {
-		e := mtls.Etcd{Endpoints: []string{m.etcd.Endpoint()}}
-		if secured {
-			e.CACert, e.Cert, e.Key = file("ca.crt"), file(user+".crt"), file(user+".key")
-		}
-		return e
-	}
-	cc, err := access("etcd-root").ClientConfig()
+	cc, err := m.access("etcd-root").ClientConfig()
 	if err != nil {
 		return nil, err
 	}
@@ -91,41 +138,22 @@ func startMesh(ctx context.Context, dir string, secured bool, tune func(*node.Co
 		return nil, err
 	}
 	if secured {
-		if _, err := etcdauth.Setup(ctx, m.ec, keyspace.Default()); err != nil {
+		if _, err := etcdauth.Setup(ctx, m.ec, keyspace.Default(), []string{"n1", "n2", "gw"}); err != nil {
 			return nil, err
 		}
-	}
-	for _, name := range []string{"n1", "n2", "gw"} {
-		err := m.startNode(ctx, name, func(cfg *node.Config) {
-			if tune != nil {
-				tune(cfg)
-			}
-			if name == "gw" {
-				cfg.Weight = 0
-			}
-			if secured {
-				cfg.CertFile, cfg.KeyFile, cfg.TrustedCAFile = file(name+".crt"), file(name+".key"), file("ca.crt")
-				e := access("etcd-node")
-				cfg.EtcdCACert, cfg.EtcdCert, cfg.EtcdKey = e.CACert, e.Cert, e.Key
-			}
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	var tls mtls.Files
-	if secured {
-		tls = mtls.Files{CA: file("ca.crt"), Cert: file("admin.crt"), Key: file("admin.key")}
-	}
-	m.direct, err = client.New(ctx, client.Config{Etcd: m.ec, Timeout: 2 * time.Minute, TLS: tls})
-	if err != nil {
-		return nil, err
-	}
-	m.gateway, err = client.New(ctx, client.Config{Nodes: []string{m.nodes["gw"].Address()}, Timeout: 2 * time.Minute, TLS: tls})
-	if err != nil {
-		return nil, err
 	}
 	return m, nil
+}
+
+// access is how user reaches the mesh's etcd (its certificate when
+// secured).
+func (m *mesh) access(user string) mtls.Etcd {
+	e := mtls.Etcd{Endpoints: []string{m.etcd.Endpoint()}}
+	if m.secured {
+		certs := filepath.Join(m.dir, "certs")
+		e.CACert, e.Cert, e.Key = filepath.Join(certs, "ca.crt"), filepath.Join(certs, user+".crt"), filepath.Join(certs, user+".key")
+	}
+	return e
 }
 
 // followers is how many location caches follow every record: each node's

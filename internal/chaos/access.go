@@ -149,6 +149,52 @@ func (c *Cluster) Relocate(ctx context.Context, object, target string) (*pb.Relo
 	return a.Relocate(ctx, &pb.RelocateCommand{Object: object, Target: target, TimeoutMs: c.cfg.RelocationTimeout.Milliseconds(), Foreground: true})
 }
 
+// RelocateMany asks the owner that hosts most of objects, as etcd names
+// them, to move those it hosts to target as bulk moves (foreground, as
+// Relocate); target itself is never that owner.
+func (c *Cluster) RelocateMany(ctx context.Context, objects []string, target string) ([]*pb.BulkOutcome, error) {
+	var objs []keyspace.Object
+	for _, o := range objects {
+		obj, err := keyspace.ParseObject(o)
+		if err != nil {
+			return nil, status.Error(codes.InvalidArgument, err.Error())
+		}
+		objs = append(objs, obj)
+	}
+	v, err := c.store.ReadMany(ctx, objs, nil)
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, "authority: "+err.Error())
+	}
+	by := map[string][]string{}
+	addr := map[string]string{}
+	best := ""
+	for _, o := range objects {
+		snap, ok := v.Objects[o]
+		if !ok || snap.Record.Owner.ID == target {
+			continue
+		}
+		id := snap.Record.Owner.ID
+		by[id] = append(by[id], o)
+		addr[id] = snap.Record.Node.Address
+		if best == "" || len(by[id]) > len(by[best]) {
+			best = id
+		}
+	}
+	if best == "" {
+		return nil, status.Error(codes.FailedPrecondition, "none of the objects is hosted away from "+target)
+	}
+	a, err := c.Admin(addr[best])
+	if err != nil {
+		return nil, status.Error(codes.Unavailable, err.Error())
+	}
+	res, err := a.RelocateMany(ctx, &pb.RelocateManyCommand{Objects: by[best], Target: target,
+		TimeoutMs: c.cfg.RelocationTimeout.Milliseconds(), Foreground: true})
+	if err != nil {
+		return nil, err
+	}
+	return res.GetOutcomes(), nil
+}
+
 // ExecLogs reads every node's execution log.
 func (c *Cluster) ExecLogs(ctx context.Context) (map[string][]verify.ExecEntry, error) {
 	var paths []string
@@ -339,7 +385,7 @@ func (c *Cluster) Files(name string) mtls.Files {
 }
 
 // EtcdAccess is how a client with etcd user certificate name (etcd-root,
-// etcd-node, etcd-locationd) reaches the cluster's etcd; without TLS, the
+// etcd-node-n1, etcd-locationd) reaches the cluster's etcd; without TLS, the
 // plain endpoints.
 func (c *Cluster) EtcdAccess(name string) mtls.Etcd {
 	e := mtls.Etcd{Endpoints: c.EtcdEndpoints()}
@@ -359,14 +405,17 @@ func (c *Cluster) scheme() string {
 
 // makeCerts makes the CA and every certificate, and the clients' TLS.
 func (c *Cluster) makeCerts() error {
-	var nodes, members []string
-	for i := range c.cfg.Nodes {
-		nodes = append(nodes, fmt.Sprintf("n%d", i+1))
-	}
+	var members []string
+	nodes := c.nodeNames()
 	for i := range c.cfg.EtcdMembers {
 		members = append(members, fmt.Sprintf("e%d", i+1))
 	}
 	if _, err := mtls.Init(c.CertDir(), mtls.InitOptions{Nodes: nodes, Locationd: members}); err != nil {
+		return err
+	}
+	// An empty revocation list every process reads (--crl-file): tests
+	// revoke into it (mtls.Revoke) and Reload.
+	if _, err := mtls.Revoke(c.CertDir(), nil, 0); err != nil {
 		return err
 	}
 	r, err := mtls.Load(c.Files("admin"))
@@ -376,6 +425,35 @@ func (c *Cluster) makeCerts() error {
 	c.adminTLS = r
 	c.hc.Transport = &http.Transport{TLSClientConfig: r.ClientConfig(mtls.WantRole(mtls.RoleLocationd))}
 	return nil
+}
+
+// Reload sends SIGHUP to every running locationd and meshnode: they read
+// their certificates and the revocation list again.
+func (c *Cluster) Reload() error {
+	var procs []*Process
+	for _, m := range c.members {
+		procs = append(procs, m.proc)
+	}
+	for _, n := range c.nodes {
+		procs = append(procs, n.proc)
+	}
+	for _, p := range procs {
+		if p != nil && p.Alive() {
+			if err := p.Signal(syscall.SIGHUP); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// nodeNames are the names of the cluster's nodes (n1, n2, …).
+func (c *Cluster) nodeNames() []string {
+	var nodes []string
+	for i := range c.cfg.Nodes {
+		nodes = append(nodes, fmt.Sprintf("n%d", i+1))
+	}
+	return nodes
 }
 
 // Secured reports whether the cluster runs with TLS (Config.TLS).

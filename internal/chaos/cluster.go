@@ -292,7 +292,8 @@ func (c *Cluster) startMember(m *Member, initial string) error {
 		cert, key, ca := c.certFile(m.Name+".crt"), c.certFile(m.Name+".key"), c.certFile("ca.crt")
 		args = append(args, "--cert-file", cert, "--key-file", key, "--trusted-ca-file", ca,
 			"--peer-cert-file", cert, "--peer-key-file", key, "--peer-trusted-ca-file", ca,
-			"--etcd-cert", c.certFile("etcd-locationd.crt"), "--etcd-key", c.certFile("etcd-locationd.key"))
+			"--etcd-cert", c.certFile("etcd-locationd.crt"), "--etcd-key", c.certFile("etcd-locationd.key"),
+			"--etcd-node-users", strings.Join(c.nodeNames(), ","), "--crl-file", c.certFile(mtls.CRLFile))
 	}
 	args = append(args, c.cfg.MemberArgs...)
 	p, err := startProcess(m.Name, filepath.Join(c.cfg.BinDir, "locationd"), filepath.Join(c.cfg.WorkDir, m.Name+".log"), nil, args...)
@@ -337,7 +338,8 @@ func (c *Cluster) startNode(n *Node, env []string) error {
 		c.cfg.NodeArgs...)
 	if c.cfg.TLS {
 		args = append(args, "--cert-file", c.certFile(n.Name+".crt"), "--key-file", c.certFile(n.Name+".key"), "--trusted-ca-file", c.certFile("ca.crt"),
-			"--etcd-cacert", c.certFile("ca.crt"), "--etcd-cert", c.certFile("etcd-node.crt"), "--etcd-key", c.certFile("etcd-node.key"))
+			"--etcd-cacert", c.certFile("ca.crt"), "--etcd-cert", c.certFile(mtls.EtcdNodeFile(n.Name)+".crt"), "--etcd-key", c.certFile(mtls.EtcdNodeFile(n.Name)+".key"),
+			"--crl-file", c.certFile(mtls.CRLFile))
 	}
 	p, err := startProcess(n.Name, filepath.Join(c.cfg.BinDir, "meshnode"), filepath.Join(c.cfg.WorkDir, n.Name+".log"),
 		append(slices.Clone(c.cfg.Env), env...), args...)

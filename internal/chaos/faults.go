@@ -29,8 +29,8 @@ const (
 	PartitionNode  = "partition-node"   // every connection to a node blackholed (peers and clients)
 	PartitionEtcd  = "partition-etcd"   // a node cut off from etcd (not from peers and clients) past its TTL
 	LinkDelay      = "link-delay"       // every node's inbound traffic delayed
-	LinkDuplicate  = "link-duplicate"   // bytes of node connections duplicated (framing broken: connections reset)
-	LinkCorrupt    = "link-corrupt"     // bytes of node connections corrupted
+	LinkDuplicate  = "link-duplicate"   // bytes of node connections duplicated (framing broken: connections reset at the heal)
+	LinkCorrupt    = "link-corrupt"     // bytes of node connections corrupted (connections reset at the heal)
 	KillEtcdMember = "kill-etcd-member" // SIGKILL one etcd member (3 members); restart it
 	MoveLeader     = "move-leader"      // etcd leadership moved to another member (3 members)
 	Failpoint      = "failpoint"        // a node restarted with a failpoint armed, until it fired
@@ -222,6 +222,17 @@ func (f *Faults) injector(kind string) func(ctx context.Context) error {
 			sleep(ctx, d)
 			for _, n := range f.c.nodes {
 				f.c.forwardClean(n)
+				if kind != LinkDelay {
+					// TCP and TLS never deliver duplicated or changed bytes:
+					// these faults stand for a link that breaks its
+					// connections. A stream whose bytes were duplicated can
+					// stay open with its HTTP/2 header compression out of
+					// step (every later call answered RST_STREAM
+					// PROTOCOL_ERROR, the connection never closed), which
+					// no real link leaves: the heal closes them, as the
+					// broken link would have.
+					n.ingress.ResetConns()
+				}
 			}
 			return nil
 		}

@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -18,7 +19,13 @@ type Plant struct {
 	Bug     string
 	Trigger string
 	apply   func(*Spec)
+	// runs, if set, replaces PlantRuns: a trigger whose window is short
+	// and which a loaded machine often misses gets more tries.
+	runs int
 }
+
+// MaxRuns is how many runs p gets before it counts as missed.
+func (p Plant) MaxRuns() int { return cmp.Or(p.runs, PlantRuns) }
 
 // failpoints adds MESHLOC_FAILPOINTS=spec to the nodes' environment.
 func failpoints(spec string) func(*Spec) {
@@ -56,6 +63,8 @@ var Plants = []Plant{
 		apply: failpoints("node.before-reply=error%10")},
 	{Bug: failpoint.BugCommitWithoutCompare, Trigger: "every 5th commit waits past the relocation deadline (target.before-commit=sleep:7s%5)",
 		apply: failpoints("target.before-commit=sleep:7s%5")},
+	{Bug: failpoint.BugBulkCommitIgnoresCompare, Trigger: "the storm's bulk moves (one attempt in six: up to 8 objects to one node), every 5th commit waits past the relocation deadline (target.before-commit=sleep:7s%5)",
+		apply: failpoints("target.before-commit=sleep:7s%5")},
 	{Bug: failpoint.BugLeaseReceiveTime, Trigger: "a node's etcd replies delayed 1.6 s, then the node cut off from etcd (lease TTL 5 s, margin 200 ms); 6 streams per workload, so that enough calls reach the node in the 1.4 s it wrongly serves",
 		apply: func(s *Spec) {
 			s.Streams = max(s.Streams, 6)
@@ -63,7 +72,11 @@ var Plants = []Plant{
 			s.Cluster.LeaseTTL = 5 * time.Second
 			s.Cluster.NodeArgs = append(slices.Clone(s.Cluster.NodeArgs), "--lease-margin", "200ms")
 			faults(3*time.Second, 22*time.Second, EtcdSlowPartition)(s)
-		}},
+		},
+		// Its window is 1.4 s once per run: on a loaded machine a run
+		// can pass with no call in it (seen: 3 misses in a row while
+		// other tests ran beside the tier).
+		runs: 5},
 	{Bug: failpoint.BugCRCIgnored, Trigger: "every 2nd STATE chunk corrupted (source.chunk-data=corrupt%2)",
 		apply: failpoints("source.chunk-data=corrupt%2")},
 	{Bug: failpoint.BugOutboxNotTransferred, Trigger: "the transfers workload (chains of messages between dbank objects) while the storm relocates them",
@@ -84,8 +97,9 @@ type PlantResult struct {
 	By     string         `json:"by"`
 	Report *verify.Report `json:"-"`
 	Err    string         `json:"error,omitempty"`
-	// Runs: how many runs it took (PlantRuns when missed); Seconds: all of them.
+	// Runs: how many runs it took (MaxRuns when missed); Seconds: all of them.
 	Runs    int     `json:"runs"`
+	MaxRuns int     `json:"maxRuns"`
 	Seconds float64 `json:"seconds"`
 }
 
@@ -110,8 +124,8 @@ func SelfTest(ctx context.Context, base Spec, bugs []string) ([]PlantResult, err
 		}
 		t0 := time.Now()
 		base.Cluster.logf("chaos: planted bug %s; trigger: %s", p.Bug, p.Trigger)
-		r := PlantResult{Bug: p.Bug, Trigger: p.Trigger}
-		for r.Runs < PlantRuns && !r.Detected && r.Err == "" && ctx.Err() == nil {
+		r := PlantResult{Bug: p.Bug, Trigger: p.Trigger, MaxRuns: p.MaxRuns()}
+		for r.Runs < p.MaxRuns() && !r.Detected && r.Err == "" && ctx.Err() == nil {
 			r.Runs++
 			s := PlantedSpec(base, p)
 			if r.Runs > 1 {
@@ -119,7 +133,7 @@ func SelfTest(ctx context.Context, base Spec, bugs []string) ([]PlantResult, err
 				if s.ArtifactDir != "" {
 					s.ArtifactDir += fmt.Sprintf("-run%d", r.Runs)
 				}
-				base.Cluster.logf("chaos: planted bug %s not detected in run %d: run %d of %d", p.Bug, r.Runs-1, r.Runs, PlantRuns)
+				base.Cluster.logf("chaos: planted bug %s not detected in run %d: run %d of %d", p.Bug, r.Runs-1, r.Runs, p.MaxRuns())
 			}
 			rep, err := runPlanted(ctx, s, p.Bug)
 			r.Report = rep
@@ -130,7 +144,7 @@ func SelfTest(ctx context.Context, base Spec, bugs []string) ([]PlantResult, err
 			}
 		}
 		r.Seconds = time.Since(t0).Seconds()
-		base.Cluster.logf("chaos: planted bug %s detected=%v (%s) in %.0fs, run %d of %d", p.Bug, r.Detected, r.By, r.Seconds, r.Runs, PlantRuns)
+		base.Cluster.logf("chaos: planted bug %s detected=%v (%s) in %.0fs, run %d of %d", p.Bug, r.Detected, r.By, r.Seconds, r.Runs, p.MaxRuns())
 		out = append(out, r)
 		if ctx.Err() != nil {
 			return out, ctx.Err()

@@ -53,7 +53,7 @@ func anchors(t *testing.T, path string) map[string]bool {
 // anchor. Links out of the repository (http, https) are not followed, and
 // none may point above its root.
 func TestDocLinks(t *testing.T) {
-	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	docs := docPages(t)
 	mdFiles := markdownFiles(t)
 	for _, doc := range append([]string{filepath.Join(root, "README.md")}, docs...) {
 		src, err := os.ReadFile(doc)
@@ -139,4 +139,63 @@ func markdownFiles(t *testing.T) map[string]bool {
 		t.Fatal(err)
 	}
 	return out
+}
+
+// docPages is every Markdown page under docs/, at any depth.
+func docPages(t *testing.T) []string {
+	t.Helper()
+	var out []string
+	err := filepath.WalkDir(filepath.Join(root, "docs"), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".md") {
+			out = append(out, path)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// TestFrontDoor: the README is a front door (at most 300 lines), and every
+// page under docs/ is reachable from it by links.
+func TestFrontDoor(t *testing.T) {
+	readme := filepath.Join(root, "README.md")
+	src, err := os.ReadFile(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(src), "\n"); n > 300 {
+		t.Errorf("README.md has %d lines; the front door keeps to 300 (the manual is docs/)", n)
+	}
+	seen := map[string]bool{readme: true}
+	queue := []string{readme}
+	for len(queue) > 0 {
+		doc := queue[0]
+		queue = queue[1:]
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			continue // TestDocLinks reports it
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(string(b), -1) {
+			file, _, _ := strings.Cut(m[1], "#")
+			if file == "" || !strings.HasSuffix(file, ".md") || strings.Contains(file, "://") {
+				continue
+			}
+			path := filepath.Clean(filepath.Join(filepath.Dir(doc), file))
+			if !seen[path] {
+				seen[path] = true
+				queue = append(queue, path)
+			}
+		}
+	}
+	for _, doc := range docPages(t) {
+		if !seen[filepath.Clean(doc)] {
+			rel, _ := filepath.Rel(root, doc)
+			t.Errorf("%s is not reachable from README.md by links", rel)
+		}
+	}
 }

@@ -1,6 +1,8 @@
 // Package embedetcd runs an etcd server inside the current process, the
 // default store of locationd (one machine) and of the tests (real etcd, never a
-// mock). It is a thin, validated wrapper over go.etcd.io/etcd/server/v3/embed.
+// mock). It is a thin, validated wrapper over go.etcd.io/etcd/server/v3/embed,
+// and a member it starts looks after its own size: it compacts its history,
+// defragments its file and runs under a quota (maintain.go).
 //
 // It is not a cluster manager: a 3-member cluster is three Servers started with
 // the same InitialCluster string (see ClusterString, and etcdtest.Cluster).
@@ -16,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rs/zerolog"
 	"go.etcd.io/etcd/client/pkg/v3/logutil"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -62,22 +65,41 @@ type Config struct {
 	// PeerTLS, when set, secures the peer port the same way (PeerURL is then
 	// https://).
 	PeerTLS *TLSFiles
+	// QuotaBytes is the size the member's file may reach (etcd's
+	// --quota-backend-bytes): a write that would pass it fails, and the
+	// NOSPACE alarm stops every write until it is disarmed. 0:
+	// DefaultQuotaBytes.
+	QuotaBytes int64
+	// Maintenance is the member's own compaction and defragmentation
+	// (maintain.go); nil: DefaultMaintenance().
+	Maintenance *Maintenance
+	// Log receives the maintenance's lines (compactions under pressure,
+	// defragmentations, failures); the zero value writes nothing.
+	Log zerolog.Logger
+
+	// tick replaces the maintenance loop's second (this package's tests).
+	tick time.Duration
 }
 
 // TLSFiles are a member's certificate, key and the CA its peers' (or
 // clients') certificates must chain to.
 type TLSFiles struct {
 	Cert, Key, CA string
+	// CRL, if set, is the CA's revocation list: etcd refuses a peer whose
+	// certificate it lists, reading the file at each new connection.
+	CRL string
 }
 
 func (f *TLSFiles) info() transport.TLSInfo {
-	return transport.TLSInfo{CertFile: f.Cert, KeyFile: f.Key, TrustedCAFile: f.CA, ClientCertAuth: true}
+	return transport.TLSInfo{CertFile: f.Cert, KeyFile: f.Key, TrustedCAFile: f.CA, ClientCertAuth: true, CRLFile: f.CRL}
 }
 
 // Server is a running embedded member.
 type Server struct {
 	e         *embed.Etcd
 	cfg       Config
+	quota     int64
+	maint     *maintainer
 	closing   *atomic.Bool
 	closeOnce sync.Once
 }
@@ -123,6 +145,19 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 	if c.StartTimeout == 0 {
 		c.StartTimeout = 30 * time.Second
 	}
+	if c.QuotaBytes < 0 {
+		return nil, fmt.Errorf("embedetcd: QuotaBytes %d is negative", c.QuotaBytes)
+	}
+	if c.QuotaBytes == 0 {
+		c.QuotaBytes = DefaultQuotaBytes
+	}
+	maint := DefaultMaintenance()
+	if c.Maintenance != nil {
+		maint = *c.Maintenance
+	}
+	if maint.Retention < 0 {
+		return nil, fmt.Errorf("embedetcd: Maintenance.Retention %s is negative", maint.Retention)
+	}
 	cu, err := parseURL("ClientURL", c.ClientURL)
 	if err != nil {
 		return nil, err
@@ -163,6 +198,7 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		return nil, fmt.Errorf("embedetcd: logger: %w", err)
 	}
 	ec.ZapLoggerBuilder = embed.NewZapLoggerBuilder(lg)
+	ec.QuotaBackendBytes = c.QuotaBytes
 	if c.MaxTxnOps > 0 {
 		ec.MaxTxnOps = c.MaxTxnOps
 	}
@@ -201,8 +237,13 @@ func Start(ctx context.Context, c Config) (*Server, error) {
 		e.Close()
 		return nil, ctx.Err()
 	}
-	return &Server{e: e, cfg: c, closing: closing}, nil
+	s := &Server{e: e, cfg: c, quota: c.QuotaBytes, closing: closing}
+	s.maint = startMaintainer(s, maint, c.Log, c.tick)
+	return s, nil
 }
+
+// Stats are the member's size and what its maintenance did.
+func (s *Server) Stats() Stats { return s.maint.snapshot() }
 
 // Endpoint is the client URL of the member.
 func (s *Server) Endpoint() string { return s.cfg.ClientURL }
@@ -219,6 +260,7 @@ func (s *Server) Etcd() *embed.Etcd { return s.e }
 // panics when called twice).
 func (s *Server) Close() {
 	s.closeOnce.Do(func() {
+		s.maint.close()
 		s.closing.Store(true)
 		s.e.Close()
 	})

@@ -124,11 +124,25 @@ const (
 	// payload arrived) and overwritten after its check is caught only by a
 	// check of the moved state.
 	BugRecycleEarly = "recycle-early"
+	// BugBulkCommitIgnoresCompare: the commit of one relocation of a bulk
+	// move applies even when its own compare fails (the record changed
+	// since its intent), as if the bulk's commits shared one outcome:
+	// bulk moves in the storm, every 5th commit waiting past the
+	// relocation deadline (target.before-commit=sleep:7s%5), so that its
+	// source preserves the object first.
+	BugBulkCommitIgnoresCompare = "bulk-commit-ignores-compare"
+	// BugRecoveryBatchSharedCompare: locationd's recovery controller writes
+	// a batch of recoveries in which each orphan's transaction compares the
+	// record of its request's first orphan instead of its own, so an orphan
+	// whose record changed after the controller read it is recovered over
+	// the change: a record that changes between the controller's read and
+	// its batch (an orphan recovered meanwhile by a call).
+	BugRecoveryBatchSharedCompare = "recovery-batch-shared-compare"
 )
 
 // Bugs lists every planted bug.
 var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
 	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
-	BugRecycleEarly,
+	BugRecycleEarly, BugBulkCommitIgnoresCompare, BugRecoveryBatchSharedCompare,
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/embedetcd"
+	"github.com/meshloc/meshloc/internal/locationd/recovery"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
 )
@@ -166,6 +168,28 @@ type Config struct {
 	// waits, after its context is done, for API requests in flight to finish
 	// before it closes their connections.
 	ShutdownTimeout time.Duration
+	// The embedded etcd's size (internal/embedetcd, maintain.go;
+	// docs/operating/etcd.md). Unused with EtcdEndpoints: an external etcd is
+	// run with its own flags (--quota-backend-bytes,
+	// --auto-compaction-retention); locationd warns when it does not compact.
+	//
+	// EtcdQuotaBytes (--etcd-quota-bytes, default 2147483648 = 2 GiB,
+	// etcd's own) is the size the member's file may reach: past it etcd
+	// raises its NOSPACE alarm and refuses every write until the alarm is
+	// disarmed. 1 MiB..8 GiB (etcd advises no more). The compaction keeps
+	// the data at half of it under any write rate it can follow.
+	EtcdQuotaBytes int64
+	// EtcdCompactionRetention (--etcd-compaction-retention, default 1m) is
+	// how long etcd keeps past revisions: long enough for every reader of
+	// meshloc to go from a list to its watch, or to resume a watch, without
+	// listing again (docs/design.md §2); compacted every tenth of it, and
+	// harder near the quota. 0 turns compaction off (the history then
+	// grows until the quota: for an audit that replays it). 0 or 1s..24h.
+	EtcdCompactionRetention time.Duration
+	// EtcdDefrag (--etcd-defrag, default true) defragments the member when
+	// its file is mostly free space, at most every 5 minutes; the member
+	// answers nothing while it copies its data in use to a new file.
+	EtcdDefrag bool
 	// EtcdStartTimeout (--etcd-start-timeout, default 30s) bounds the start of
 	// the embedded etcd (it replays its WAL at start: a large data dir is slow;
 	// a member of a cluster is ready only once a quorum of members answers,
@@ -192,9 +216,13 @@ type Config struct {
 	// answered state_lost). Off: orphans are only reported, and recovered by
 	// their next call.
 	RecoverOrphans bool
-	// RecoveryRate (--recovery-rate, default 10) bounds the leader's
-	// recovery attempts per second, so a dead node's thousands of objects do
-	// not flood etcd.
+	// RecoveryRate (--recovery-rate, default 10,000) caps the leader's
+	// recoveries: at most this many orphaned objects per second. It
+	// recovers them in batches that share etcd requests (each object its
+	// own nested transaction and compares), so a dead node's 100,000
+	// objects take about 10 s at the default; a lower cap spreads their
+	// etcd writes, and the watch events every location cache receives for
+	// them, over longer.
 	RecoveryRate float64
 
 	// Transport security (pkg/mtls). CertFile, KeyFile and TrustedCAFile
@@ -211,6 +239,11 @@ type Config struct {
 	// plaintext, and a non-loopback --http, --listen-client or --listen-peer
 	// is refused unless Insecure.
 	CertFile, KeyFile, TrustedCAFile string
+	// CRLFile (--crl-file): the cluster CA's revocation list (meshctl certs
+	// revoke): a certificate it lists is refused by the API, by the node
+	// connections and by the embedded etcd's ports; read again on SIGHUP
+	// (etcd reads it at each new connection).
+	CRLFile string
 	// PeerCertFile, PeerKeyFile and PeerTrustedCAFile secure the embedded
 	// etcd's peer port (--listen-peer https://) of a multi-member cluster.
 	PeerCertFile, PeerKeyFile, PeerTrustedCAFile string
@@ -227,16 +260,25 @@ type Config struct {
 	// is off (give root's credentials for that run). The embedded etcd with
 	// TLS always does it at its first start.
 	EtcdSetupAuth bool
+	// EtcdNodeUsers (--etcd-node-users): the nodes that get their own etcd
+	// user (meshloc-node-<name>, which may write that node's owner key and
+	// no other) when authentication is set up. Nodes added later: `meshctl
+	// etcd add-nodes`.
+	EtcdNodeUsers []string
 }
 
 // TLSFiles are the API's (and the embedded etcd's client port's) files.
 func (c *Config) TLSFiles() mtls.Files {
-	return mtls.Files{CA: c.TrustedCAFile, Cert: c.CertFile, Key: c.KeyFile}
+	return mtls.Files{CA: c.TrustedCAFile, Cert: c.CertFile, Key: c.KeyFile, CRL: c.CRLFile}
 }
 
 // PeerTLSFiles are the embedded etcd's peer port's files.
 func (c *Config) PeerTLSFiles() mtls.Files {
-	return mtls.Files{CA: c.PeerTrustedCAFile, Cert: c.PeerCertFile, Key: c.PeerKeyFile}
+	f := mtls.Files{CA: c.PeerTrustedCAFile, Cert: c.PeerCertFile, Key: c.PeerKeyFile}
+	if f.Enabled() {
+		f.CRL = c.CRLFile
+	}
+	return f
 }
 
 // Etcd is how this process reaches etcd at endpoints.
@@ -276,6 +318,10 @@ func DefaultConfig() Config {
 		ShutdownTimeout:  10 * time.Second,
 		EtcdStartTimeout: 30 * time.Second,
 
+		EtcdQuotaBytes:          embedetcd.DefaultQuotaBytes,
+		EtcdCompactionRetention: embedetcd.DefaultMaintenance().Retention,
+		EtcdDefrag:              embedetcd.DefaultMaintenance().Defrag,
+
 		MemberName:          DefaultMemberName,
 		InitialClusterState: ClusterStateNew,
 		InitialClusterToken: DefaultClusterToken,
@@ -291,7 +337,7 @@ func DefaultConfig() Config {
 		Events:                DefaultEventsConfig(),
 
 		ElectionTTL:  5 * time.Second,
-		RecoveryRate: 10,
+		RecoveryRate: recovery.DefaultRate,
 	}
 }
 
@@ -323,13 +369,17 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.RequestTimeout, "request-timeout", c.RequestTimeout, "bound on the etcd reads of one API request")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "bound on the wait for API requests in flight at shutdown")
 	fs.DurationVar(&c.EtcdStartTimeout, "etcd-start-timeout", c.EtcdStartTimeout, "bound on the start of the embedded etcd")
+	fs.Int64Var(&c.EtcdQuotaBytes, "etcd-quota-bytes", c.EtcdQuotaBytes, "size in bytes the embedded etcd's file may reach before etcd refuses every write (NOSPACE); 1 MiB..8 GiB")
+	fs.DurationVar(&c.EtcdCompactionRetention, "etcd-compaction-retention", c.EtcdCompactionRetention, "how long the embedded etcd keeps past revisions before it compacts them (harder near the quota); 0: never compact")
+	fs.BoolVar(&c.EtcdDefrag, "etcd-defrag", c.EtcdDefrag, "defragment the embedded etcd when its file is mostly free space (at most every 5 minutes; it answers nothing meanwhile)")
 	fs.DurationVar(&c.RelocationTimeout, "relocation-timeout", c.RelocationTimeout, "deadline of a relocation asked through the API without timeoutMs")
 	fs.DurationVar(&c.ElectionTTL, "election-ttl", c.ElectionTTL, "a dead recovery controller leader is replaced within this long (its election lease is granted 1s shorter; 3s or more for the bound to hold)")
 	fs.BoolVar(&c.RecoverOrphans, "recover-orphans", c.RecoverOrphans, "the leading recovery controller re-activates orphaned objects on live nodes (false: only reports them)")
-	fs.Float64Var(&c.RecoveryRate, "recovery-rate", c.RecoveryRate, "most recovery attempts per second of the recovery controller")
+	fs.Float64Var(&c.RecoveryRate, "recovery-rate", c.RecoveryRate, "the recovery controller's cap: at most this many orphaned objects recovered per second (in batches that share etcd requests)")
 	fs.StringVar(&c.CertFile, "cert-file", c.CertFile, "this locationd's certificate (role locationd): with --key-file and --trusted-ca-file the API is HTTPS with client certificates, and so is the embedded etcd's client port")
 	fs.StringVar(&c.KeyFile, "key-file", c.KeyFile, "the key of --cert-file")
 	fs.StringVar(&c.TrustedCAFile, "trusted-ca-file", c.TrustedCAFile, "the cluster CA every client's certificate must chain to")
+	fs.StringVar(&c.CRLFile, "crl-file", c.CRLFile, "the cluster CA's revocation list (meshctl certs revoke; DER or PEM): a certificate it lists is refused on the API, toward the nodes and on the embedded etcd's ports; read again on SIGHUP")
 	fs.StringVar(&c.PeerCertFile, "peer-cert-file", c.PeerCertFile, "the embedded etcd's peer certificate (multi-member; --listen-peer https://)")
 	fs.StringVar(&c.PeerKeyFile, "peer-key-file", c.PeerKeyFile, "the key of --peer-cert-file")
 	fs.StringVar(&c.PeerTrustedCAFile, "peer-trusted-ca-file", c.PeerTrustedCAFile, "the CA of the embedded etcd's peers")
@@ -339,6 +389,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EtcdKey, "etcd-key", c.EtcdKey, "the key of --etcd-cert")
 	fs.StringVar(&c.EtcdUser, "etcd-user", c.EtcdUser, "etcd user (password authentication; with --etcd-password-file)")
 	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", c.EtcdPasswordFile, "file holding --etcd-user's password")
+	fs.Var(cliutil.NewList(&c.EtcdNodeUsers), "etcd-node-users", "comma list of node names that get their own etcd user when authentication is set up (the embedded etcd with TLS, or --etcd-setup-auth); later nodes: meshctl etcd add-nodes")
 	fs.BoolVar(&c.EtcdSetupAuth, "etcd-setup-auth", c.EtcdSetupAuth, "with --etcd-endpoints: create meshloc's etcd users and roles and enable authentication (run once with root's credentials)")
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/meshloc/meshloc/internal/cliutil"
+	"github.com/meshloc/meshloc/internal/embedetcd"
 )
 
 func TestDefaultConfigValid(t *testing.T) {
@@ -40,6 +41,16 @@ func TestValidate(t *testing.T) {
 		"http = client":        func(c *Config) { c.HTTP = "127.0.0.1:2379" },
 		"no data dir":          func(c *Config) { c.DataDir = "" },
 		"endpoint not a URL":   func(c *Config) { c.EtcdEndpoints = []string{"10.0.0.1:2379"} },
+
+		"tiny etcd quota":           func(c *Config) { c.EtcdQuotaBytes = 1 << 10 },
+		"huge etcd quota":           func(c *Config) { c.EtcdQuotaBytes = 9 << 30 },
+		"sub-second retention":      func(c *Config) { c.EtcdCompactionRetention = time.Millisecond },
+		"negative retention":        func(c *Config) { c.EtcdCompactionRetention = -time.Minute },
+		"retention of days":         func(c *Config) { c.EtcdCompactionRetention = 48 * time.Hour },
+		"etcd quota with endpoints": func(c *Config) { c.EtcdEndpoints, c.EtcdQuotaBytes = []string{"http://10.0.0.1:2379"}, 1<<30 },
+		"retention with endpoints": func(c *Config) {
+			c.EtcdEndpoints, c.EtcdCompactionRetention = []string{"http://10.0.0.1:2379"}, time.Hour
+		},
 
 		"zero read timeout":             func(c *Config) { c.HTTPReadTimeout = 0 },
 		"zero read header timeout":      func(c *Config) { c.HTTPReadHeaderTimeout = 0 },
@@ -119,6 +130,10 @@ func TestFlagsAndEnv(t *testing.T) {
 		"LOCATIOND_HTTP_IDLE_TIMEOUT":        "5s",
 		"LOCATIOND_HTTP_MAX_HEADER_BYTES":    "8192",
 		"LOCATIOND_HTTP_MAX_CONNECTIONS":     "16",
+
+		"LOCATIOND_ETCD_QUOTA_BYTES":          "268435456",
+		"LOCATIOND_ETCD_COMPACTION_RETENTION": "5m",
+		"LOCATIOND_ETCD_DEFRAG":               "false",
 	}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := cliutil.ApplyEnv(fs, EnvPrefix, lookup); err != nil {
@@ -133,6 +148,10 @@ func TestFlagsAndEnv(t *testing.T) {
 		c.HTTPIdleTimeout != 5*time.Second || c.HTTPMaxHeaderBytes != 8192 || c.HTTPMaxConnections != 16 {
 		t.Fatalf("HTTP server config = %+v", c)
 	}
+	if c.EtcdQuotaBytes != 256<<20 || c.EtcdCompactionRetention != 5*time.Minute || c.EtcdDefrag {
+		t.Fatalf("etcd size config = %d %s %v", c.EtcdQuotaBytes, c.EtcdCompactionRetention, c.EtcdDefrag)
+	}
+	c.EtcdQuotaBytes, c.EtcdCompactionRetention, c.EtcdDefrag = embedetcd.DefaultQuotaBytes, embedetcd.DefaultRetention, true // with the endpoints above
 	if err := c.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}

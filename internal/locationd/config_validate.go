@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/rs/zerolog"
 
+	"github.com/meshloc/meshloc/internal/embedetcd"
 	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
@@ -50,6 +52,11 @@ func (c *Config) validateTLS() error {
 		}
 	} else if c.PeerTLSFiles().Enabled() {
 		return &FlagError{Flag: "--peer-cert-file", Value: c.PeerCertFile, Reason: "means nothing with --etcd-endpoints (no embedded etcd is started)"}
+	}
+	for _, n := range c.EtcdNodeUsers {
+		if err := keyspace.ValidateOwnerID(n); err != nil {
+			return &FlagError{Flag: "--etcd-node-users", Value: n, Reason: "is not a node name (owner id): " + err.Error()}
+		}
 	}
 	for flag, a := range addrs {
 		if tls && flag != "--listen-peer" || flag == "--listen-peer" && c.PeerTLSFiles().Enabled() || c.Insecure || mtls.Loopback(a) {
@@ -126,6 +133,9 @@ func (c *Config) Validate() error {
 	if c.DataDir == "" {
 		return fmt.Errorf("%w: --data-dir is required for the embedded etcd", ErrInvalidConfig)
 	}
+	if err := c.validateEtcdSize(); err != nil {
+		return err
+	}
 	cu, err := checkURL("--listen-client", c.ListenClient)
 	if err != nil {
 		return err
@@ -175,6 +185,31 @@ func (c *Config) validateHTTPServer() error {
 	return c.Events.validate()
 }
 
+// Bounds of the embedded etcd's size fields.
+const (
+	minEtcdQuotaBytes   = 1 << 20
+	maxEtcdRetention    = 24 * time.Hour
+	minEtcdRetention    = time.Second
+	maxEtcdQuotaBytesGB = embedetcd.MaxQuotaBytes >> 30
+)
+
+// validateEtcdSize checks the embedded etcd's quota and maintenance.
+func (c *Config) validateEtcdSize() error {
+	if c.EtcdQuotaBytes < minEtcdQuotaBytes || c.EtcdQuotaBytes > embedetcd.MaxQuotaBytes {
+		return &FlagError{Flag: "--etcd-quota-bytes", Value: strconv.FormatInt(c.EtcdQuotaBytes, 10),
+			Reason: fmt.Sprintf("want %d (1 MiB)..%d (%d GiB) bytes", minEtcdQuotaBytes, int64(embedetcd.MaxQuotaBytes), maxEtcdQuotaBytesGB)}
+	}
+	if r := c.EtcdCompactionRetention; r != 0 && (r < minEtcdRetention || r > maxEtcdRetention) {
+		return &FlagError{Flag: "--etcd-compaction-retention", Value: r.String(), Reason: "want 0 (never compact) or 1s..24h"}
+	}
+	return nil
+}
+
+// EtcdMaintenance is the embedded etcd's maintenance of c.
+func (c *Config) EtcdMaintenance() embedetcd.Maintenance {
+	return embedetcd.Maintenance{Retention: c.EtcdCompactionRetention, Defrag: c.EtcdDefrag}
+}
+
 // refuseClusterFlags refuses, with --etcd-endpoints, a cluster flag that is
 // not at its default: there is no embedded etcd for it to configure.
 func (c *Config) refuseClusterFlags() error {
@@ -186,6 +221,9 @@ func (c *Config) refuseClusterFlags() error {
 		{"--initial-cluster", c.InitialCluster, []string{""}},
 		{"--initial-cluster-state", c.InitialClusterState, []string{"", ClusterStateNew}},
 		{"--initial-cluster-token", c.InitialClusterToken, []string{"", DefaultClusterToken}},
+		{"--etcd-quota-bytes", strconv.FormatInt(c.EtcdQuotaBytes, 10), []string{"0", strconv.FormatInt(embedetcd.DefaultQuotaBytes, 10)}},
+		{"--etcd-compaction-retention", c.EtcdCompactionRetention.String(), []string{"0s", embedetcd.DefaultRetention.String()}},
+		{"--etcd-defrag", strconv.FormatBool(c.EtcdDefrag), []string{"false", strconv.FormatBool(embedetcd.DefaultMaintenance().Defrag)}},
 	} {
 		if !slices.Contains(f.unset, f.value) {
 			return &FlagError{Flag: f.flag, Value: f.value, Reason: "means nothing with --etcd-endpoints (no embedded etcd is started)"}

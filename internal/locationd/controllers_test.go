@@ -14,6 +14,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
+	"github.com/meshloc/meshloc/internal/locationd/recovery"
 	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
@@ -306,7 +307,7 @@ func TestControllerFlags(t *testing.T) {
 		}
 	}
 	c := DefaultConfig()
-	if err := c.Validate(); err != nil || c.ElectionTTL != 5*time.Second || c.RecoverOrphans || c.RecoveryRate != 10 {
+	if err := c.Validate(); err != nil || c.ElectionTTL != 5*time.Second || c.RecoverOrphans || c.RecoveryRate != recovery.DefaultRate {
 		t.Fatalf("defaults %+v: %v", c, err)
 	}
 }

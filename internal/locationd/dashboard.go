@@ -10,7 +10,7 @@ import (
 // embedded in the binary (no build step), that reads the API and follows
 // the event stream. It calls the same routes as any client, so the same
 // role checks apply: reading needs the read role, its relocate and drain
-// buttons the operate role (README, "Dashboard").
+// buttons the operate role (docs/operating/monitoring.md, "Dashboard").
 //
 //go:embed dashboard/index.html dashboard/app.css dashboard/app.js
 var dashboardFiles embed.FS

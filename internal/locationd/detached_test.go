@@ -58,7 +58,7 @@ func TestRelocateDetached(t *testing.T) {
 	target := m.nodeOf(t, src)
 	target.SetDraining(true)
 	defer target.SetDraining(false)
-	id, err = cl.Relocate(ctx, obj, client.RelocateOptions{Target: src.ID})
+	id, err = cl.Relocate(ctx, obj, client.RelocateOptions{Target: src.ID, Detach: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,12 @@
 // /v1/relocations, RebalanceConcurrency moves at a time, each checked against
 // etcd again first).
 //
+// It follows the etcd it uses (etcd.go): etcd's alarms (a NOSPACE alarm
+// fails /readyz: etcd refuses every write), each member's size against its
+// quota, and its compaction — the embedded etcd compacts and defragments
+// itself (internal/embedetcd); an external etcd that does not compact is
+// warned about (etcd_compaction.go). GET /v1/etcd and meshloc_etcd_* say it.
+//
 // It serves the dashboard at / (dashboard.go: embedded files) and the event
 // stream GET /v1/events (events.go: the hub, its ring and its clients;
 // events_sources.go: the etcd watch and the nodes' WatchEvents streams,
@@ -52,7 +58,8 @@
 //     quorum, and the process's client uses this member only, so each member
 //     serves the API, and /readyz says whether it is in a quorum.
 //  2. Create an etcd client (it does not wait for a connection: /readyz says
-//     whether etcd answers), and the pool of node connections.
+//     whether etcd answers), start following etcd's alarms and sizes, and
+//     create the pool of node connections.
 //  3. Listen on Config.HTTP, start the recovery controller (it campaigns in
 //     its election from now on), and serve. Ready() is closed and HTTPAddr()
 //     is known from here on. The server holds at most
@@ -65,10 +72,11 @@
 //  5. Shut down in reverse order: http.Server.Shutdown (requests in flight
 //     may finish, bounded by Config.ShutdownTimeout, then their connections are
 //     closed), stop the recovery controller (a leader revokes its election
-//     lease: another locationd leads at once), close the node pool (it
-//     cancels the node calls still in flight — a relocation cancelled this
-//     way is stopped by its node — and waits for them), close the etcd client, close the embedded etcd (which waits for
-//     its goroutines). Run returns only after all of this: no goroutine it
+//     lease: another locationd leads at once), stop following etcd, close
+//     the node pool (it cancels the node calls still in flight — a
+//     relocation cancelled this way is stopped by its node — and waits for
+//     them), close the etcd client, close the embedded etcd (which stops
+//     its maintenance and waits for its goroutines). Run returns only after all of this: no goroutine it
 //     started is left behind.
 //
 // Run returns nil after a shutdown caused by ctx, and the cause otherwise.

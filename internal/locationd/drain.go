@@ -22,8 +22,8 @@ import (
 // it hosts away and, unless stopAfter is false, stops (docs/design.md §7). The
 // answer streams: once the node answered its first event, the status is 200
 // and the body is one JSON object per line (application/x-ndjson): progress
-// events, then a "report" line — or an "error" line if the node's stream
-// broke (the drain may still run: it is the node's). Errors found before the
+// events, then a "report" line, then with list the "page" lines of the full
+// list — or an "error" line if the node's stream broke (the drain may still run: it is the node's). Errors found before the
 // node answered are the API's usual JSON errors: a bad owner id or body is
 // 400 invalid_argument, an owner without a live key 404 not_found, a node
 // that cannot be reached or is stopping 503 unavailable. Like a relocation,
@@ -40,9 +40,10 @@ const drainRoute = "/v1/owners/{id}/drain"
 // their own deadline (the node's --relocation-timeout), then the node stops.
 const drainSlack = time.Minute
 
-// drainDefaultWait bounds the wait for a drain asked without timeoutMs (the
-// node's --drain-timeout, 60 s by default, is not known here).
-const drainDefaultWait = 10 * time.Minute
+// drainWait bounds the wait for a drain: its deadline follows its progress
+// (timeoutMs is how long it may go without moving an object), so it may run
+// as long as the longest drain a node runs.
+const drainWait = api.MaxDrainTimeoutMs * time.Millisecond
 
 // drainHTTP serves a POST of drainRoute whose body was read (postOnly).
 func (h *handlers) drainHTTP(w http.ResponseWriter, r *http.Request) {
@@ -68,10 +69,7 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	wait := time.Duration(req.TimeoutMs) * time.Millisecond
-	if wait == 0 {
-		wait = drainDefaultWait
-	}
+	wait := drainWait
 	// The answer streams for as long as the drain runs: the connection's
 	// write deadline is lifted to the drain's bound, and each line must
 	// still be written within HTTPWriteTimeout (write, below).
@@ -98,7 +96,7 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 	if addr == "" {
 		return fmt.Errorf("%w: owner %s advertises no gRPC address", errNodeUnavailable, pair)
 	}
-	preq := &pb.DrainRequest{Concurrency: uint32(req.Concurrency), TimeoutMs: req.TimeoutMs, StopAfter: req.StopAfter}
+	preq := &pb.DrainRequest{Concurrency: uint32(req.Concurrency), TimeoutMs: req.TimeoutMs, StopAfter: req.StopAfter, List: req.List}
 	// Detached from the HTTP request: a caller that goes away does not
 	// stop the drain, and locationd still logs its report.
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), wait+drainSlack)
@@ -145,6 +143,9 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 			if out.Report != nil {
 				report = out.Report
 			}
+			if out.Kind == api.DrainKindPage && report == nil {
+				return fmt.Errorf("%w: node %s (%s) sent a page of its drain's list before its report", errNodeUnavailable, pair, addr)
+			}
 			write(out)
 		}
 	})
@@ -160,7 +161,7 @@ func (h *handlers) drain(w http.ResponseWriter, r *http.Request) error {
 		h.s.log.Warn().Str("owner", pair).Err(err).Msg("drain asked through the API: the node's stream broke")
 		return nil
 	}
-	h.s.log.Info().Str("owner", report.Owner).Int("moved", len(report.Moved)).Int("failed", len(report.Failed)).
+	h.s.log.Info().Str("owner", report.Owner).Int("moved", report.MovedCount).Int("failed", report.FailedCount).
 		Int64("durationMicros", report.DurationMicros).Bool("stopping", report.Stopping).Str("endedEarly", report.EndedEarly).
 		Msg("drain asked through the API ended")
 	return nil
@@ -179,18 +180,20 @@ func relocationIDText(b []byte) string {
 func drainEventJSON(ev *pb.DrainEvent) api.DrainEvent {
 	if r := ev.GetReport(); r != nil {
 		rep := &api.DrainReport{
-			Owner: r.GetOwner(), Moved: []api.DrainedObject{}, Failed: []api.DrainFailure{},
+			Owner: r.GetOwner(), MovedCount: int(r.GetMovedCount()), FailedCount: int(r.GetFailedCount()), Bulks: int(r.GetBulks()),
+			Failed:  drainFailuresJSON(r.GetFailed()),
 			Started: timeJSON(r.GetStartedUnixMs()), StartedUnixMs: r.GetStartedUnixMs(), DurationMicros: r.GetDurationUs(),
 			Relocations: int(r.GetRelocations()), Stopping: r.GetStopping(), EndedEarly: r.GetEndedEarly(),
 		}
-		for _, m := range r.GetMoved() {
-			rep.Moved = append(rep.Moved, api.DrainedObject{Object: m.GetObject(), Target: m.GetTarget(),
+		return api.DrainEvent{Kind: api.DrainKindReport, Moved: rep.MovedCount, Failed: rep.FailedCount, Report: rep}
+	}
+	if p := ev.GetPage(); p != nil {
+		page := &api.DrainPage{Failed: drainFailuresJSON(p.GetFailed()), Last: p.GetLast()}
+		for _, m := range p.GetMoved() {
+			page.Moved = append(page.Moved, api.DrainedObject{Object: m.GetObject(), Target: m.GetTarget(),
 				RelocationID: relocationIDText(m.GetRelocationId()), Attempts: int(m.GetAttempts()), InterruptionMicros: m.GetInterruptionUs()})
 		}
-		for _, f := range r.GetFailed() {
-			rep.Failed = append(rep.Failed, api.DrainFailure{Object: f.GetObject(), Code: wire.CodeName(f.GetCode()), Reason: f.GetReason(), Attempts: int(f.GetAttempts())})
-		}
-		return api.DrainEvent{Kind: api.DrainKindReport, Moved: len(rep.Moved), Failed: len(rep.Failed), Report: rep}
+		return api.DrainEvent{Kind: api.DrainKindPage, Page: page}
 	}
 	p := ev.GetProgress()
 	out := api.DrainEvent{
@@ -200,6 +203,14 @@ func drainEventJSON(ev *pb.DrainEvent) api.DrainEvent {
 	}
 	if p.GetCode() != pb.Code_CODE_UNSPECIFIED {
 		out.Code = wire.CodeName(p.GetCode())
+	}
+	return out
+}
+
+func drainFailuresJSON(fs []*pb.DrainFailure) []api.DrainFailure {
+	out := make([]api.DrainFailure, 0, len(fs))
+	for _, f := range fs {
+		out = append(out, api.DrainFailure{Object: f.GetObject(), Code: wire.CodeName(f.GetCode()), Reason: f.GetReason(), Attempts: int(f.GetAttempts())})
 	}
 	return out
 }

@@ -37,17 +37,18 @@ func TestDrainRoute(t *testing.T) {
 	var kinds []string
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	rep, err := m.ld.api.Drain(ctx, "n1", api.DrainRequest{Concurrency: 2, TimeoutMs: 30000}, func(ev api.DrainEvent, raw []byte) {
+	rep, err := m.ld.api.Drain(ctx, "n1", api.DrainRequest{Concurrency: 2, TimeoutMs: 30000, List: true}, func(ev api.DrainEvent, raw []byte) {
 		kinds = append(kinds, ev.Kind)
 		lines = append(lines, string(raw))
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Owner != n1.Self().String() || len(rep.Moved) != len(names) || len(rep.Failed) != 0 || !rep.Stopping || rep.Started == "" {
+	if rep.Owner != n1.Self().String() || rep.MovedCount != len(names) || len(rep.Moved) != len(names) || rep.FailedCount != 0 ||
+		len(rep.Failed) != 0 || !rep.Stopping || rep.Started == "" || rep.Bulks == 0 {
 		t.Fatalf("report %+v", rep)
 	}
-	if kinds[0] != api.DrainKindStarted || kinds[len(kinds)-1] != api.DrainKindReport {
+	if kinds[0] != api.DrainKindStarted || kinds[len(kinds)-2] != api.DrainKindReport || kinds[len(kinds)-1] != api.DrainKindPage {
 		t.Fatalf("event kinds %v", kinds)
 	}
 	for _, mv := range rep.Moved {
@@ -82,7 +83,7 @@ func TestDrainRouteBadInput(t *testing.T) {
 		{http.MethodPost, "/v1/owners/n9/drain", "", 404, api.CodeNotFound},
 		{http.MethodPost, "/v1/owners/a%20b/drain", "", 400, api.CodeInvalidArgument},
 		{http.MethodPost, "/v1/owners/n1/drain", `{"concurrency":-1}`, 400, api.CodeInvalidArgument},
-		{http.MethodPost, "/v1/owners/n1/drain", `{"concurrency":1000}`, 400, api.CodeInvalidArgument},
+		{http.MethodPost, "/v1/owners/n1/drain", `{"concurrency":5000}`, 400, api.CodeInvalidArgument},
 		{http.MethodPost, "/v1/owners/n1/drain", `{"timeoutMs":-1}`, 400, api.CodeInvalidArgument},
 		{http.MethodPost, "/v1/owners/n1/drain", `{"timeoutMs":99999999999}`, 400, api.CodeInvalidArgument},
 		{http.MethodPost, "/v1/owners/n1/drain", `{"concurency":2}`, 400, api.CodeInvalidArgument},

@@ -16,8 +16,8 @@ const eventsRoute = "/v1/events"
 // sseRetryMs is the reconnection delay a client is told (retry:).
 const sseRetryMs = 2000
 
-// eventsHTTP serves GET /v1/events: a text/event-stream (README, "Event
-// stream"). Bad parameters or a bad Last-Event-ID are a typed 400, one
+// eventsHTTP serves GET /v1/events: a text/event-stream (docs/operating/monitoring.md,
+// "Event stream"). Bad parameters or a bad Last-Event-ID are a typed 400, one
 // stream past --events-max-streams a typed 429, before anything is
 // streamed.
 func (h *handlers) eventsHTTP(w http.ResponseWriter, r *http.Request) {

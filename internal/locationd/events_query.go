@@ -10,7 +10,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
-// Event types of GET /v1/events (README, "Event stream"; pkg/api names
+// Event types of GET /v1/events (docs/operating/monitoring.md, "Event stream"; pkg/api names
 // them for clients too). hello, overflow and heartbeat are the stream's own
 // and always sent.
 const (

@@ -26,7 +26,7 @@ import (
 // watched at the address its key in etcd names, never at one a message
 // names, and only while that key lives.
 
-// Data of the owner and record events (README, "Event stream"; the others
+// Data of the owner and record events (docs/operating/monitoring.md, "Event stream"; the others
 // are shapes of pkg/api).
 type (
 	ownerEvent struct {

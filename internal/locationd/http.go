@@ -48,7 +48,11 @@ func toAPIError(err error) *api.Error {
 	if e, ok := api.AsError(err); ok {
 		return &api.Error{Code: e.Code, Message: err.Error(), Status: api.StatusOf(e.Code)}
 	}
-	status := wire.HTTPStatus(wire.CodeOf(err))
+	c := wire.CodeOf(err)
+	status := wire.HTTPStatus(c)
+	if name := wire.CodeName(c); api.Known(name) {
+		return &api.Error{Code: name, Message: err.Error(), Status: status} // a code the API has too (corrupt_record)
+	}
 	return &api.Error{Code: api.CodeOfStatus(status), Message: err.Error(), Status: status}
 }
 
@@ -290,6 +294,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 	handle("/v1/owners", h.owners)
 	mux.Handle(drainRoute, s.postOnly(drainRoute, "", http.HandlerFunc(h.drainHTTP))) // drain.go: streams
 	handle("/v1/controllers", h.controllers)
+	handle("/v1/etcd", h.etcd)
 	h.rebalanceRoutes(mux)
 	h.groupRoutes(mux) // groups.go
 	handle("/v1/objects", h.objects)

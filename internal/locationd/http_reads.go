@@ -24,14 +24,33 @@ func (h *handlers) healthz(context.Context, *http.Request) (any, error) {
 }
 
 // readyz answers ok when etcd serves a linearizable read within ReadyTimeout
-// (so it has a leader and a quorum).
+// (so it has a leader and a quorum) and has no alarm raised (NOSPACE:
+// every write refused, which a read does not show; etcd.go).
 func (h *handlers) readyz(ctx context.Context, _ *http.Request) (any, error) {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	if _, err := h.cli.Get(ctx, h.s.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil {
 		return nil, fmt.Errorf("%w: etcd %v did not answer a read in %s: %w", errUnavailable, h.cli.Endpoints(), ReadyTimeout, err)
 	}
+	if mon := h.s.etcdMonitor(); mon != nil {
+		if err := mon.ready(ctx); err != nil {
+			return nil, err
+		}
+	}
 	return api.Status{Status: "ok"}, nil
+}
+
+// etcd is GET /v1/etcd: the etcd in use, its sizes, alarms and compaction
+// (etcd.go).
+func (h *handlers) etcd(ctx context.Context, r *http.Request) (any, error) {
+	if _, err := query(r); err != nil {
+		return nil, err
+	}
+	mon := h.s.etcdMonitor()
+	if mon == nil {
+		return nil, fmt.Errorf("%w: not started yet", errUnavailable)
+	}
+	return mon.status(ctx)
 }
 
 func ownerJSON(o lease.Owner) api.Owner {

@@ -250,7 +250,7 @@ func (a slowAdmin) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.Rel
 func (a slowAdmin) Drain(_ *pb.DrainRequest, stream grpc.ServerStreamingServer[pb.DrainEvent]) error {
 	steps := []*pb.DrainEvent{
 		{Event: &pb.DrainEvent_Progress{Progress: &pb.DrainProgress{Kind: api.DrainKindStarted, Remaining: 1}}},
-		{Event: &pb.DrainEvent_Progress{Progress: &pb.DrainProgress{Kind: api.DrainKindMoved, Object: "actor/counter/slow", Moved: 1}}},
+		{Event: &pb.DrainEvent_Progress{Progress: &pb.DrainProgress{Kind: api.DrainKindProgress, Moved: 1}}},
 		{Event: &pb.DrainEvent_Report{Report: &pb.DrainReport{Owner: "slow@1", Stopping: false}}},
 	}
 	for i, ev := range steps {
@@ -315,7 +315,7 @@ func TestLongAnswersOutliveWriteTimeout(t *testing.T) {
 	if err != nil || rep.Owner != "slow@1" {
 		t.Fatalf("drain after %s: %v %+v (events %v)", time.Since(start), err, rep, kinds)
 	}
-	if want := fmt.Sprint([]string{"started", "moved", "report"}); fmt.Sprint(kinds) != want {
+	if want := fmt.Sprint([]string{"started", "progress", "report"}); fmt.Sprint(kinds) != want {
 		t.Fatalf("drain events %v, want %s", kinds, want)
 	}
 }

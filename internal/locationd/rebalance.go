@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -182,23 +185,30 @@ func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) 
 		return plan, err
 	}
 	plan.DryRun = false
-	// The answer comes when every move ended: a move takes at most a check
-	// and a relocation, and RebalanceConcurrency run at a time (one wave
-	// more than the moves fill: a worker that is free takes the next move).
-	waves := (len(plan.Moves)+RebalanceConcurrency-1)/RebalanceConcurrency + 1
+	// Actors leaving one owner for one target move in bulk moves (one
+	// AdminService.RelocateMany each, at most rebalanceBulk objects); a
+	// group moves alone. The answer comes when every move ended: a batch
+	// takes at most a relocation's time, and RebalanceConcurrency run at a
+	// time (one wave more than the batches fill).
+	batches := rebalanceBatches(plan.Moves)
+	waves := (len(batches)+RebalanceConcurrency-1)/RebalanceConcurrency + 1
 	h.s.holdAnswer(ctx, time.Duration(waves)*(h.s.cfg.RequestTimeout+h.s.cfg.RelocationTimeout+RelocationSlack))
 	rctx := context.WithoutCancel(ctx)
-	next := make(chan int)
+	next := make(chan []int)
 	var wg sync.WaitGroup
-	for range min(RebalanceConcurrency, len(plan.Moves)) {
+	for range min(RebalanceConcurrency, len(batches)) {
 		wg.Go(func() {
-			for i := range next {
-				plan.Moves[i] = h.runMove(rctx, plan.Moves[i])
+			for b := range next {
+				if len(b) == 1 {
+					plan.Moves[b[0]] = h.runMove(rctx, plan.Moves[b[0]])
+					continue
+				}
+				h.runBatch(rctx, plan.Moves, b)
 			}
 		})
 	}
-	for i := range plan.Moves {
-		next <- i
+	for _, b := range batches {
+		next <- b
 	}
 	close(next)
 	wg.Wait()
@@ -216,6 +226,100 @@ func (h *handlers) rebalance(ctx context.Context, r *http.Request) (any, error) 
 	h.s.log.Info().Int("moves", len(plan.Moves)).Int("completed", plan.Completed).Int("skipped", plan.Skipped).
 		Int("failed", plan.Failed).Bool("budgetExhausted", plan.BudgetExhausted).Msg("rebalance ran")
 	return plan, nil
+}
+
+// rebalanceBulk bounds the objects of one bulk move of a rebalance.
+const rebalanceBulk = 512
+
+// rebalanceBatches groups the moves of a plan (their indexes): the actors
+// from one owner to one target in batches of at most rebalanceBulk, each
+// group alone.
+func rebalanceBatches(moves []api.RebalanceMove) [][]int {
+	var out [][]int
+	open := map[[2]string]int{} // (from, to) -> its batch being filled
+	for i, m := range moves {
+		if strings.HasPrefix(m.Object, string(keyspace.KindGroup)+"/") {
+			out = append(out, []int{i})
+			continue
+		}
+		k := [2]string{m.From, m.To}
+		b, ok := open[k]
+		if !ok || len(out[b]) >= rebalanceBulk {
+			b = len(out)
+			out = append(out, nil)
+			open[k] = b
+		}
+		out[b] = append(out[b], i)
+	}
+	return out
+}
+
+// runBatch asks the owner the moves idx leave to move them to their target
+// as bulk moves (AdminService.RelocateMany, pinned objects refused), and
+// records each one's outcome in moves. The owner checks each object as it
+// takes it (hosted and serving there, not relocating, not pinned): one it
+// refuses is skipped.
+func (h *handlers) runBatch(ctx context.Context, moves []api.RebalanceMove, idx []int) {
+	from, to := moves[idx[0]].From, moves[idx[0]].To
+	fail := func(outcome string, err error) {
+		e := toAPIError(err)
+		for _, i := range idx {
+			moves[i].Outcome, moves[i].Code, moves[i].Message = outcome, e.Code, e.Message
+		}
+	}
+	rctx, cancel := context.WithTimeout(ctx, h.s.cfg.RequestTimeout)
+	owners, _, err := lease.ListOwners(rctx, h.cli, h.s.keys)
+	cancel()
+	if err != nil {
+		fail(api.OutcomeError, err)
+		return
+	}
+	i := slices.IndexFunc(owners, func(o lease.Owner) bool { return o.Descriptor.OwnerID == from })
+	if i < 0 || owners[i].Descriptor.Address == "" {
+		fail(api.OutcomeSkipped, fmt.Errorf("%w: %s has no live owner key", errConflict, from))
+		return
+	}
+	addr := owners[i].Descriptor.Address
+	cmd := &pb.RelocateManyCommand{Target: to, TimeoutMs: h.s.cfg.RelocationTimeout.Milliseconds(), SkipPinned: true}
+	for _, k := range idx {
+		cmd.Objects = append(cmd.Objects, moves[k].Object)
+	}
+	cctx, cancel := context.WithTimeout(ctx, h.s.cfg.RelocationTimeout*2+RelocationSlack)
+	defer cancel()
+	var res *pb.RelocateManyResult
+	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
+		var err error
+		// Background: the owner paces it while its calls are slow.
+		res, err = c.RelocateMany(ctx, cmd)
+		return err
+	})
+	if err != nil {
+		if !errors.Is(err, errNodeUnavailable) {
+			err = nodeError(err, from+" ("+addr+")", nil)
+		}
+		if toAPIError(err).Code == api.CodeResourceExhausted {
+			fail(api.OutcomeSkipped, err) // refused before anything was done: the next pass plans them again
+			return
+		}
+		fail(api.OutcomeError, err)
+		return
+	}
+	for k, o := range res.GetOutcomes() {
+		if k >= len(idx) || o.GetObject() != moves[idx[k]].Object {
+			fail(api.OutcomeError, fmt.Errorf("%w: %s answered a bulk move out of order", errNodeUnavailable, from))
+			return
+		}
+		m := &moves[idx[k]]
+		m.Outcome, m.Message = o.GetOutcome(), o.GetMessage()
+		if o.GetCode() != pb.Code_CODE_UNSPECIFIED {
+			m.Code = wire.CodeName(o.GetCode())
+		}
+		if m.Outcome == api.OutcomeRefused {
+			m.Outcome = api.OutcomeSkipped
+		}
+		m.RelocationID = relocationIDText(o.GetRelocationId())
+	}
+	h.s.log.Info().Str("from", from).Str("to", to).Int("objects", len(idx)).Msg("rebalance bulk move ended")
 }
 
 // runMove checks the move against etcd again (the object is still on its

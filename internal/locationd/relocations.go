@@ -223,7 +223,7 @@ func (h *handlers) relocate(ctx context.Context, r *http.Request) (any, error) {
 	var st *pb.RelocationStatus
 	err = h.pool.call(cctx, addr, func(ctx context.Context, c rpcpb.AdminServiceClient) error {
 		var err error
-		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: req.Target, TimeoutMs: timeout.Milliseconds(), Detach: detach, Foreground: req.Foreground})
+		st, err = c.Relocate(ctx, &pb.RelocateCommand{Object: obj.String(), Target: req.Target, TimeoutMs: timeout.Milliseconds(), Detach: detach, Foreground: req.Foreground, NoPrecopy: req.NoPrecopy})
 		return err
 	})
 	if err != nil {

@@ -39,14 +39,20 @@ type Server struct {
 	keys keyspace.Keys
 	reg  *prometheus.Registry
 	m    *metrics
-	ctrl *recovery.Controller // set by Run (startControllers), under mu
-	tls  *mtls.Reloader       // nil: plaintext API
+	// etcdm are the meshloc_etcd_* metrics (etcd.go); compaction is how
+	// an external etcd's compaction is judged (etcd_compaction.go; tests
+	// shorten it).
+	etcdm      *etcdMetrics
+	compaction compactionCheck
+	ctrl       *recovery.Controller // set by Run (startControllers), under mu
+	tls        *mtls.Reloader       // nil: plaintext API
 
 	ran   atomic.Bool
 	ready chan struct{}
 
 	mu        sync.Mutex
-	events    *eventHub // GET /v1/events, from Run on
+	events    *eventHub    // GET /v1/events, from Run on
+	etcdMon   *etcdMonitor // /readyz's alarms, GET /v1/etcd (etcd.go), from Run on
 	httpAddr  string
 	endpoints []string
 }
@@ -78,8 +84,11 @@ func New(cfg Config, log zerolog.Logger) (*Server, error) {
 		keys:  keys,
 		reg:   reg,
 		m:     newMetrics(reg),
+		etcdm: newEtcdMetrics(reg),
 		ready: make(chan struct{}),
-		tls:   rl,
+
+		compaction: defaultCompactionCheck,
+		tls:        rl,
 	}, nil
 }
 
@@ -100,6 +109,13 @@ func (s *Server) EtcdEndpoints() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.endpoints...)
+}
+
+// etcdMonitor is Run's (nil before).
+func (s *Server) etcdMonitor() *etcdMonitor {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.etcdMon
 }
 
 // Registry is the Prometheus registry the server's /metrics serves.
@@ -136,12 +152,15 @@ func (s *Server) Run(ctx context.Context) (err error) {
 			ClusterState:   cfg.InitialClusterState,
 			StartTimeout:   cfg.EtcdStartTimeout,
 			LogLevel:       cfg.EtcdLogLevel,
+			QuotaBytes:     cfg.EtcdQuotaBytes,
+			Maintenance:    new(cfg.EtcdMaintenance()),
+			Log:            s.log.With().Str("component", "etcd").Logger(),
 		}
 		if f := cfg.TLSFiles(); f.Enabled() {
-			ecfg.ClientTLS = &embedetcd.TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA}
+			ecfg.ClientTLS = &embedetcd.TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA, CRL: f.CRL}
 		}
 		if f := cfg.PeerTLSFiles(); f.Enabled() {
-			ecfg.PeerTLS = &embedetcd.TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA}
+			ecfg.PeerTLS = &embedetcd.TLSFiles{Cert: f.Cert, Key: f.Key, CA: f.CA, CRL: f.CRL}
 		}
 		etcd, err = embedetcd.Start(ctx, ecfg)
 		if err != nil {
@@ -173,15 +192,21 @@ func (s *Server) Run(ctx context.Context) (err error) {
 		// The embedded etcd with TLS gets its users and roles at its first
 		// start (a restart, or another member, finds authentication on).
 		actx, cancel := context.WithTimeout(ctx, cfg.EtcdStartTimeout)
-		enabled, err := etcdauth.Setup(actx, cli, s.keys)
+		enabled, err := etcdauth.Setup(actx, cli, s.keys, cfg.EtcdNodeUsers)
 		cancel()
 		if err != nil {
 			return fmt.Errorf("locationd: etcd authentication: %w", err)
 		}
 		if enabled {
-			s.log.Info().Strs("users", []string{etcdauth.UserRoot, etcdauth.UserNode, etcdauth.UserLocationd}).Msg("etcd authentication enabled")
+			users := []string{etcdauth.UserRoot, etcdauth.UserLocationd, etcdauth.UserWatch}
+			for _, n := range cfg.EtcdNodeUsers {
+				users = append(users, etcdauth.NodeUser(n))
+			}
+			s.log.Info().Strs("users", users).Msg("etcd authentication enabled")
 		}
 	}
+	policyErr, stopPolicy := s.enforcePolicy(ctx, cli, "locationd "+cfg.MemberName)
+	defer stopPolicy()
 	// The connections to the nodes' AdminService (relocation routes). Closed
 	// after the API (deferred, so before the client): it cancels the node
 	// calls still in flight after the shutdown bound and waits for them.
@@ -190,6 +215,13 @@ func (s *Server) Run(ctx context.Context) (err error) {
 	if s.tls != nil {
 		pool.creds = s.tls.ClientCredentials(mtls.WantRole(mtls.RoleNode))
 	}
+
+	// etcd's alarms, sizes and compaction, followed until the client closes.
+	mon, stopMonitor := s.startEtcdMonitor(cli, etcd)
+	defer stopMonitor()
+	s.mu.Lock()
+	s.etcdMon = mon
+	s.mu.Unlock()
 
 	// The event stream's hub: its sources run while it has clients; closed
 	// (every stream ended) before the API shuts down.
@@ -260,6 +292,8 @@ func (s *Server) Run(ctx context.Context) (err error) {
 			e = errors.New("stopped")
 		}
 		cause = fmt.Errorf("locationd: embedded etcd: %w", e)
+	case e := <-policyErr:
+		cause = fmt.Errorf("locationd: %w", e)
 	}
 	if cause != nil {
 		s.log.Error().Err(cause).Msg("shutting down")

@@ -405,7 +405,8 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-// A record that does not decode is our problem (500), not the caller's.
+// A record that does not decode is the cluster's problem (500), not the
+// caller's, and is said for what it is: corrupt_record.
 func TestCorruptRecord(t *testing.T) {
 	r := start(t, nil)
 	c := r.etcd(t)
@@ -414,7 +415,7 @@ func TestCorruptRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	status, _, body := rawGet(t, "GET", r.base+"/v1/objects/actor/counter/bad")
-	if status != 500 || !strings.Contains(string(body), `"code":"internal"`) {
+	if status != 500 || !strings.Contains(string(body), `"code":"corrupt_record"`) {
 		t.Fatalf("corrupt record: %d %s", status, body)
 	}
 	// List skips it rather than failing the whole listing.

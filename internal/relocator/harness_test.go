@@ -63,7 +63,7 @@ func newWorld(t *testing.T) *world {
 	w.tgtNode = record.NodeRef{RoutingID: w.tgtRID.Hex(), Address: "n2:1"}
 	w.store.setOwner(w.src, true)
 	w.store.setOwner(w.tgt, true)
-	w.store.create(w.obj, record.Record{Kind: w.obj.Kind, Type: w.obj.Type, ObjectGeneration: 1, OwnerGeneration: 1,
+	w.store.create(w.obj, record.Record{Kind: w.obj.Kind, Type: w.obj.Type, ObjectGeneration: 1, AuthorityGeneration: 1,
 		Owner: w.src, Node: w.srcNode, State: record.StateActive})
 	w.srcCtx, w.killSrc = context.WithCancel(context.Background())
 	w.tgtCtx, w.killTgt = context.WithCancel(context.Background())

@@ -29,9 +29,9 @@ type loop struct {
 	phase  func() string
 	exec   func(relocation.Action) []relocation.Event
 
-	queue queue          // events from the run's goroutines
-	async sync.WaitGroup // async actions in flight
-	done  bool           // the machine finished (Finish was executed)
+	queue queue[relocation.Event] // events from the run's goroutines
+	async sync.WaitGroup          // async actions in flight
+	done  bool                    // the machine finished (Finish was executed)
 }
 
 // inputs are what wakes a loop besides its queue.
@@ -134,16 +134,16 @@ func (l *loop) run(m machine, first []relocation.Action, in inputs) {
 
 // queue is an unbounded queue of events: a goroutine that delivers one
 // never blocks, and none is dropped.
-type queue struct {
+type queue[T any] struct {
 	mu    sync.Mutex
-	evs   []relocation.Event
+	evs   []T
 	ready chan struct{} // a token while events are queued
 	once  sync.Once
 }
 
-func (q *queue) init() { q.once.Do(func() { q.ready = make(chan struct{}, 1) }) }
+func (q *queue[T]) init() { q.once.Do(func() { q.ready = make(chan struct{}, 1) }) }
 
-func (q *queue) push(ev relocation.Event) {
+func (q *queue[T]) push(ev T) {
 	q.init()
 	q.mu.Lock()
 	q.evs = append(q.evs, ev)
@@ -154,7 +154,7 @@ func (q *queue) push(ev relocation.Event) {
 	}
 }
 
-func (q *queue) take() []relocation.Event {
+func (q *queue[T]) take() []T {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	evs := q.evs

@@ -176,3 +176,11 @@ func (m *memStore) Lookup(obj keyspace.Object) (record.Location, bool) {
 	s, ok := m.objs[obj.String()]
 	return record.LocationOf(s), ok
 }
+
+func (m *memStore) LookupName(name string) (record.Location, bool) {
+	obj, err := keyspace.ParseObject(name)
+	if err != nil {
+		return record.Location{}, false
+	}
+	return m.Lookup(obj)
+}

@@ -45,7 +45,7 @@ func TestHappyPath(t *testing.T) {
 		start := time.Now()
 		w.run(t)
 		w.expect(t, relocation.Completed, relocation.Completed)
-		if r := w.owner(t); r.Owner != w.tgt || r.State != record.StateActive || r.OwnerGeneration != 2 || r.ObjectGeneration != 1 {
+		if r := w.owner(t); r.Owner != w.tgt || r.State != record.StateActive || r.AuthorityGeneration != 2 || r.ObjectGeneration != 1 {
 			t.Fatalf("record after the move: %+v", r)
 		}
 		if got := w.srcMB.history(); !slices.Equal(got, []string{"seal", "boundary", "drop"}) {

@@ -77,6 +77,9 @@ type Watch interface {
 	// Changed is closed at the cache's next change.
 	Changed() <-chan struct{}
 	Lookup(obj keyspace.Object) (record.Location, bool)
+	// LookupName is Lookup by the object's name (a bulk run looks its
+	// units up at every change: no name built each time).
+	LookupName(name string) (record.Location, bool)
 }
 
 // Reporter hears what a run does (status, metrics, logs). It is called on

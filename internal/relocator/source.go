@@ -67,7 +67,8 @@ func (s *Source) Run(ctx context.Context) {
 	x := &sourceExec{s: s, ctx: ctx, async: actx}
 	l := &loop{clock: s.clock(), tick: s.tick(), report: s.Report, exec: x.do,
 		phase: func() string { return s.Machine.Phase().String() }}
-	x.l = l
+	x.now = func(f func() relocation.Event) []relocation.Event { return one(f()) }
+	x.later, x.end = l.spawn, func() { l.done = true }
 	l.queue.init()
 	var recv sync.WaitGroup
 	recv.Go(func() { receive(s.Peer, &l.queue) })
@@ -115,7 +116,7 @@ func (s *Source) tick() time.Duration {
 }
 
 // receive delivers the peer's frames until the stream ends.
-func receive(p Peer, q *queue) {
+func receive(p Peer, q *queue[relocation.Event]) {
 	for {
 		f, err := p.Recv()
 		if err != nil {
@@ -126,13 +127,21 @@ func receive(p Peer, q *queue) {
 	}
 }
 
-// sourceExec carries out a source machine's actions.
+// sourceExec carries out a source machine's actions: of a run of its own
+// (Source.Run), or of one unit of a bulk run (BulkSource).
 type sourceExec struct {
 	s      *Source
-	l      *loop
 	ctx    context.Context
 	async  context.Context // of the spawned reads: ends with the run
 	sealed bool            // for the timeline: STATE before the seal is a pre-copy's
+	// now carries out an etcd write whose result the machine waits for:
+	// at once, its event returned (a run of its own), or in a goroutine
+	// of a bulk run's, which batches it with its other units' writes (the
+	// event comes through the run's queue). later runs a read in a
+	// goroutine of the run's; end is the machine's Finish.
+	now   func(func() relocation.Event) []relocation.Event
+	later func(func() relocation.Event)
+	end   func()
 }
 
 func (x *sourceExec) do(a relocation.Action) []relocation.Event {
@@ -140,19 +149,25 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 	switch a := a.(type) {
 	case relocation.WriteIntent:
 		enter(s.Report, s.clock(), "intent")
-		res, err := s.Store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, Intent: a.Intent, LeaseID: s.LeaseID})
-		return one(relocation.IntentResult{Result: writeResult(res), Err: err})
+		return x.now(func() relocation.Event {
+			res, err := s.Store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, Intent: a.Intent, LeaseID: s.LeaseID})
+			return relocation.IntentResult{Result: writeResult(res), Err: err}
+		})
 	case relocation.Seal:
+		// Through now: a bulk run seals its units side by side, so one
+		// whose handler is still running holds up no other.
 		x.sealed = true
 		enter(s.Report, s.clock(), "seal")
-		at := s.clock().Now()
-		segs, err := s.Mailbox.Seal(ctx, a)
-		size := 0
-		for _, sg := range segs {
-			size += len(sg)
-		}
-		s.Report.Sealed(at, size)
-		return one(relocation.Captured{Segments: segs, Err: err, SealedUnixUs: at.UnixMicro()})
+		return x.now(func() relocation.Event {
+			at := s.clock().Now()
+			segs, err := s.Mailbox.Seal(ctx, a)
+			size := 0
+			for _, sg := range segs {
+				size += len(sg)
+			}
+			s.Report.Sealed(at, size)
+			return relocation.Captured{Segments: segs, Err: err, SealedUnixUs: at.UnixMicro()}
+		})
 	case relocation.Snapshot:
 		enter(s.Report, s.clock(), "precopy")
 		segs, err := s.Mailbox.Snapshot(ctx, a)
@@ -177,7 +192,7 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		enter(s.Report, s.clock(), "commit")
 		return one(relocation.BoundarySent{Count: n})
 	case relocation.ReadSettle:
-		x.l.spawn(func() relocation.Event {
+		x.later(func() relocation.Event {
 			v, err := s.Store.ReadMany(x.async, s.Objects, []string{s.Self.ID})
 			return relocation.SettleResult{View: v, Err: err}
 		})
@@ -190,8 +205,10 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		enter(s.Report, s.clock(), "settle")
 	case relocation.Preserve:
 		enter(s.Report, s.clock(), "preserve")
-		res, err := s.Store.Preserve(ctx, authority.PreserveRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, RelocationID: s.Machine.ID().String()})
-		return one(relocation.PreserveResult{Result: writeResult(res), Err: err})
+		return x.now(func() relocation.Event {
+			res, err := s.Store.Preserve(ctx, authority.PreserveRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, RelocationID: s.Machine.ID().String()})
+			return relocation.PreserveResult{Result: writeResult(res), Err: err}
+		})
 	case relocation.Reopen:
 		s.Mailbox.Reopen(a)
 	case relocation.Drop:
@@ -199,7 +216,7 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 	case relocation.FailPending:
 		s.Mailbox.Fail(a.Code, a.Message)
 	case relocation.Finish:
-		x.l.done = true
+		x.end()
 		enter(s.Report, s.clock(), "done")
 		s.Report.Finished(a)
 	}

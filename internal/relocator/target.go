@@ -53,7 +53,8 @@ func (t *Target) Run(ctx context.Context, first []relocation.Action) {
 	if l.tick <= 0 {
 		l.tick = DefaultTick
 	}
-	x.l = l
+	x.now = func(f func() relocation.Event) []relocation.Event { return one(f()) }
+	x.end = func() { l.done = true }
 	l.queue.init()
 	defer l.async.Wait()
 	enter(t.Report, t.clock(), "state")
@@ -76,7 +77,7 @@ func (t *Target) clock() clock.Clock {
 
 // receive delivers frames; a repeated PREPARE carries the node's facts of
 // its arrival.
-func (t *Target) receive(q *queue) {
+func (t *Target) receive(q *queue[relocation.Event]) {
 	for {
 		f, err := t.Peer.Recv()
 		if err != nil {
@@ -91,11 +92,15 @@ func (t *Target) receive(q *queue) {
 	}
 }
 
-// targetExec carries out a target machine's actions.
+// targetExec carries out a target machine's actions: of a run of its own
+// (Target.Run), or of one unit of a bulk run (BulkTarget).
 type targetExec struct {
 	t   *Target
-	l   *loop
 	ctx context.Context
+	// now carries out an etcd request whose result the machine waits for
+	// (sourceExec.now); end is the machine's Finish.
+	now func(func() relocation.Event) []relocation.Event
+	end func()
 }
 
 func (x *targetExec) op() (context.Context, context.CancelFunc) {
@@ -121,15 +126,17 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 		// drain state of now, not of before it.
 		return []relocation.Event{relocation.Tick{NowMs: t.clock().Now().UnixMilli(), Draining: t.Draining()}, relocation.Restored{Err: err}}
 	case relocation.ReadGroup:
-		ctx, cancel := x.op()
-		defer cancel()
-		s, err := t.Store.Read(ctx, a.Group)
-		return one(relocation.GroupRead{Snapshot: s, Err: err})
+		return x.now(func() relocation.Event {
+			ctx, cancel := x.op()
+			defer cancel()
+			s, err := t.Store.Read(ctx, a.Group)
+			return relocation.GroupRead{Snapshot: s, Err: err}
+		})
 	case relocation.Commit:
 		enter(t.Report, t.clock(), "commit")
-		return one(x.commit(a.RelocationID.String(), a.Participants, a.Join, false))
+		return x.now(func() relocation.Event { return x.commit(a.RelocationID.String(), a.Participants, a.Join, false) })
 	case relocation.ResolveCommit:
-		return one(x.commit(a.RelocationID.String(), a.Participants, a.Join, true))
+		return x.now(func() relocation.Event { return x.commit(a.RelocationID.String(), a.Participants, a.Join, true) })
 	case relocation.Admit:
 		enter(t.Report, t.clock(), "admission")
 		t.Mailbox.Admit(a)
@@ -144,7 +151,7 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 			}
 		}
 	case relocation.Finish:
-		x.l.done = true
+		x.end()
 		enter(t.Report, t.clock(), "done")
 		t.Report.Finished(a)
 	}

@@ -201,12 +201,12 @@ func (r *Replayer) alive(o record.OwnerRef) bool {
 }
 
 func (r *Replayer) grant(obj string, rec record.Record, rev int64) {
-	k := FenceKey{Object: obj, ObjectGeneration: rec.ObjectGeneration, AuthorityGeneration: rec.OwnerGeneration}
+	k := FenceKey{Object: obj, ObjectGeneration: rec.ObjectGeneration, AuthorityGeneration: rec.AuthorityGeneration}
 	if g, ok := r.res.Fences[k]; ok {
 		if g.Owner != rec.Owner {
 			r.res.TwoOwnerWindows++
 			r.violate("two-owners", obj, fmt.Sprintf("revision %d: fence o%d/a%d given to %s; revision %d gave it to %s",
-				rev, rec.ObjectGeneration, rec.OwnerGeneration, rec.Owner, g.Revision, g.Owner))
+				rev, rec.ObjectGeneration, rec.AuthorityGeneration, rec.Owner, g.Revision, g.Owner))
 		}
 		return
 	}
@@ -247,8 +247,8 @@ func (r *Replayer) Apply(ev AuditEvent) {
 	if !had {
 		kind = "activate"
 		switch {
-		case rec.OwnerGeneration != 1:
-			r.violate("activate", obj, fmt.Sprintf("%s: a new record at authority generation %d", at, rec.OwnerGeneration))
+		case rec.AuthorityGeneration != 1:
+			r.violate("activate", obj, fmt.Sprintf("%s: a new record at authority generation %d", at, rec.AuthorityGeneration))
 		case rec.ObjectGeneration <= r.lastGen[obj]:
 			r.violate("generation-decreased", obj, fmt.Sprintf("%s: a new record at object generation %d, after %d", at, rec.ObjectGeneration, r.lastGen[obj]))
 		}
@@ -257,11 +257,11 @@ func (r *Replayer) Apply(ev AuditEvent) {
 		}
 	} else {
 		p := prev.rec
-		dObj, dAut := rec.ObjectGeneration-p.ObjectGeneration, rec.OwnerGeneration-p.OwnerGeneration
+		dObj, dAut := rec.ObjectGeneration-p.ObjectGeneration, rec.AuthorityGeneration-p.AuthorityGeneration
 		switch {
 		case dObj < 0 || dObj == 0 && dAut < 0:
 			kind = "invalid"
-			r.violate("generation-decreased", obj, fmt.Sprintf("%s: o%d/a%d after o%d/a%d", at, rec.ObjectGeneration, rec.OwnerGeneration, p.ObjectGeneration, p.OwnerGeneration))
+			r.violate("generation-decreased", obj, fmt.Sprintf("%s: o%d/a%d after o%d/a%d", at, rec.ObjectGeneration, rec.AuthorityGeneration, p.ObjectGeneration, p.AuthorityGeneration))
 		case dObj == 0 && dAut == 0:
 			switch {
 			case p.State == record.StateActive && rec.State == record.StateRelocating:
@@ -276,7 +276,7 @@ func (r *Replayer) Apply(ev AuditEvent) {
 			}
 			if rec.Owner != p.Owner {
 				r.res.TwoOwnerWindows++
-				r.violate("two-owners", obj, fmt.Sprintf("%s: owner %s → %s without a new authority generation (o%d/a%d)", at, p.Owner, rec.Owner, rec.ObjectGeneration, rec.OwnerGeneration))
+				r.violate("two-owners", obj, fmt.Sprintf("%s: owner %s → %s without a new authority generation (o%d/a%d)", at, p.Owner, rec.Owner, rec.ObjectGeneration, rec.AuthorityGeneration))
 			} else if !r.alive(rec.Owner) {
 				r.violate("dead-owner", obj, fmt.Sprintf("%s: %s record written while %s is not alive", at, kind, rec.Owner))
 			}
@@ -302,11 +302,11 @@ func (r *Replayer) Apply(ev AuditEvent) {
 			}
 		case dObj == 0:
 			kind = "invalid"
-			r.violate("generation-jump", obj, fmt.Sprintf("%s: authority generation %d → %d", at, p.OwnerGeneration, rec.OwnerGeneration))
+			r.violate("generation-jump", obj, fmt.Sprintf("%s: authority generation %d → %d", at, p.AuthorityGeneration, rec.AuthorityGeneration))
 		default:
 			kind = "recover"
 			if dAut != 1 {
-				r.violate("generation-jump", obj, fmt.Sprintf("%s: recovery moved the authority generation %d → %d", at, p.OwnerGeneration, rec.OwnerGeneration))
+				r.violate("generation-jump", obj, fmt.Sprintf("%s: recovery moved the authority generation %d → %d", at, p.AuthorityGeneration, rec.AuthorityGeneration))
 			}
 			if r.alive(p.Owner) {
 				r.res.TwoOwnerWindows++
@@ -368,7 +368,11 @@ func (r *Replayer) compare(kvs []AuditEvent) {
 // ---------------------------------------------------------------- watch
 
 // Audit follows etcd's history of the cluster's keys with a watch and
-// replays it (Replayer). Compaction must be off for the run.
+// replays it (Replayer). It needs every revision from its start until its
+// watch has delivered it: a compaction that passes a watch fallen behind
+// (or a fromRevision already compacted) ends the audit with an error, never
+// a silent gap. locationd's embedded etcd keeps a minute of history (its
+// --etcd-compaction-retention; 0 keeps it all).
 type Audit struct {
 	c    *clientv3.Client
 	keys keyspace.Keys

@@ -16,7 +16,7 @@ func (p *replay) putAt(recs map[keyspace.Object]record.Record) {
 }
 
 func groupRec(owner record.OwnerRef, aut int64, members ...string) record.Record {
-	return record.Record{Kind: "group", ObjectGeneration: 1, OwnerGeneration: aut, Owner: owner, Node: record.NodeRef{Address: "x:1"},
+	return record.Record{Kind: "group", ObjectGeneration: 1, AuthorityGeneration: aut, Owner: owner, Node: record.NodeRef{Address: "x:1"},
 		State: record.StateActive, Members: members}
 }
 

@@ -39,7 +39,7 @@ func (p *replay) put(obj string, rec record.Record) {
 }
 
 func rec(owner record.OwnerRef, obj, aut int64) record.Record {
-	return record.Record{Kind: "actor", Type: "register", ObjectGeneration: obj, OwnerGeneration: aut, Owner: owner,
+	return record.Record{Kind: "actor", Type: "register", ObjectGeneration: obj, AuthorityGeneration: aut, Owner: owner,
 		Node: record.NodeRef{Address: "127.0.0.1:1"}, State: record.StateActive}
 }
 
@@ -80,7 +80,7 @@ func TestAuditCorrectLife(t *testing.T) {
 			t.Errorf("%s: %d, want %d (%v)", k, res.Transitions[k], n, res.Transitions)
 		}
 	}
-	if c, ok := res.Commits["rel-1"]; !ok || c.Record.OwnerGeneration != 2 {
+	if c, ok := res.Commits["rel-1"]; !ok || c.Record.AuthorityGeneration != 2 {
 		t.Errorf("commit of rel-1: %+v", c)
 	}
 	if len(res.Fences) != 3 {
@@ -187,7 +187,7 @@ func TestAuditWatch(t *testing.T) {
 	if _, err := c.Put(ctx, key, string(r.Encode())); err != nil {
 		t.Fatal(err)
 	}
-	r.OwnerGeneration = 3 // a jump
+	r.AuthorityGeneration = 3 // a jump
 	if _, err := c.Put(ctx, key, string(r.Encode())); err != nil {
 		t.Fatal(err)
 	}

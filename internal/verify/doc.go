@@ -25,8 +25,10 @@
 //     every acknowledged write must be in its final read.
 //   - Relocator moves random objects continuously (any target, a named one,
 //     back where they came from, to the same target twice, two at once).
-//   - Audit watches the etcd key space from the run's start revision with
-//     compaction off and replays every change of every authority record:
+//   - Audit watches the etcd key space from the run's start revision and
+//     replays every change of every authority record (it needs the history
+//     its watch has not delivered yet: a compaction past it ends the audit
+//     with an error):
 //     generations never decrease, a commit moves the authority generation by
 //     exactly one to a live owner named by the record's intent, a recovery
 //     gives a larger object generation and only when the old owner is gone,

@@ -4,10 +4,11 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"reflect"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/meshloc/meshloc/pkg/node/execlog"
 )
 
 // execLine renders one execution log line as pkg/node writes it.
@@ -23,79 +24,6 @@ func execLine(owner string, ownerGen int64, obj string, og, ag int64, op string)
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
-
-func TestReadExecLogAggregates(t *testing.T) {
-	const c = "actor/counter/c"
-	log := execLine("n1", 5, c, 1, 1, "a") +
-		execLine("n1", 5, c, 1, 1, "b") +
-		execLine("n1", 5, "actor/ticker/t", 1, 1, "timer:tick") +
-		execLine("n1", 5, c, 1, 3, "c") + // moved away and back
-		execLine("n1", 5, c, 1, 1, "d") + // a late line of the first fence (lines of two objects interleave)
-		"\n" + // a blank line is skipped
-		execLine("n1", 9, c, 2, 5, "e") // the next life of n1
-	logs, st, err := ReadExecLog(strings.NewReader(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := map[string][]ExecEntry{
-		"n1@5": {
-			{Object: c, ObjectGeneration: 1, AuthorityGeneration: 1, Requests: 3, OperationIDs: []string{"a", "b", "d"}},
-			{Object: "actor/ticker/t", ObjectGeneration: 1, AuthorityGeneration: 1, TimerTicks: 1},
-			{Object: c, ObjectGeneration: 1, AuthorityGeneration: 3, Requests: 1, OperationIDs: []string{"c"}},
-		},
-		"n1@9": {{Object: c, ObjectGeneration: 2, AuthorityGeneration: 5, Requests: 1, OperationIDs: []string{"e"}}},
-	}
-	if !reflect.DeepEqual(logs, want) {
-		t.Fatalf("got %+v\nwant %+v", logs, want)
-	}
-	if st != (ExecLogStats{Files: 1, Lines: 6, Requests: 5, TimerTicks: 1}) {
-		t.Fatalf("stats %+v", st)
-	}
-}
-
-// A node killed in the middle of a write leaves a partial last line: it is
-// skipped and counted, not an error.
-func TestReadExecLogTornLastLine(t *testing.T) {
-	full := execLine("n1", 5, "actor/counter/c", 1, 1, "a")
-	next := execLine("n1", 5, "actor/counter/c", 1, 1, "b")
-	for _, cut := range []int{1, 20, len(next) - 2, len(next) - 1} {
-		logs, st, err := ReadExecLog(strings.NewReader(full + next[:cut]))
-		if err != nil {
-			t.Fatalf("cut at %d: %v", cut, err)
-		}
-		if st.TornLines != 1 || st.Lines != 1 || len(logs["n1@5"]) != 1 || logs["n1@5"][0].Requests != 1 {
-			t.Fatalf("cut at %d: %+v %+v", cut, st, logs)
-		}
-	}
-	// The node restarted: it terminated the torn line and appended its own.
-	restarted := full + next[:30] + "\n" + execLine("n1", 9, "actor/counter/c", 2, 2, "c")
-	logs, st, err := ReadExecLog(strings.NewReader(restarted))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.TornLines != 1 || st.Lines != 2 || len(logs) != 2 {
-		t.Fatalf("%+v %+v", st, logs)
-	}
-}
-
-// A malformed line anywhere but at the end is an error naming its line.
-func TestReadExecLogMalformed(t *testing.T) {
-	good := execLine("n1", 5, "actor/counter/c", 1, 1, "a")
-	for name, tc := range map[string]struct {
-		log, line string
-	}{
-		"garbage":         {good + "not json\n" + good, "line 2"},
-		"no fence":        {good + good + `{"owner":"n1","ownerGeneration":5,"object":"actor/counter/c","op":"b","t":1}` + "\n", "line 3"},
-		"op and timer":    {`{"owner":"n1","ownerGeneration":5,"object":"o","objectGeneration":1,"authorityGeneration":1,"op":"a","timer":"x","t":1}` + "\n", "line 1"},
-		"trailing data":   {good + strings.TrimSuffix(good, "\n") + "}\n", "line 2"},
-		"cut, same owner": {good + good[:25] + "\n" + good, "line 2"},
-	} {
-		_, _, err := ReadExecLog(strings.NewReader(tc.log))
-		if err == nil || !strings.Contains(err.Error(), tc.line) {
-			t.Errorf("%s: error %v, want one naming %s", name, err, tc.line)
-		}
-	}
-}
 
 func TestReadExecLogFiles(t *testing.T) {
 	dir := t.TempDir()
@@ -114,11 +42,11 @@ func TestReadExecLogFiles(t *testing.T) {
 	if len(logs) != 2 || logs["n1@5"][0].OperationIDs[0] != "a" || logs["n2@6"][0].OperationIDs[0] != "b" {
 		t.Fatalf("%+v", logs)
 	}
-	_, st, err := ReadExecLogFiles(p1, p2)
+	_, st, err := execlog.ReadFiles(p1, p2)
 	if err != nil || st.Files != 2 || st.TornLines != 1 || st.Requests != 2 {
 		t.Fatalf("%+v %v", st, err)
 	}
-	if _, _, err := ReadExecLogFiles(filepath.Join(dir, "absent")); err == nil {
+	if _, _, err := execlog.ReadFiles(filepath.Join(dir, "absent")); err == nil {
 		t.Fatal("no error for an absent file")
 	}
 }
@@ -126,7 +54,7 @@ func TestReadExecLogFiles(t *testing.T) {
 // One owner executing one operation twice under one fence is a double
 // execution too.
 func TestCheckExecSamePlaceTwice(t *testing.T) {
-	logs, _, err := ReadExecLog(strings.NewReader(
+	logs, _, err := execlog.Read(strings.NewReader(
 		execLine("n1", 5, "actor/register/x", 1, 1, "a") + execLine("n1", 5, "actor/register/x", 1, 1, "a")))
 	if err != nil {
 		t.Fatal(err)

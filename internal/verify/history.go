@@ -72,7 +72,7 @@ type Fence struct {
 
 // FenceOf converts an authority fence.
 func FenceOf(f authority.Fence) Fence {
-	return Fence{Owner: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.OwnerGeneration}
+	return Fence{Owner: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.AuthorityGeneration}
 }
 
 // Known reports whether the fence was recorded.

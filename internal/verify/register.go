@@ -346,7 +346,7 @@ func committedRelocations(h *History, audit *AuditResult) map[string][]relocOp {
 		if r.Result != "completed" {
 			ret = Infinity
 		}
-		out[r.Object] = append(out[r.Object], relocOp{call: r.Call, ret: ret, obj: c.Record.ObjectGeneration, gen: c.Record.OwnerGeneration, owner: c.Record.Owner})
+		out[r.Object] = append(out[r.Object], relocOp{call: r.Call, ret: ret, obj: c.Record.ObjectGeneration, gen: c.Record.AuthorityGeneration, owner: c.Record.Owner})
 	}
 	return out
 }

@@ -86,7 +86,7 @@ func TestRegisterLostWrite(t *testing.T) {
 // right value.
 func TestRegisterStaleOwnerAfterRelocation(t *testing.T) {
 	audit := &AuditResult{Commits: map[string]Transition{
-		"rel-1": {Object: reg, Kind: "commit", Record: record.Record{ObjectGeneration: 1, OwnerGeneration: 2}},
+		"rel-1": {Object: reg, Kind: "commit", Record: record.Record{ObjectGeneration: 1, AuthorityGeneration: 2}},
 	}}
 	build := func(stale bool) *hist {
 		b := newHist()

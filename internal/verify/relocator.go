@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +23,12 @@ import (
 // reachable).
 type RelocateFunc func(ctx context.Context, object, target string) (*pb.RelocationStatus, error)
 
+// RelocateManyFunc asks one owner to move objects it hosts to target as
+// bulk moves (AdminService.RelocateMany) and returns the outcome of each
+// object it sent, in order (one the owner did not host is refused). The
+// cluster picks the owner (the one that hosts most of them).
+type RelocateManyFunc func(ctx context.Context, objects []string, target string) ([]*pb.BulkOutcome, error)
+
 // Relocation modes of the storm.
 const (
 	ModeAny        = "any"        // the source chooses
@@ -29,7 +36,11 @@ const (
 	ModeBack       = "back"       // to where the object last came from
 	ModeSameTwice  = "same-twice" // one target twice in a row (the second finds it there)
 	ModeConcurrent = "concurrent" // two relocations of one object at once
+	ModeBulk       = "bulk"       // a bulk move of several objects to one target
 )
+
+// bulkObjects is how many objects a bulk attempt of the storm names.
+const bulkObjects = 8
 
 // Relocator moves random objects continuously while the workloads run.
 type Relocator struct {
@@ -44,6 +55,9 @@ type Relocator struct {
 	// Targets are the node ids it may name.
 	Targets  []string
 	Relocate RelocateFunc
+	// RelocateMany, when set, makes one attempt in six a bulk move of up
+	// to 8 objects to a named node.
+	RelocateMany RelocateManyFunc
 	// Workers relocating at once (default 2); each waits Interval between
 	// two relocations (default 100 ms).
 	Workers  int
@@ -94,6 +108,10 @@ func (r *Relocator) once(ctx context.Context, rng *rand.Rand, h *History) {
 			return ""
 		}
 		return pick(rng, r.Targets)
+	}
+	if r.RelocateMany != nil && len(r.Targets) > 0 && rng.IntN(6) == 0 {
+		r.bulk(ctx, h, rng, objs, named())
+		return
 	}
 	switch x := rng.IntN(20); {
 	case x < 8:
@@ -151,6 +169,46 @@ func (r *Relocator) attempt(ctx context.Context, h *History, obj, target, mode s
 		}
 	}
 	h.AddRelocation(rec)
+}
+
+// bulk asks for a bulk move of up to bulkObjects of objs (groups move
+// alone) to target and records each object's outcome.
+func (r *Relocator) bulk(ctx context.Context, h *History, rng *rand.Rand, objs []string, target string) {
+	if ctx.Err() != nil || len(objs) == 0 {
+		return
+	}
+	var pick []string
+	for range bulkObjects {
+		o := objs[rng.IntN(len(objs))]
+		if !slices.Contains(pick, o) {
+			pick = append(pick, o)
+		}
+	}
+	timeout := r.Timeout
+	if timeout <= 0 {
+		timeout = 20 * time.Second
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	call := h.Now()
+	outs, err := r.RelocateMany(rctx, pick, target)
+	ret := h.Now()
+	if err != nil {
+		for _, o := range pick {
+			h.AddRelocation(Relocation{Object: o, Target: target, Mode: ModeBulk, Call: call, Return: ret, Result: relocationErrClass(err), Err: err.Error()})
+		}
+		return
+	}
+	for _, o := range outs {
+		rec := Relocation{Object: o.GetObject(), Target: target, Mode: ModeBulk, Call: call, Return: ret, Result: o.GetOutcome(), Err: o.GetMessage()}
+		if rec.Result == "refused" {
+			rec.Result = "not-hosted"
+		}
+		if id, perr := wire.ParseRelocationIDBytes(o.GetRelocationId()); perr == nil {
+			rec.RelocationID = id.String()
+		}
+		h.AddRelocation(rec)
+	}
 }
 
 // relocationErrClass names a refused or unanswered relocation request.

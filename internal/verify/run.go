@@ -32,6 +32,12 @@ type Cluster interface {
 	Keys() keyspace.Keys
 }
 
+// BulkCluster is a cluster whose nodes move objects in bulk moves too: the
+// storm then makes some of its attempts bulk moves (RelocateManyFunc).
+type BulkCluster interface {
+	RelocateMany(ctx context.Context, objects []string, target string) ([]*pb.BulkOutcome, error)
+}
+
 // Healer is a cluster that heals explicitly once the faults ended (e.g.
 // restarts what is down); Run calls it before the final reads.
 type Healer interface {
@@ -185,6 +191,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return singles
 		}, Groups: stormGroups(groups), Targets: cfg.Cluster.Nodes(), Relocate: cfg.Cluster.Relocate,
 			Workers: cfg.RelocationWorkers, Interval: cfg.RelocationInterval, Timeout: cfg.RelocationTimeout}
+		if b, ok := cfg.Cluster.(BulkCluster); ok {
+			r.RelocateMany = b.RelocateMany
+		}
 		storm.Go(func() { r.Run(lctx, h) })
 	}
 	for _, f := range cfg.Faults {

@@ -82,7 +82,7 @@ func (c *fakeCluster) Relocate(_ context.Context, object, target string) (*pb.Re
 	id := wire.NewRelocationID()
 	src := o.fence.Owner
 	o.fence.Owner = authority.OwnerRef{ID: target, Generation: 1}
-	o.fence.OwnerGeneration++
+	o.fence.AuthorityGeneration++
 	return &pb.RelocationStatus{RelocationId: id[:], Object: object, Source: src.String(), Target: o.fence.Owner.String(), Outcome: "completed"}, nil
 }
 
@@ -99,7 +99,7 @@ func (c *fakeCluster) crash(node string) {
 		o.inst = typ.New()
 		o.dedup = map[wire.OperationID][]byte{}
 		o.fence.Owner = authority.OwnerRef{ID: "n3", Generation: 1}
-		o.fence.OwnerGeneration++
+		o.fence.AuthorityGeneration++
 		if c.bug != "silent-reset" {
 			o.fence.ObjectGeneration++
 		}
@@ -153,7 +153,7 @@ func (f *fakeCaller) CallOp(ctx context.Context, op wire.OperationID, object, me
 	c.calls++
 	o, ok := c.objects[object]
 	if !ok {
-		o = &fakeObject{inst: typ.New(), fence: authority.Fence{Owner: authority.OwnerRef{ID: "n1", Generation: 1}, ObjectGeneration: 1, OwnerGeneration: 1},
+		o = &fakeObject{inst: typ.New(), fence: authority.Fence{Owner: authority.OwnerRef{ID: "n1", Generation: 1}, ObjectGeneration: 1, AuthorityGeneration: 1},
 			dedup: map[wire.OperationID][]byte{}}
 		c.objects[object] = o
 	}
@@ -317,7 +317,7 @@ func TestCheckFencesAfterRelocation(t *testing.T) {
 	b.h.AddRelocation(Relocation{Object: lst, Call: ms(20), Return: ms(30), Result: "completed", RelocationID: "rel-1"})
 	b.ok(2, "list", lst, "read", nil, lread{}, 40, 50, g11) // the old owner answered after the move
 	audit := &AuditResult{Commits: map[string]Transition{
-		"rel-1": {Object: lst, Kind: "commit", Record: record.Record{ObjectGeneration: 1, OwnerGeneration: 2, Owner: authority.OwnerRef{ID: "n2", Generation: 1}}},
+		"rel-1": {Object: lst, Kind: "commit", Record: record.Record{ObjectGeneration: 1, AuthorityGeneration: 2, Owner: authority.OwnerRef{ID: "n2", Generation: 1}}},
 	}, Fences: map[FenceKey]Grant{
 		{Object: lst, ObjectGeneration: 1, AuthorityGeneration: 1}: {Owner: authority.OwnerRef{ID: "n1", Generation: 1}},
 		{Object: lst, ObjectGeneration: 1, AuthorityGeneration: 2}: {Owner: authority.OwnerRef{ID: "n2", Generation: 1}},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -172,6 +173,15 @@ func UnknownMethod(typ, method string) error {
 	return fmt.Errorf("%w: %s has no method %q", ErrUnknownMethod, typ, method)
 }
 
+// UnknownMethodOf is UnknownMethod naming the methods t lists, when it
+// lists them: what the caller may call instead.
+func UnknownMethodOf(t Type, method string) error {
+	if len(t.Methods) == 0 {
+		return UnknownMethod(t.Name, method)
+	}
+	return fmt.Errorf("%w: %s has no method %q (its methods: %s)", ErrUnknownMethod, t.Name, method, strings.Join(t.Methods, ", "))
+}
+
 // Registry holds the types a node hosts. It is safe for concurrent use.
 type Registry struct {
 	mu    sync.RWMutex
@@ -204,7 +214,12 @@ func (r *Registry) Lookup(name string) (Type, error) {
 	defer r.mu.RUnlock()
 	t, ok := r.types[name]
 	if !ok {
-		return Type{}, fmt.Errorf("%w: %q", ErrUnknownType, name)
+		names := make([]string, 0, len(r.types))
+		for n := range r.types {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		return Type{}, fmt.Errorf("%w: %q (this registry's types: %s)", ErrUnknownType, name, strings.Join(names, ", "))
 	}
 	return t, nil
 }

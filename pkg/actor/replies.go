@@ -109,9 +109,26 @@ type ReplyTable struct {
 	// message are in arena), so a table of thousands of replies is one
 	// block the garbage collector never scans, built with no write
 	// barriers when it arrives with its object.
+	//
+	// They are behind a pointer, nil while the table is empty: most objects
+	// are idle, and an idle object's table is its bounds and watermark
+	// alone (32 bytes, not 80).
+	*replyData
+}
+
+// replyData is a non-empty table's entries.
+type replyData struct {
 	slots []replySlot
 	arena []byte
 	live  int // bytes of arena that slots refer to; the rest is evicted
+}
+
+// entries returns t's entries, made on first use.
+func (t *ReplyTable) entries() *replyData {
+	if t.replyData == nil {
+		t.replyData = &replyData{}
+	}
+	return t.replyData
 }
 
 // replySlot is one entry: its reply's payload is arena[off:off+plen], its
@@ -141,13 +158,15 @@ func (t *ReplyTable) reply(i int) Reply {
 
 // appendSlot adds an entry after the last one (the caller keeps the order).
 func (t *ReplyTable) appendSlot(id wire.OperationID, code int32, payload []byte, msg string) {
-	t.slots = append(t.slots, t.newSlot(id, code, payload, msg))
+	d := t.entries()
+	d.slots = append(d.slots, t.newSlot(id, code, payload, msg))
 }
 
 func (t *ReplyTable) newSlot(id wire.OperationID, code int32, payload []byte, msg string) replySlot {
-	s := replySlot{id: id, off: len(t.arena), plen: uint32(len(payload)), mlen: uint32(len(msg)), code: code}
-	t.arena = append(append(t.arena, payload...), msg...)
-	t.live += s.size()
+	d := t.entries()
+	s := replySlot{id: id, off: len(d.arena), plen: uint32(len(payload)), mlen: uint32(len(msg)), code: code}
+	d.arena = append(append(d.arena, payload...), msg...)
+	d.live += s.size()
 	return s
 }
 
@@ -171,6 +190,9 @@ func NewReplyTable(window time.Duration, maxEntries int) *ReplyTable {
 
 // find is the index of id in the entries, or where it would go.
 func (t *ReplyTable) find(id wire.OperationID) (int, bool) {
+	if t.replyData == nil {
+		return 0, false
+	}
 	return slices.BinarySearchFunc(t.slots, id, func(s replySlot, id wire.OperationID) int { return compareIDs(s.id, id) })
 }
 
@@ -189,7 +211,12 @@ func (t *ReplyTable) Watermark() time.Time {
 }
 
 // Len is the number of entries.
-func (t *ReplyTable) Len() int { return len(t.slots) }
+func (t *ReplyTable) Len() int {
+	if t.replyData == nil {
+		return 0
+	}
+	return len(t.slots)
+}
 
 func idMs(id wire.OperationID) int64 {
 	// UUIDv7: the first 48 bits are the Unix time in milliseconds.
@@ -244,7 +271,8 @@ func CheckOperationTime(id wire.OperationID, now time.Time, window time.Duration
 // twice keeps the first reply.
 func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 	if i, ok := t.find(id); !ok {
-		t.slots = slices.Insert(t.slots, i, t.newSlot(id, r.Code, r.Payload, r.Message))
+		d := t.entries()
+		d.slots = slices.Insert(d.slots, i, t.newSlot(id, r.Code, r.Payload, r.Message))
 	}
 	t.evict(now)
 }
@@ -252,6 +280,9 @@ func (t *ReplyTable) Record(id wire.OperationID, r Reply, now time.Time) {
 // evict drops the replies older than the window at now, and the oldest
 // beyond maxEntries.
 func (t *ReplyTable) evict(now time.Time) {
+	if t.replyData == nil {
+		return
+	}
 	cutoff := now.UnixMilli() - t.window.Milliseconds()
 	n := 0
 	for n < len(t.slots) && (idMs(t.slots[n].id) < cutoff || len(t.slots)-n > t.maxEntries) {
@@ -285,8 +316,8 @@ func (t *ReplyTable) compact() {
 // would otherwise each keep the map of their last calls).
 func (t *ReplyTable) Prune(now time.Time) {
 	t.evict(now)
-	if len(t.slots) == 0 {
-		t.slots, t.arena, t.live = nil, nil, 0
+	if t.Len() == 0 {
+		t.replyData = nil
 	}
 }
 
@@ -307,19 +338,23 @@ const (
 
 // Encode returns the canonical bytes of the table: equal tables give equal bytes.
 func (t *ReplyTable) Encode() []byte {
-	b := make([]byte, 0, 32+len(t.slots)*(minReplyEntry+2*binary.MaxVarintLen32)+t.live)
+	d := t.replyData
+	if d == nil {
+		d = &replyData{}
+	}
+	b := make([]byte, 0, 32+len(d.slots)*(minReplyEntry+2*binary.MaxVarintLen32)+d.live)
 	b = append(b, replyMagic, replyVersion)
 	b = binary.AppendUvarint(b, uint64(t.window.Milliseconds()))
 	b = binary.AppendUvarint(b, uint64(t.maxEntries))
 	b = binary.AppendVarint(b, t.watermark)
-	b = binary.AppendUvarint(b, uint64(len(t.slots)))
-	for _, s := range t.slots {
+	b = binary.AppendUvarint(b, uint64(len(d.slots)))
+	for _, s := range d.slots {
 		b = append(b, s.id[:]...)
 		b = binary.AppendVarint(b, int64(s.code))
 		b = binary.AppendUvarint(b, uint64(s.plen))
-		b = append(b, t.arena[s.off:s.off+int(s.plen)]...)
+		b = append(b, d.arena[s.off:s.off+int(s.plen)]...)
 		b = binary.AppendUvarint(b, uint64(s.mlen))
-		b = append(b, t.arena[s.off+int(s.plen):s.off+s.size()]...)
+		b = append(b, d.arena[s.off+int(s.plen):s.off+s.size()]...)
 	}
 	return b
 }
@@ -389,8 +424,9 @@ func DecodeReplyTable(b []byte) (*ReplyTable, error) {
 	if err := r.end(); err != nil {
 		return nil, fmt.Errorf("%w: reply table: %v", ErrCorruptState, err)
 	}
-	return &ReplyTable{
-		window: time.Duration(window) * time.Millisecond, maxEntries: int(maxEntries), watermark: watermark,
-		slots: slots, arena: arena, live: len(arena),
-	}, nil
+	t := &ReplyTable{window: time.Duration(window) * time.Millisecond, maxEntries: int(maxEntries), watermark: watermark}
+	if len(slots) > 0 {
+		t.replyData = &replyData{slots: slots, arena: arena, live: len(arena)}
+	}
+	return t, nil
 }

@@ -17,6 +17,9 @@ type ReplyEntry struct {
 // Entries returns the table's entries, oldest id first (the payloads are
 // copies).
 func (t *ReplyTable) Entries() []ReplyEntry {
+	if t.replyData == nil {
+		return []ReplyEntry{}
+	}
 	out := make([]ReplyEntry, 0, len(t.slots))
 	for i, s := range t.slots {
 		out = append(out, ReplyEntry{ID: s.id, Reply: t.reply(i)})
@@ -27,7 +30,7 @@ func (t *ReplyTable) Entries() []ReplyEntry {
 // Oldest returns the oldest id in the table (false: the table is empty).
 // Every id the table ever held that sorts before it was evicted.
 func (t *ReplyTable) Oldest() (wire.OperationID, bool) {
-	if len(t.slots) == 0 {
+	if t.Len() == 0 {
 		return wire.OperationID{}, false
 	}
 	return t.slots[0].id, true
@@ -42,7 +45,7 @@ func RestoreReplyTable(window time.Duration, maxEntries int, watermark time.Time
 	if window <= 0 || window%time.Millisecond != 0 {
 		return nil, fmt.Errorf("%w: reply table: window %v is not a positive whole number of milliseconds", ErrCorruptState, window)
 	}
-	t := &ReplyTable{window: window, maxEntries: maxEntries, slots: make([]replySlot, 0, len(entries))}
+	t := &ReplyTable{window: window, maxEntries: maxEntries}
 	if !watermark.IsZero() {
 		t.watermark = watermark.UnixMilli()
 	}

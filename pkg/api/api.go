@@ -19,10 +19,11 @@
 //	POST /v1/groups, /v1/groups/join, /v1/groups/leave  GroupRequest  groups (groups.go) → Group
 //	/v1/groups/{group}                           a group, e.g. group/g1   → Group
 //	/v1/controllers                              who leads the recovery controller, orphans → ControllersResponse
+//	/v1/etcd                                     etcd's sizes, alarms and compaction → EtcdStatus
 //	/v1/rebalance/plan?budget=N                  the rebalancer's plan, moving nothing → RebalancePlan
 //	POST /v1/rebalance  RebalanceRequest         run (or with dryRun, only make) a plan → RebalancePlan
 //	/healthz                                     the process is up        → {"status":"ok"}
-//	/readyz                                      etcd answers a read       → {"status":"ok"}
+//	/readyz                                      etcd answers a read, no alarm → {"status":"ok"}
 //	/metrics                                     Prometheus text format
 package api
 
@@ -133,6 +134,9 @@ type RelocateRequest struct {
 	// pacing first, at most half its timeout (then 429 resource_exhausted,
 	// nothing done).
 	Foreground bool `json:"foreground,omitempty"`
+	// NoPrecopy: the sealed state moves whole, without a pre-copy, whatever
+	// the owner's --precopy-min-bytes.
+	NoPrecopy bool `json:"noPrecopy,omitempty"`
 }
 
 // MaxRelocationTimeoutMs bounds RelocateRequest.TimeoutMs (10 minutes).
@@ -199,6 +203,9 @@ const (
 	OutcomeAborted   = "aborted"
 	OutcomeFailed    = "failed"
 	OutcomeShutdown  = "shutdown"
+	// OutcomeRefused: an object of a bulk move that was not started
+	// (nothing written; it serves where it was).
+	OutcomeRefused = "refused"
 )
 
 // UnreachableNode is a live owner that did not answer GET /v1/relocations in
@@ -233,7 +240,8 @@ const (
 	CodeResourceExhausted    = "resource_exhausted"     // 429: over a limit (a group's size, etcd's request rate); nothing was changed
 	CodeUnsupportedMediaType = "unsupported_media_type" // 415: a POST body that is not Content-Type application/json; nothing was changed
 	CodeUnavailable          = "unavailable"            // 503: etcd did not answer in time; retry
-	CodeInternal             = "internal"               // 500: a bug or a corrupt record
+	CodeInternal             = "internal"               // 500: a bug
+	CodeCorruptRecord        = "corrupt_record"         // 500: etcd's record of the object does not decode; nothing is served for it until an operator repairs or deletes it
 )
 
 // Error is a typed API error. It is the body {"error":{"code","message"}} of
@@ -284,6 +292,17 @@ var statuses = []struct {
 	{CodeResourceExhausted, http.StatusTooManyRequests},
 	{CodeUnavailable, http.StatusServiceUnavailable},
 	{CodeInternal, http.StatusInternalServerError},
+	{CodeCorruptRecord, http.StatusInternalServerError},
+}
+
+// Known reports whether code is one of the API's error codes.
+func Known(code string) bool {
+	for _, s := range statuses {
+		if s.code == code {
+			return true
+		}
+	}
+	return false
 }
 
 // StatusOf is the HTTP status of an error code.

@@ -97,7 +97,7 @@ func TestActivateRace16(t *testing.T) {
 		}
 	}
 	got, err := s.Read(context.Background(), obj)
-	if err != nil || got.Record.Owner != winner.Record.Owner || got.Record.ObjectGeneration != 1 || got.Record.OwnerGeneration != 1 {
+	if err != nil || got.Record.Owner != winner.Record.Owner || got.Record.ObjectGeneration != 1 || got.Record.AuthorityGeneration != 1 {
 		t.Fatalf("read %+v %v", got, err)
 	}
 }
@@ -184,7 +184,7 @@ func TestCommitPreserveRace200(t *testing.T) {
 		wantOwner := src
 		if cres.Committed {
 			wantOwner = dst
-			if got.Record.OwnerGeneration != 2 || got.Record.ObjectGeneration != 1 {
+			if got.Record.AuthorityGeneration != 2 || got.Record.ObjectGeneration != 1 {
 				t.Fatalf("committed record %+v", got.Record)
 			}
 		}
@@ -374,7 +374,7 @@ func TestIntentAndPreserve(t *testing.T) {
 	if err != nil || !p.Written || p.Snapshot.Record.State != authority.StateActive || p.Snapshot.Record.Intent != nil {
 		t.Fatalf("preserve: %+v %v", p, err)
 	}
-	if p.Snapshot.Record.OwnerGeneration != seen.Record.OwnerGeneration || p.Snapshot.StoreVersion <= w.Snapshot.StoreVersion {
+	if p.Snapshot.Record.AuthorityGeneration != seen.Record.AuthorityGeneration || p.Snapshot.StoreVersion <= w.Snapshot.StoreVersion {
 		t.Fatalf("preserve must keep generations and bump the store version: %+v", p.Snapshot)
 	}
 	rk, _ = c.Get(ctx, keys.Relocation("r1"))
@@ -406,7 +406,7 @@ func TestRecoverOrphan(t *testing.T) {
 	if err != nil || !r.Written {
 		t.Fatalf("recover: %+v %v", r, err)
 	}
-	if r.Snapshot.Record.ObjectGeneration != 2 || r.Snapshot.Record.OwnerGeneration != 2 || r.Snapshot.Record.Owner != live {
+	if r.Snapshot.Record.ObjectGeneration != 2 || r.Snapshot.Record.AuthorityGeneration != 2 || r.Snapshot.Record.Owner != live {
 		t.Fatalf("recovered record %+v", r.Snapshot.Record)
 	}
 	// A second recover from the same snapshot loses (the store version moved).

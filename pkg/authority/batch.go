@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
@@ -35,6 +36,10 @@ type batcher struct {
 	mu    sync.Mutex
 	busy  bool // a batch is being sent, or handed to its sender
 	queue []*batchWrite
+
+	// requests and writes count what commit sent: etcd requests, and the
+	// writes they carried (BatchStats).
+	requests, writes atomic.Int64
 }
 
 // batchWrite is one transaction waiting for its batch.
@@ -54,8 +59,9 @@ type batchResult struct {
 }
 
 // Batched returns a Store whose relocation writes (Intend, Preserve,
-// Commit, and their group forms) share etcd round trips with the other
-// writes of this Store in flight, each within the cluster's limits.
+// Commit, and their group forms) and activations share etcd round trips
+// with the other writes of this Store in flight, each within the
+// cluster's limits.
 func (s *Store) Batched(l Limits) *Store {
 	c := *s
 	c.batch = &batcher{kv: s.c, limits: l.orDefault()}
@@ -142,9 +148,10 @@ func (b *batcher) do(ctx context.Context, w *batchWrite) (*clientv3.TxnResponse,
 // result, and hands the batch after it to the first write still waiting.
 func (b *batcher) send() {
 	b.mu.Lock()
-	n, size := 0, 0
-	for n < len(b.queue) && n < b.limits.MaxTxnOps && (n == 0 || size+b.queue[n].size <= b.limits.MaxRequestBytes/2) {
+	n, size, inner := 0, 0, 0
+	for n < len(b.queue) && (n == 0 || b.fits(n+1, max(inner, b.queue[n].ops()), size+b.queue[n].size)) {
 		size += b.queue[n].size
+		inner = max(inner, b.queue[n].ops())
 		n++
 	}
 	batch := slices.Clone(b.queue[:n])
@@ -167,10 +174,25 @@ func (b *batcher) send() {
 	b.mu.Unlock()
 }
 
+// fits reports whether a batch of n writes, the largest with inner
+// operations, of about size bytes, stays within the cluster's limits. etcd
+// counts a nested transaction's operations against what its parent left:
+// the batch's n nested transactions plus the largest one's operations must
+// stay within --max-txn-ops.
+func (b *batcher) fits(n, inner, size int) bool {
+	return n+inner <= b.limits.MaxTxnOps && size <= b.limits.MaxRequestBytes/2
+}
+
+// ops is what etcd counts of w against --max-txn-ops: the largest of its
+// compares, Then and Else.
+func (w *batchWrite) ops() int { return max(len(w.cmps), len(w.thens), len(w.elses)) }
+
 // commit sends batch as one transaction (a single write as itself).
 func (b *batcher) commit(batch []*batchWrite) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	b.requests.Add(1)
+	b.writes.Add(int64(len(batch)))
 	if len(batch) == 1 {
 		b.alone(ctx, batch[0])
 		return
@@ -182,6 +204,7 @@ func (b *batcher) commit(batch []*batchWrite) {
 	resp, err := b.kv.Txn(ctx).Then(ops...).Commit()
 	switch {
 	case err != nil && refusedWhole(err):
+		b.requests.Add(int64(len(batch)))
 		for _, w := range batch {
 			b.alone(ctx, w)
 		}

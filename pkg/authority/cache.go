@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/etcdscan"
 	"github.com/meshloc/meshloc/internal/relist"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
@@ -22,100 +23,50 @@ type Location = record.Location
 // LocationOf a snapshot.
 func LocationOf(s Snapshot) Location { return record.LocationOf(s) }
 
-type cacheEntry struct {
-	loc     Location
-	deleted bool  // a tombstone: the key was deleted at loc.StoreVersion
-	version int64 // revision of the newest information (mod revision or delete revision)
-	// group is a group's whole record at version (nil for actors, and when
-	// only a location was observed): a group relocation plans from it.
-	group *record.Record
-}
-
 // Cache is a location cache fed by an etcd watch on authority/. It only moves
 // forward: an entry is replaced only by information of a larger revision,
 // whether it comes from the watch, a re-list after compaction, or Observe
 // (results of our own transactions, hints in replies).
 type Cache struct {
 	c    *clientv3.Client
+	w    clientv3.Watcher // the watch path: c's own, or a fan-out's (WatchVia)
 	keys keyspace.Keys
 	now  func() time.Time
 
 	mu       sync.RWMutex
-	entries  map[string]cacheEntry
-	intern   map[string]string
-	counts   map[string]int // objects per owner id
-	rev      int64          // highest revision the cache is complete up to
-	freshAt  time.Time      // when the cache was last known current (load, event or progress)
+	entries  map[string]cacheEntry     // cache_entry.go
+	groups   map[string]*record.Record // a group's whole record at its entry's version
+	places   map[placement]*placed     // each placement in use, once (cache_entry.go)
+	counts   map[string]int            // objects per owner id
+	rev      int64                     // highest revision the cache is complete up to
+	freshAt  time.Time                 // the cache holds every change committed before this (freshness.go)
+	barriers []barrier                 // revisions etcd read at known times, not reached yet
 	ready    chan struct{}
 	readyOne sync.Once
-	changed  chan struct{} // closed and replaced whenever rev moves
-	subs     []*Subscription
+	changed  chan struct{}   // closed and replaced whenever rev moves
+	subs     []*Subscription // cache_subs.go
+	offers   []string        // names changed under mu, offered to subs at unlock
 }
 
-// Subscription collects the names of the entries the cache changed (from
-// the watch, a load or Observe), each name once until taken: its owner
-// reads the current location with Lookup. It never blocks the cache and
-// holds at most one name per object.
-type Subscription struct {
-	c       *Cache
-	ready   chan struct{} // a token when names are pending
-	mu      sync.Mutex
-	pending map[string]struct{}
-}
+// CacheOption configures a Cache at NewCache.
+type CacheOption func(*Cache)
 
-// Subscribe starts collecting changed names; Unsubscribe stops it.
-func (c *Cache) Subscribe() *Subscription {
-	s := &Subscription{c: c, ready: make(chan struct{}, 1), pending: map[string]struct{}{}}
-	c.mu.Lock()
-	c.subs = append(c.subs, s)
-	c.mu.Unlock()
-	return s
-}
+// WatchVia makes the cache follow etcd through w (a client of a watch
+// fan-out, internal/fanout) instead of c: its watch and its progress
+// requests go there, while its loads and freshness reads stay on c.
+func WatchVia(w clientv3.Watcher) CacheOption { return func(c *Cache) { c.w = w } }
 
-// Unsubscribe stops s collecting.
-func (c *Cache) Unsubscribe(s *Subscription) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, x := range c.subs {
-		if x == s {
-			c.subs = append(c.subs[:i], c.subs[i+1:]...)
-			return
-		}
-	}
-}
-
-// Ready has a token whenever names are pending.
-func (s *Subscription) Ready() <-chan struct{} { return s.ready }
-
-// Take returns the pending names (in no order) and forgets them.
-func (s *Subscription) Take() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]string, 0, len(s.pending))
-	for k := range s.pending {
-		out = append(out, k)
-	}
-	clear(s.pending)
-	return out
-}
-
-func (s *Subscription) add(name string) {
-	s.mu.Lock()
-	s.pending[name] = struct{}{}
-	s.mu.Unlock()
-	select {
-	case s.ready <- struct{}{}:
-	default:
-	}
-}
-
-// NewCache returns a cache; Run feeds it.
-func NewCache(c *clientv3.Client, keys keyspace.Keys) *Cache {
-	return &Cache{
-		c: c, keys: keys, now: time.Now,
-		entries: map[string]cacheEntry{}, intern: map[string]string{}, counts: map[string]int{},
+// NewCache returns a cache reading etcd through c; Run feeds it.
+func NewCache(c *clientv3.Client, keys keyspace.Keys, opts ...CacheOption) *Cache {
+	cache := &Cache{
+		c: c, w: c, keys: keys, now: time.Now,
+		entries: map[string]cacheEntry{}, groups: map[string]*record.Record{}, places: map[placement]*placed{}, counts: map[string]int{},
 		ready: make(chan struct{}), changed: make(chan struct{}),
 	}
+	for _, o := range opts {
+		o(cache)
+	}
+	return cache
 }
 
 // Ready is closed once the first full load is in.
@@ -128,9 +79,10 @@ func (c *Cache) Revision() int64 {
 	return c.rev
 }
 
-// FreshAt is when the cache was last known current: the end of a load, a
-// watch event or a progress notification (docs/design.md §5: a gateway accepts
-// replies only while this is within the lease TTL).
+// FreshAt is a time before which every change of a record was committed
+// is in the cache: the start of a load, or of a linearizable read of etcd's
+// revision that the watch has since reached (freshness.go; docs/design.md
+// §5: a gateway accepts replies only while this is within the lease TTL).
 func (c *Cache) FreshAt() time.Time {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -166,10 +118,10 @@ func (c *Cache) LookupName(name string) (Location, bool) {
 	c.mu.RLock()
 	e, ok := c.entries[name]
 	c.mu.RUnlock()
-	if !ok || e.deleted {
+	if !ok || e.deleted() {
 		return Location{}, false
 	}
-	return e.loc, true
+	return e.location(), true
 }
 
 // Entry is what the cache knows of one object: its location, or that its
@@ -177,7 +129,9 @@ func (c *Cache) LookupName(name string) (Location, bool) {
 type Entry struct {
 	Location Location
 	Deleted  bool
-	Version  int64
+	// Corrupt (with Deleted): the record exists but does not decode.
+	Corrupt bool
+	Version int64
 }
 
 // EntryOf returns what the cache knows of the object named name, tombstones
@@ -186,55 +140,24 @@ func (c *Cache) EntryOf(name string) (Entry, bool) {
 	c.mu.RLock()
 	e, ok := c.entries[name]
 	c.mu.RUnlock()
-	return Entry{Location: e.loc, Deleted: e.deleted, Version: e.version}, ok
-}
-
-func (c *Cache) internStr(s string) string {
-	if v, ok := c.intern[s]; ok {
-		return v
+	if !ok || e.deleted() {
+		return Entry{Deleted: ok, Corrupt: ok && e.objGen == corruptMark, Version: e.version}, ok
 	}
-	c.intern[s] = s
-	return s
-}
-
-// applyLocked applies information of revision version; it reports whether the
-// entry changed. Older or equal information is ignored (forward only).
-func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int64, grp *record.Record) bool {
-	e, ok := c.entries[name]
-	if ok && e.version >= version {
-		return false
-	}
-	if ok && !e.deleted {
-		c.counts[e.loc.Owner.ID]--
-		if c.counts[e.loc.Owner.ID] <= 0 {
-			delete(c.counts, e.loc.Owner.ID)
-		}
-	}
-	if !deleted {
-		c.counts[c.internStr(loc.Owner.ID)]++
-	}
-	loc.Owner.ID = c.internStr(loc.Owner.ID)
-	loc.Node.Address = c.internStr(loc.Node.Address)
-	loc.Node.RoutingID = c.internStr(loc.Node.RoutingID)
-	c.entries[name] = cacheEntry{loc: loc, deleted: deleted, version: version, group: grp}
-	for _, s := range c.subs {
-		s.add(name)
-	}
-	return true
+	return Entry{Location: e.location(), Version: e.version}, true
 }
 
 // Observe feeds a snapshot learnt elsewhere (a transaction's result). It is
 // applied only if newer than what the cache holds; it reports whether it was.
 func (c *Cache) Observe(s Snapshot) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.applyLocked(s.Object.String(), LocationOf(s), false, s.StoreVersion, groupRecord(s.Object, s.Record))
 }
 
 // ObserveLocation is Observe for a location (at its store version).
 func (c *Cache) ObserveLocation(obj keyspace.Object, loc Location) bool {
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	defer c.unlock()
 	return c.applyLocked(obj.String(), loc, false, loc.StoreVersion, nil)
 }
 
@@ -244,15 +167,16 @@ func (c *Cache) ObserveLocation(obj keyspace.Object, loc Location) bool {
 func (c *Cache) Group(name string) (Snapshot, bool) {
 	c.mu.RLock()
 	e, ok := c.entries[name]
+	grp := c.groups[name]
 	c.mu.RUnlock()
-	if !ok || e.deleted || e.group == nil {
+	if !ok || e.deleted() || grp == nil {
 		return Snapshot{}, false
 	}
 	obj, err := keyspace.ParseObject(name)
 	if err != nil {
 		return Snapshot{}, false
 	}
-	r := *e.group // a copy: callers plan records from it
+	r := *grp // a copy: callers plan records from it
 	r.Members = slices.Clone(r.Members)
 	if r.Intent != nil {
 		in := *r.Intent
@@ -261,15 +185,13 @@ func (c *Cache) Group(name string) (Snapshot, bool) {
 	return Snapshot{Object: obj, Record: r, StoreVersion: e.version}, true
 }
 
-func (c *Cache) advanceLocked(rev int64, fresh bool) {
-	if fresh {
-		c.freshAt = c.now()
-	}
+func (c *Cache) advanceLocked(rev int64) {
 	if rev > c.rev {
 		c.rev = rev
 		close(c.changed)
 		c.changed = make(chan struct{})
 	}
+	c.reachBarriersLocked()
 }
 
 // Changed returns a channel closed when the cache next advances.
@@ -309,16 +231,24 @@ func (c *Cache) Run(ctx context.Context) error {
 	})
 }
 
-func (c *Cache) decode(kv *mvccpb.KeyValue) (string, Location, *record.Record, bool) {
+// applyKVLocked applies a record as listed or watched. A record that does
+// not decode is kept as a corrupt tombstone: to the owner of the object it
+// is a record that no longer names it (docs/operating/security.md).
+func (c *Cache) applyKVLocked(kv *mvccpb.KeyValue) {
 	obj, err := c.keys.ParseAuthority(string(kv.Key))
 	if err != nil {
-		return "", Location{}, nil, false
+		return
 	}
 	r, err := DecodeRecord(kv.Value)
 	if err != nil {
-		return "", Location{}, nil, false
+		c.applyLocked(obj.String(), Location{}, true, kv.ModRevision, nil)
+		if e := c.entries[obj.String()]; e.version == kv.ModRevision {
+			e.objGen = corruptMark
+			c.entries[obj.String()] = e
+		}
+		return
 	}
-	return obj.String(), LocationOf(Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision}), groupRecord(obj, r), true
+	c.applyLocked(obj.String(), LocationOf(Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision}), false, kv.ModRevision, groupRecord(obj, r))
 }
 
 // groupRecord is r to keep beside the location when obj is a group.
@@ -329,74 +259,40 @@ func groupRecord(obj keyspace.Object, r record.Record) *record.Record {
 	return &r
 }
 
-// load lists every record at one revision (paged) and applies it.
+// load lists every record at one revision (chunk by chunk) and applies it.
 func (c *Cache) load(ctx context.Context) (int64, error) {
 	prefix := c.keys.AuthorityPrefix()
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	key := prefix
-	var rev int64
-	for {
-		opts := []clientv3.OpOption{clientv3.WithRange(end), clientv3.WithLimit(5000)}
-		if rev != 0 {
-			opts = append(opts, clientv3.WithRev(rev))
-		}
-		resp, err := c.c.Get(ctx, key, opts...)
-		if err != nil {
-			return 0, fmt.Errorf("authority: cache load: %w", err)
-		}
-		if rev == 0 {
-			rev = resp.Header.Revision
-		}
+	// The list's revision holds every change committed before its first
+	// (linearizable) read was sent.
+	at := c.now()
+	rev, err := etcdscan.Range(ctx, c.c, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, func(kvs []*mvccpb.KeyValue) error {
 		c.mu.Lock()
-		for _, kv := range resp.Kvs {
-			if name, loc, grp, ok := c.decode(kv); ok {
-				c.applyLocked(name, loc, false, kv.ModRevision, grp)
-			}
+		defer c.unlock()
+		for _, kv := range kvs {
+			c.applyKVLocked(kv)
 		}
-		c.mu.Unlock()
-		if !resp.More || len(resp.Kvs) == 0 {
-			break
-		}
-		key = string(resp.Kvs[len(resp.Kvs)-1].Key) + "\x00"
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("authority: cache load: %w", err)
 	}
 	// A key deleted while we were not watching is not in the list: a known
 	// entry older than rev that is absent from etcd now stays until an event
 	// or Observe replaces it. Authority records are durable and never deleted
 	// by meshloc, so this only matters for operator deletions.
 	c.mu.Lock()
-	c.advanceLocked(rev, true)
+	c.advanceLocked(rev)
+	c.freshAt = later(c.freshAt, at)
 	c.mu.Unlock()
 	c.readyOne.Do(func() { close(c.ready) })
 	return rev, nil
-}
-
-// KeepFresh asks etcd for a progress notification on the cache's watch
-// every interval until ctx ends, so FreshAt stays recent while no record
-// changes (etcd's own notifications of an idle watch come every ten
-// minutes by default). A request that fails is simply made again at the
-// next interval: a cache that cannot hear from etcd must go stale.
-func (c *Cache) KeepFresh(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			// The same metadata as the watch's context: the request goes
-			// on the watch's stream.
-			rctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), every)
-			_ = c.c.RequestProgress(rctx)
-			cancel()
-		}
-	}
 }
 
 // follow watches from rev+1 until an error; ErrCompacted means re-list.
 func (c *Cache) follow(ctx context.Context, rev int64) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	wch := c.c.Watch(wctx, c.keys.AuthorityPrefix(), clientv3.WithPrefix(),
+	wch := c.w.Watch(wctx, c.keys.AuthorityPrefix(), clientv3.WithPrefix(),
 		clientv3.WithRev(rev+1), clientv3.WithProgressNotify())
 	for resp := range wch {
 		if err := resp.Err(); err != nil {
@@ -413,17 +309,15 @@ func (c *Cache) follow(ctx context.Context, rev int64) error {
 		for _, ev := range resp.Events {
 			switch ev.Type {
 			case clientv3.EventTypePut:
-				if name, loc, grp, ok := c.decode(ev.Kv); ok {
-					c.applyLocked(name, loc, false, ev.Kv.ModRevision, grp)
-				}
+				c.applyKVLocked(ev.Kv)
 			case clientv3.EventTypeDelete:
 				if obj, err := c.keys.ParseAuthority(string(ev.Kv.Key)); err == nil {
 					c.applyLocked(obj.String(), Location{}, true, ev.Kv.ModRevision, nil)
 				}
 			}
 		}
-		c.advanceLocked(upTo, true)
-		c.mu.Unlock()
+		c.advanceLocked(upTo)
+		c.unlock()
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()

@@ -64,7 +64,7 @@ func fillCache(tb testing.TB, ids []string) *authority.Cache {
 			Object: keyspace.Actor("counter", ids[i]),
 			Record: authority.Record{
 				Kind: keyspace.KindActor, Type: "counter",
-				ObjectGeneration: 1 + int64(i%3), OwnerGeneration: 1 + int64(i%5),
+				ObjectGeneration: 1 + int64(i%3), AuthorityGeneration: 1 + int64(i%5),
 				Owner: authority.OwnerRef{ID: strings.Clone(o.ref.ID), Generation: o.ref.Generation},
 				Node:  authority.NodeRef{RoutingID: strings.Clone(o.node.RoutingID), Address: strings.Clone(o.node.Address)},
 				State: authority.StateActive,

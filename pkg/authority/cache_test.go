@@ -46,7 +46,7 @@ func TestCacheFollowsCommits(t *testing.T) {
 		t.Fatal(err)
 	}
 	loc, ok := cache.Lookup(obj)
-	if !ok || loc.Owner != dst || loc.OwnerGeneration != 2 || loc.StoreVersion != res.Revision {
+	if !ok || loc.Owner != dst || loc.AuthorityGeneration != 2 || loc.StoreVersion != res.Revision {
 		t.Fatalf("after commit: %+v", loc)
 	}
 	if cache.FreshAt().IsZero() {

@@ -35,10 +35,17 @@
 //     planned record names its relocation (LastRelocation), so no other write
 //     can produce the same bytes. If the read-back fails too, the error wraps
 //     ErrUncertain and the caller must resolve again (ResolveCommit).
+//   - etcd's NOSPACE refusal is resolved the same way (the write that crossed
+//     the quota was applied); found not written, Intend and Activate return
+//     ErrNoSpace (resource_exhausted) and the other writes set
+//     WriteResult.NoSpace: a full etcd is never reported as a lost race
+//     (nospace.go).
 //
-// Cache is a location cache fed by a watch on authority/; it only moves
-// forward in revision, re-lists after compaction, and records when it was last
-// known fresh (docs/design.md §5).
+// Cache is a location cache fed by a watch on authority/ (straight from
+// etcd, or through a watch fan-out: WatchVia); it only moves forward in
+// revision, re-lists after compaction, and knows when it was last known
+// fresh: the send time of a linearizable read whose revision the watch has
+// reached (freshness.go, docs/design.md §5).
 //
 // Not here: deciding whether to relocate (pkg/relocation), lease keeping
 // (pkg/lease). This package does not fence by itself against an owner that

@@ -100,7 +100,7 @@ func (s *Store) writeGroup(ctx context.Context, primary Snapshot, members []Snap
 			written = written && found && cur.StoreVersion > sn.StoreVersion && bytes.Equal(cur.Record.Encode(), planned[i].Encode())
 		}
 		w := result(v, written)
-		w.Resolved = true
+		w.Resolved, w.NoSpace = true, !written && IsNoSpace(err)
 		return w, nil
 	}
 	if resp.Succeeded {
@@ -205,9 +205,9 @@ func WithMember(members []string, m string) []string { return withMember(members
 
 // ---------------------------------------------------------------- recover
 
-// recoverGroup is Recover of a group record or of one of its members: the
-// group and every member are re-created on the new owner in one
-// transaction, so a recovery never splits a group between owners.
+// planGroupRecovery plans Recover of a group record or of one of its
+// members: the group and every member are re-created on the new owner in
+// one transaction, so a recovery never splits a group between owners.
 //
 //	If ModRevision(auth_i)=seen_i ∀ participants ∧ CreateRevision(owners/old)≠old.Generation ∧
 //	   CreateRevision(owners/new)=new.Generation [∧ guard]
@@ -215,100 +215,68 @@ func WithMember(members []string, m string) []string { return withMember(members
 //
 // The catalog is not bumped: records are never deleted, so a record's own
 // object generation is what a later recovery or activation starts from.
-// The result is the requested object's (req.Seen's).
-func (s *Store) recoverGroup(ctx context.Context, req RecoverRequest) (WriteResult, error) {
+// The result is the requested object's (req.Seen's); a group that changed
+// since req.Seen, or whose owner is alive, is decided without a write.
+func (s *Store) planGroupRecovery(ctx context.Context, req RecoverRequest) (recoverPlan, error) {
 	obj := req.Seen.Object
 	g := obj
 	if obj.Kind != keyspace.KindGroup {
 		var err error
 		if g, err = keyspace.ParseObject(req.Seen.Record.Group); err != nil || g.Kind != keyspace.KindGroup {
-			return WriteResult{}, fmt.Errorf("%w: %s names group %q", ErrInvalidRecord, obj, req.Seen.Record.Group)
+			return recoverPlan{}, fmt.Errorf("%w: %s names group %q", ErrInvalidRecord, obj, req.Seen.Record.Group)
 		}
 	}
 	gs, err := s.Read(ctx, g)
 	if err != nil {
-		return WriteResult{}, fmt.Errorf("authority: recover %s: its group: %w", obj, err)
+		return recoverPlan{}, fmt.Errorf("authority: recover %s: its group: %w", obj, err)
 	}
 	objs := []keyspace.Object{g}
 	for _, m := range gs.Record.Members {
 		o, err := keyspace.ParseObject(m)
 		if err != nil {
-			return WriteResult{}, fmt.Errorf("%w: %s lists %q", ErrInvalidRecord, g, m)
+			return recoverPlan{}, fmt.Errorf("%w: %s lists %q", ErrInvalidRecord, g, m)
 		}
 		objs = append(objs, o)
 	}
 	old := gs.Record.Owner
 	v, err := s.ReadMany(ctx, objs, []string{old.ID})
 	if err != nil {
-		return WriteResult{}, fmt.Errorf("authority: recover %s: %w", obj, err)
+		return recoverPlan{}, fmt.Errorf("authority: recover %s: %w", obj, err)
 	}
 	cur, found := v.Objects[obj.String()]
 	res := WriteResult{Snapshot: cur, Found: found, OwnerAlive: v.Alive(old)}
 	if !found || cur.StoreVersion != req.Seen.StoreVersion || res.OwnerAlive {
-		return res, nil // it changed since it was seen, or its owner is alive: not written
+		return recoverPlan{decided: true, res: res}, nil // it changed since it was seen, or its owner is alive: not written
 	}
 	all := make([]Snapshot, 0, len(objs))
 	for _, o := range objs {
 		sn, ok := v.Objects[o.String()]
 		if !ok || sn.Record.Owner != old || (o.Kind == keyspace.KindActor && sn.Record.Group != g.String()) {
-			return WriteResult{}, fmt.Errorf("%w: %s of %s is not the group's member on %s (%+v)", ErrInvalidRecord, o, g, old, sn.Record)
+			return recoverPlan{}, fmt.Errorf("%w: %s of %s is not the group's member on %s (%+v)", ErrInvalidRecord, o, g, old, sn.Record)
 		}
 		all = append(all, sn)
 	}
 	if obj.Kind != keyspace.KindGroup && !slices.Contains(gs.Record.Members, obj.String()) {
-		return WriteResult{}, fmt.Errorf("%w: %s names %s, which does not list it", ErrInvalidRecord, obj, g)
+		return recoverPlan{}, fmt.Errorf("%w: %s names %s, which does not list it", ErrInvalidRecord, obj, g)
 	}
-	planned := make([]Record, len(all))
-	var cmps []clientv3.Cmp
-	var puts []clientv3.Op
+	p := recoverPlan{obj: obj, old: old, objs: objs, planned: make([]Record, len(all)), guard: req.Guard}
+	p.idx = slices.IndexFunc(all, func(sn Snapshot) bool { return sn.Object == obj })
 	for i, sn := range all {
 		r := sn.Record
 		r.Members = append([]string(nil), r.Members...)
 		r.ObjectGeneration++
-		r.OwnerGeneration++
+		r.AuthorityGeneration++
 		r.Owner, r.Node, r.State, r.Intent = req.NewOwner, req.Node, StateActive, nil
-		planned[i] = r
+		p.planned[i] = r
 		k := s.keys.Authority(sn.Object)
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", sn.StoreVersion))
-		puts = append(puts, clientv3.OpPut(k, string(r.Encode())))
+		p.txn.cmps = append(p.txn.cmps, clientv3.Compare(clientv3.ModRevision(k), "=", sn.StoreVersion))
+		p.txn.thens = append(p.txn.thens, clientv3.OpPut(k, string(r.Encode())))
 	}
 	oldKey, newKey := s.keys.Owner(old.ID), s.keys.Owner(req.NewOwner.ID)
-	cmps = append(cmps,
+	p.txn.cmps = append(p.txn.cmps,
 		clientv3.Compare(clientv3.CreateRevision(oldKey), "!=", old.Generation),
 		clientv3.Compare(clientv3.CreateRevision(newKey), "=", req.NewOwner.Generation))
-	elses := []clientv3.Op{clientv3.OpGet(s.keys.Authority(obj)), clientv3.OpGet(oldKey)}
-	if gd := req.Guard; gd != nil {
-		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(gd.Key), "=", gd.CreateRevision))
-		elses = append(elses, clientv3.OpGet(gd.Key))
-	}
-	resp, err := s.c.Txn(ctx).If(cmps...).Then(puts...).Else(elses...).Commit()
-	idx := slices.IndexFunc(all, func(sn Snapshot) bool { return sn.Object == obj })
-	if err != nil {
-		rv, rerr := s.ReadMany(ctx, objs, []string{old.ID})
-		if rerr != nil {
-			return WriteResult{}, fmt.Errorf("%w: recover %s: %w (read-back: %w)", ErrUncertain, g, err, rerr)
-		}
-		written := true
-		for i, sn := range all {
-			c, ok := rv.Objects[sn.Object.String()]
-			written = written && ok && bytes.Equal(c.Record.Encode(), planned[i].Encode())
-		}
-		c, ok := rv.Objects[obj.String()]
-		return WriteResult{Written: written, Snapshot: c, Found: ok, OwnerAlive: rv.Alive(old), Resolved: true}, nil
-	}
-	if resp.Succeeded {
-		rev := resp.Header.Revision
-		return WriteResult{Written: true, Found: true, Snapshot: Snapshot{Object: obj, Record: planned[idx], StoreVersion: rev, Revision: rev}}, nil
-	}
-	rv, err := s.view(resp, []keyspace.Object{obj}, []string{old.ID}, 0)
-	if err != nil {
-		return WriteResult{}, err
-	}
-	c, ok := rv.Objects[obj.String()]
-	out := WriteResult{Snapshot: c, Found: ok, OwnerAlive: rv.Alive(old)}
-	if gd := req.Guard; gd != nil {
-		kvs := resp.Responses[2].GetResponseRange().GetKvs()
-		out.GuardLost = len(kvs) == 0 || kvs[0].CreateRevision != gd.CreateRevision
-	}
-	return out, nil
+	p.txn.elses = []clientv3.Op{clientv3.OpGet(s.keys.Authority(obj)), clientv3.OpGet(oldKey)}
+	p.addGuard()
+	return p, nil
 }

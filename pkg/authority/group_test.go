@@ -188,7 +188,7 @@ func TestGroupIntentCommitPreserve(t *testing.T) {
 	}
 	consistent(t, s, g, names...)
 	for _, m := range members() {
-		if m.Record.Owner != n2 || m.Record.OwnerGeneration != 2 || m.Record.LastRelocation != "rel-2" {
+		if m.Record.Owner != n2 || m.Record.AuthorityGeneration != 2 || m.Record.LastRelocation != "rel-2" {
 			t.Fatalf("after commit: %+v", m.Record)
 		}
 	}
@@ -333,7 +333,7 @@ func TestActorJoinCommit(t *testing.T) {
 		t.Fatalf("join commit: %v %+v", err, cr)
 	}
 	consistent(t, s, g, a.String())
-	if r := read(t, s, a); r.Record.Owner != n2 || r.Record.OwnerGeneration != 2 {
+	if r := read(t, s, a); r.Record.Owner != n2 || r.Record.AuthorityGeneration != 2 {
 		t.Fatalf("actor after join: %+v", r.Record)
 	}
 	// The read-back recognises the join commit.

@@ -115,7 +115,7 @@ func (s *Store) Join(ctx context.Context, req MembershipRequest) (MembershipResu
 	var catRev, last int64
 	for range maxTxnRetries {
 		a := Record{
-			Kind: req.Actor.Kind, Type: req.Actor.Type, ObjectGeneration: last + 1, OwnerGeneration: 1,
+			Kind: req.Actor.Kind, Type: req.Actor.Type, ObjectGeneration: last + 1, AuthorityGeneration: 1,
 			Owner: req.Owner, Node: req.Node, State: StateActive, Group: req.Group.Object.String(),
 		}
 		cat, _ := json.Marshal(catalogEntry{LastObjectGeneration: a.ObjectGeneration})

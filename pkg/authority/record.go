@@ -46,4 +46,13 @@ var (
 	// ErrUncertain: etcd did not answer and the read-back could not decide yet;
 	// the write may or may not have happened. Retry the resolution.
 	ErrUncertain = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "authority: outcome uncertain")
+	// ErrNoSpace: etcd refused the write for want of space — it reached
+	// its quota and raised its NOSPACE alarm — and the read-back found it
+	// not written. Every write fails alike until the alarm is disarmed
+	// (docs/operating/etcd.md): retrying does not help (nospace.go).
+	// ErrCorruptRecord: etcd holds a record of the object that does not
+	// decode. Nothing is served for the object (an owner that sees it
+	// fences the object) until an operator repairs or deletes the record.
+	ErrCorruptRecord = wire.Sentinel(pb.Code_CODE_CORRUPT_RECORD, "authority: corrupt record")
+	ErrNoSpace       = wire.Sentinel(pb.Code_CODE_RESOURCE_EXHAUSTED, "authority: etcd is out of space (NOSPACE alarm)")
 )

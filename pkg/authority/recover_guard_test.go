@@ -51,6 +51,18 @@ func TestRecoverGuard(t *testing.T) {
 	if err != nil || r.Written || !r.GuardLost {
 		t.Fatalf("recover under a re-created guard: %+v %v", r, err)
 	}
+	// Batched, every recovery of a lost guard is refused, and says so.
+	var reqs []authority.RecoverRequest
+	for _, seen := range []authority.Snapshot{b, activate(t, s, keyspace.Actor("counter", "c"), live)} {
+		reqs = append(reqs, authority.RecoverRequest{Seen: seen, NewOwner: live, Node: node("n2"), Guard: held})
+	}
+	reqs[1].Seen.Record.Owner = dead // as if seen while the dead owner had it
+	res, errs := s.Batched(authority.DefaultLimits()).RecoverMany(ctx, reqs)
+	for i, r := range res {
+		if errs[i] != nil || r.Written || !r.GuardLost {
+			t.Fatalf("batched recover %d under a lost guard: %+v %v", i, r, errs[i])
+		}
+	}
 	got, err := s.Read(ctx, b.Object)
 	if err != nil || got.StoreVersion != b.StoreVersion {
 		t.Fatalf("a refused recover changed the record: %+v %v", got, err)

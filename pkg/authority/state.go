@@ -256,8 +256,8 @@ func (r PersistRequest) validate() error {
 	switch {
 	case keyspace.ValidateOwnerID(r.Fence.Owner.ID) != nil || r.Fence.Owner.Generation <= 0:
 		return fmt.Errorf("%w: persist by owner %v", ErrInvalidRequest, r.Fence.Owner)
-	case r.Fence.ObjectGeneration <= 0 || r.Fence.OwnerGeneration <= 0:
-		return fmt.Errorf("%w: persist under generations o%d/a%d", ErrInvalidRequest, r.Fence.ObjectGeneration, r.Fence.OwnerGeneration)
+	case r.Fence.ObjectGeneration <= 0 || r.Fence.AuthorityGeneration <= 0:
+		return fmt.Errorf("%w: persist under generations o%d/a%d", ErrInvalidRequest, r.Fence.ObjectGeneration, r.Fence.AuthorityGeneration)
 	case r.StoreVersion <= 0 || r.StateVersion < 0:
 		return fmt.Errorf("%w: persist at store version %d, state version %d", ErrInvalidRequest, r.StoreVersion, r.StateVersion)
 	case len(r.Value) == 0:
@@ -329,6 +329,9 @@ type PersistResult struct {
 	Revision int64
 	// Resolved is true when decided by a read-back after an RPC error.
 	Resolved bool
+	// NoSpace: etcd refused the write for want of space (its NOSPACE
+	// alarm) and the read-back found it not written (nospace.go).
+	NoSpace bool
 }
 
 // PersistState writes req.Value to state/<object> (see the transaction
@@ -363,6 +366,7 @@ func (s *Store) PersistState(ctx context.Context, req PersistRequest) (PersistRe
 		if rerr != nil {
 			return PersistResult{}, fmt.Errorf("%w: persist %s: %w (read-back: %w)", ErrUncertain, req.Object, err, rerr)
 		}
+		res.NoSpace = res.Outcome == PersistNotWritten && IsNoSpace(err)
 		return res, nil
 	}
 	if resp.Succeeded {

@@ -18,7 +18,7 @@ import (
 // stateValue is a StateValue of obj written under snap's fence.
 func stateValue(snap authority.Snapshot, seq uint64, state string) []byte {
 	v := authority.StateValue{V: authority.StateVersion1, Object: snap.Object.String(),
-		ObjectGeneration: snap.Record.ObjectGeneration, AuthorityGeneration: snap.Record.OwnerGeneration,
+		ObjectGeneration: snap.Record.ObjectGeneration, AuthorityGeneration: snap.Record.AuthorityGeneration,
 		Owner: snap.Record.Owner, Seq: seq, State: []byte(state), ReplyWindowMs: 60000, ReplyMaxEntries: 4096}
 	return v.Encode()
 }

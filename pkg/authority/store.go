@@ -34,7 +34,7 @@ func (s *Store) snapshot(kv *mvccpb.KeyValue, rev int64) (Snapshot, error) {
 	}
 	r, err := DecodeRecord(kv.Value)
 	if err != nil {
-		return Snapshot{}, fmt.Errorf("%s: %w", kv.Key, err)
+		return Snapshot{}, fmt.Errorf("%w: %s: %w", ErrCorruptRecord, kv.Key, err)
 	}
 	return Snapshot{Object: obj, Record: r, StoreVersion: kv.ModRevision, Revision: rev}, nil
 }

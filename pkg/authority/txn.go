@@ -67,6 +67,8 @@ const maxTxnRetries = 16
 //
 // A lost race returns the winner's record (Won=false). An owner that is not
 // alive gets ErrOwnerNotAlive. An RPC error is resolved by reading back.
+// On a batched Store the first calls of many objects share etcd round
+// trips (each its own nested transaction).
 func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResult, error) {
 	if err := req.validate(); err != nil {
 		return ActivateResult{}, err
@@ -78,13 +80,13 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 	for range maxTxnRetries {
 		rec := Record{
 			Kind: req.Object.Kind, Type: req.Object.Type,
-			ObjectGeneration: lastGen + 1, OwnerGeneration: 1,
+			ObjectGeneration: lastGen + 1, AuthorityGeneration: 1,
 			Owner: req.Owner, Node: req.Node, State: StateActive,
 			Group: req.Group, Pinned: req.Pinned,
 		}
 		planned := rec.Encode()
 		cat, _ := json.Marshal(catalogEntry{LastObjectGeneration: rec.ObjectGeneration})
-		resp, err := s.c.Txn(ctx).If(
+		resp, err := s.txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(authKey), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Owner.Generation),
 			clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
@@ -104,6 +106,10 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 				return ActivateResult{Won: true, Snapshot: snap}, nil
 			case rerr == nil:
 				return ActivateResult{Won: false, Snapshot: snap}, nil
+			case errors.Is(rerr, ErrNotFound) && IsNoSpace(err):
+				// Not written, and no write will be until the alarm is
+				// disarmed: say so at once.
+				return ActivateResult{}, fmt.Errorf("%w: activate %s: %w", ErrNoSpace, req.Object, err)
 			case errors.Is(rerr, ErrNotFound):
 				continue // not written: try again
 			default:
@@ -172,7 +178,7 @@ type CommitResult struct {
 func Planned(p Participant, target OwnerRef, node NodeRef, relocationID string) Record {
 	r := p.Expected.Record
 	r.Members = append([]string(nil), r.Members...)
-	r.OwnerGeneration++
+	r.AuthorityGeneration++
 	r.Owner = target
 	r.Node = node
 	r.State = StateActive
@@ -370,6 +376,9 @@ type WriteResult struct {
 	Resolved bool
 	// GuardLost: the request's Guard key was gone or re-created (Recover).
 	GuardLost bool
+	// NoSpace: etcd refused the write for want of space (its NOSPACE
+	// alarm) and the read-back found it not written (nospace.go).
+	NoSpace bool
 	// Members: for a group's intent or preserve, the other participants'
 	// records after the write (Written), or the current ones found.
 	Members map[string]Snapshot
@@ -397,13 +406,22 @@ func (s *Store) Intend(ctx context.Context, req IntentRequest) (WriteResult, err
 	rec.State, rec.Intent = StateRelocating, &in
 	val, _ := json.Marshal(relocationIntent{Object: req.Seen.Object.String(), Source: req.Source, Intent: in, Phase: "prepared"})
 	extra := []clientv3.Op{clientv3.OpPut(s.keys.Relocation(in.RelocationID), string(val), clientv3.WithLease(req.LeaseID))}
+	var res WriteResult
+	var err error
 	if len(req.Members) > 0 {
-		return s.writeGroup(ctx, req.Seen, req.Members, req.Source, func(r Record) Record {
+		res, err = s.writeGroup(ctx, req.Seen, req.Members, req.Source, func(r Record) Record {
 			r.State, r.Intent = StateRelocating, &in
 			return r
 		}, extra)
+	} else {
+		res, err = s.writeOne(ctx, req.Seen, req.Source, rec, extra)
 	}
-	return s.writeOne(ctx, req.Seen, req.Source, rec, extra)
+	if err == nil && res.NoSpace {
+		// Not "the record changed": the relocation cannot start while etcd
+		// refuses writes.
+		return res, fmt.Errorf("%w: the intent on %s was not written", ErrNoSpace, req.Seen.Object)
+	}
+	return res, err
 }
 
 // PreserveRequest: the source, still the owner after the deadline, keeps the
@@ -463,7 +481,8 @@ func (s *Store) writeOne(ctx context.Context, seen Snapshot, owner OwnerRef, rec
 		}
 		cur, found := v.Objects[seen.Object.String()]
 		written := found && cur.StoreVersion > seen.StoreVersion && bytes.Equal(cur.Record.Encode(), planned)
-		return WriteResult{Written: written, Snapshot: cur, Found: found, OwnerAlive: v.Alive(owner), Resolved: true}, nil
+		return WriteResult{Written: written, Snapshot: cur, Found: found, OwnerAlive: v.Alive(owner), Resolved: true,
+			NoSpace: !written && IsNoSpace(err)}, nil
 	}
 	if resp.Succeeded {
 		return WriteResult{Written: true, Found: true, OwnerAlive: true, Snapshot: Snapshot{

@@ -11,3 +11,14 @@ import "context"
 func (s *Store) CommitWithoutCompare(ctx context.Context, req CommitRequest) (CommitResult, error) {
 	return s.commit(ctx, req, false)
 }
+
+// RecoverManySharedCompare is RecoverMany in which every actor's
+// transaction compares the record of the first actor of its request (runs
+// of as many as one request carries) instead of its own (its catalog,
+// owner and guard compares stay): the planted bug
+// recovery-batch-shared-compare of internal/failpoint, which a test
+// build's recovery controller puts in its seam. It exists in test builds
+// only.
+func (s *Store) RecoverManySharedCompare(ctx context.Context, reqs []RecoverRequest) ([]WriteResult, []error) {
+	return s.recoverMany(ctx, reqs, true)
+}

@@ -212,12 +212,23 @@ func (c *Admin) Controllers(ctx context.Context) (api.ControllersResponse, []byt
 	return r, raw, err
 }
 
+// Etcd asks GET /v1/etcd: the etcd locationd uses, its sizes, alarms and
+// compaction.
+func (c *Admin) Etcd(ctx context.Context) (api.EtcdStatus, []byte, error) {
+	var r api.EtcdStatus
+	raw, err := c.get(ctx, "/v1/etcd", nil, &r)
+	return r, raw, err
+}
+
 // Drain asks locationd to drain the owner (POST /v1/owners/{id}/drain) and
 // reads the answer as it comes: progress, if set, gets each event with its
-// raw line; the report is returned. A drain ends by itself (bounded by its
-// timeout); bound ctx above it: a ctx that ends first only stops the wait,
-// not the drain. A drain that ran is not an error even when objects could
-// not be moved: see the report's Failed. An owner id that is not valid
+// raw line; the report is returned. With req.List the report's Moved and
+// Failed hold every object, from the pages that follow it (in memory: a
+// node of 100,000 objects makes a list of about 10 MB); without, Failed
+// holds the first 100 and the counts say how many. A drain ends by itself
+// (when it stops moving objects, at most an hour); bound ctx above it: a ctx
+// that ends first only stops the wait, not the drain. A drain that ran is
+// not an error even when objects could not be moved: see FailedCount. An owner id that is not valid
 // (keyspace.ValidateOwnerID) is an *api.Error with api.CodeInvalidArgument, and
 // nothing is sent.
 func (c *Admin) Drain(ctx context.Context, owner string, req api.DrainRequest, progress func(ev api.DrainEvent, raw []byte)) (api.DrainReport, error) {
@@ -247,6 +258,7 @@ func (c *Admin) Drain(ctx context.Context, owner string, req api.DrainRequest, p
 	}
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 64<<10), api.MaxBody)
+	var report *api.DrainReport
 	for sc.Scan() {
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
@@ -264,7 +276,20 @@ func (c *Admin) Drain(ctx context.Context, owner string, req api.DrainRequest, p
 			if ev.Report == nil {
 				return api.DrainReport{}, &api.Error{Code: api.CodeInternal, Message: "locationd: a report line without a report"}
 			}
-			return *ev.Report, nil
+			if !req.List {
+				return *ev.Report, nil
+			}
+			report = ev.Report
+			report.Moved, report.Failed = nil, nil // the pages list them all
+		case api.DrainKindPage:
+			if report == nil || ev.Page == nil {
+				return api.DrainReport{}, &api.Error{Code: api.CodeInternal, Message: "locationd: a page line before the report, or without a page"}
+			}
+			report.Moved = append(report.Moved, ev.Page.Moved...)
+			report.Failed = append(report.Failed, ev.Page.Failed...)
+			if ev.Page.Last {
+				return *report, nil
+			}
 		case api.DrainKindError:
 			if ev.Error == nil {
 				ev.Error = &api.Error{Code: api.CodeInternal, Message: "locationd: an error line without an error"}

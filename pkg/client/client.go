@@ -42,6 +42,11 @@ import (
 // or a call on a client with none of the first two, or no node serves.
 var ErrNoNodes = errors.New("client: no node to call")
 
+// ErrTLSFiles: the client's certificate files (Config.TLS, EtcdTLS) do
+// not make a configuration: one missing or unreadable, or a certificate
+// that does not chain to the CA given. Nothing was sent.
+var ErrTLSFiles = errors.New("client: TLS files")
+
 // ErrClosed: a call on a client after Close.
 var ErrClosed = errors.New("client: closed")
 
@@ -51,6 +56,10 @@ type Config struct {
 	EtcdEndpoints []string
 	// Etcd: an existing etcd client to route from (not closed by Close).
 	Etcd *clientv3.Client
+	// EtcdWatchEndpoints: a watch fan-out (`locationd watch-proxy`) the
+	// client's location cache and owner directory follow etcd through,
+	// reached with EtcdTLS's files (not its password); reads stay on etcd.
+	EtcdWatchEndpoints []string
 	// Nodes: gateway addresses, used when no etcd is given.
 	Nodes []string
 	// Prefix and Cluster of the etcd layout (defaults /meshloc, default).
@@ -94,6 +103,7 @@ type Client struct {
 	bg      context.Context // ends at Close
 	etcd    *clientv3.Client
 	ownEtcd bool
+	watch   *clientv3.Client // the fan-out's client (EtcdWatchEndpoints), or nil
 	cache   *authority.Cache
 	dir     *lease.Directory
 	cancel  context.CancelFunc
@@ -124,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	c := &Client{cfg: cfg, keys: keys, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
 	if cfg.TLS.Enabled() {
 		if c.tls, err = mtls.Load(cfg.TLS); err != nil {
-			return nil, fmt.Errorf("client: %w", err)
+			return nil, fmt.Errorf("%w: %w", ErrTLSFiles, err)
 		}
 	}
 	if cfg.Locationd != "" {
@@ -138,7 +148,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		e.Endpoints = cfg.EtcdEndpoints
 		ecfg, err := e.ClientConfig()
 		if err != nil {
-			return nil, fmt.Errorf("client: etcd: %w", err)
+			return nil, fmt.Errorf("%w: etcd: %w", ErrTLSFiles, err)
 		}
 		if c.etcd, err = clientv3.New(ecfg); err != nil {
 			return nil, fmt.Errorf("client: etcd: %w", err)
@@ -154,8 +164,23 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 		}
 		return c, nil
 	}
-	c.cache = authority.NewCache(c.etcd, keys)
-	c.dir = lease.NewDirectory(c.etcd, keys)
+	var cacheOpts []authority.CacheOption
+	var dirOpts []lease.DirectoryOption
+	if len(cfg.EtcdWatchEndpoints) > 0 {
+		e := mtls.Etcd{Endpoints: cfg.EtcdWatchEndpoints, CACert: cfg.EtcdTLS.CACert, Cert: cfg.EtcdTLS.Cert, Key: cfg.EtcdTLS.Key}
+		wcfg, err := e.ClientConfig()
+		if err == nil {
+			c.watch, err = clientv3.New(wcfg)
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("client: etcd watch: %w", err)
+		}
+		cacheOpts = append(cacheOpts, authority.WatchVia(c.watch))
+		dirOpts = append(dirOpts, lease.WatchVia(c.watch))
+	}
+	c.cache = authority.NewCache(c.etcd, keys, cacheOpts...)
+	c.dir = lease.NewDirectory(c.etcd, keys, dirOpts...)
 	c.wg.Add(2)
 	go func() { defer c.wg.Done(); _ = c.cache.Run(bg) }()
 	go func() { defer c.wg.Done(); _ = c.dir.Run(bg) }()
@@ -183,10 +208,14 @@ func (c *Client) Close() error {
 		delete(c.conns, a)
 	}
 	c.mu.Unlock()
-	if c.ownEtcd {
-		return c.etcd.Close()
+	var errs []error
+	if c.watch != nil {
+		errs = append(errs, c.watch.Close())
 	}
-	return nil
+	if c.ownEtcd {
+		errs = append(errs, c.etcd.Close())
+	}
+	return errors.Join(errs...)
 }
 
 // Call calls method on object with string arguments and a new operation id.
@@ -195,18 +224,37 @@ func (c *Client) Call(ctx context.Context, object, method string, args ...string
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
-	return c.CallOp(ctx, wire.NewOperationID(), object, method, b)
+	return c.CallBytes(ctx, wire.NewOperationID(), object, method, b)
 }
 
-// CallOp calls with a given operation id: retrying a call with the same id
-// never executes it twice.
+// CallID is Call with a given operation id: a call retried with the same id
+// never runs twice (keep the id of a call whose outcome is unknown).
+func (c *Client) CallID(ctx context.Context, op wire.OperationID, object, method string, args ...string) (*Reply, error) {
+	b := make([][]byte, len(args))
+	for i, a := range args {
+		b[i] = []byte(a)
+	}
+	return c.CallBytes(ctx, op, object, method, b)
+}
+
+// CallOp is CallBytes.
+//
+// Deprecated: CallOp took bytes where Call takes strings; use CallID (an
+// operation id, string arguments) or CallBytes (arguments as bytes).
 func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method string, args [][]byte) (*Reply, error) {
+	return c.CallBytes(ctx, op, object, method, args)
+}
+
+// CallBytes calls with a given operation id and arguments as bytes: a call
+// retried with the same id never runs twice.
+func (c *Client) CallBytes(ctx context.Context, op wire.OperationID, object, method string, args [][]byte) (*Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
 	req := &pb.CallRequest{Version: wire.Version, Object: object, Method: method, Args: args, OperationId: op[:]}
 	var hint string
 	backoff := 5 * time.Millisecond
 	var last error
+	var refused map[string]error // gateways whose connection never carried the call
 	for attempt := 0; ; attempt++ {
 		if attempt > 0 {
 			t := time.NewTimer(backoff)
@@ -242,6 +290,17 @@ func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method
 		}
 		rep, err := rpcpb.NewCallServiceClient(conn).Call(ctx, req)
 		if err != nil {
+			if p := dialProblem(addr, err, c.tls != nil); p != nil {
+				if errors.Is(p, ErrTLSMismatch) {
+					return nil, p // a configuration's error: no retry mends it
+				}
+				if refused == nil {
+					refused = map[string]error{}
+				}
+				if refused[addr] = p; c.refusedAll(refused) {
+					return nil, c.joinRefused(refused)
+				}
+			}
 			last = fmt.Errorf("call %s via %s: %w", object, addr, err)
 			c.forget(object)
 			continue
@@ -273,7 +332,7 @@ func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method
 
 func fenceOf(f *pb.Fence) authority.Fence {
 	return authority.Fence{Owner: authority.OwnerRef{ID: f.GetOwnerId(), Generation: f.GetOwnerGeneration()},
-		ObjectGeneration: f.GetObjectGeneration(), OwnerGeneration: f.GetAuthorityGeneration()}
+		ObjectGeneration: f.GetObjectGeneration(), AuthorityGeneration: f.GetAuthorityGeneration()}
 }
 
 func (c *Client) known(object string) int64 {

@@ -58,17 +58,25 @@ type RelocateOptions struct {
 	// Foreground: the owner starts it at once, however slow its calls
 	// (api.RelocateRequest.Foreground).
 	Foreground bool
+	// NoPrecopy: the sealed state moves whole, without a pre-copy
+	// (api.RelocateRequest.NoPrecopy; node.RelocateOptions.NoPrecopy).
+	NoPrecopy bool
+	// Detach: Relocate answers once the owner took the relocation (its id)
+	// and it runs on, as node.RelocateOptions.Detach; false waits for its
+	// end. Relocate returns the id either way; Wait and Relocation follow it.
+	Detach bool
 }
 
-// Relocate starts moving object to another node and returns the
-// relocation's id at once; Wait follows it to its outcome, Relocation
-// reads where it is.
+// Relocate moves object to another node and returns the relocation's id:
+// once it ended, or at once with opts.Detach; Wait follows it to its
+// outcome, Relocation reads where it is.
 func (c *Client) Relocate(ctx context.Context, object string, opts RelocateOptions) (string, error) {
 	if err := c.needAdmin(); err != nil {
 		return "", err
 	}
-	no := false
-	r, _, err := c.admin.Relocate(ctx, api.RelocateRequest{Object: object, Target: opts.Target, TimeoutMs: opts.Timeout.Milliseconds(), Wait: &no, Foreground: opts.Foreground})
+	wait := !opts.Detach
+	r, _, err := c.admin.Relocate(ctx, api.RelocateRequest{Object: object, Target: opts.Target, TimeoutMs: opts.Timeout.Milliseconds(),
+		Wait: &wait, Foreground: opts.Foreground, NoPrecopy: opts.NoPrecopy})
 	if err != nil {
 		return "", err
 	}

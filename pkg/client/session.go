@@ -49,6 +49,12 @@ func (t Token) String() string {
 	return base64.RawURLEncoding.EncodeToString(b)
 }
 
+// malformedToken is ParseToken's error: the text is no token a session
+// printed (cut short, changed, or something else).
+func malformedToken(why error) error {
+	return fmt.Errorf("%w: malformed session token (not one a session printed, or cut short): %v", wire.ErrInvalidArgument, why)
+}
+
 // ParseToken reads a token's text form.
 func ParseToken(s string) (Token, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
@@ -57,17 +63,17 @@ func ParseToken(s string) (Token, error) {
 		err = proto.Unmarshal(b, &m)
 	}
 	if err != nil {
-		return Token{}, fmt.Errorf("%w: token: %v", wire.ErrInvalidArgument, err)
+		return Token{}, malformedToken(err)
 	}
 	id, err := wire.ParseOperationIDBytes(m.GetSessionId())
 	if err != nil {
-		return Token{}, fmt.Errorf("%w: token: %v", wire.ErrInvalidArgument, err)
+		return Token{}, malformedToken(err)
 	}
 	if _, err := keyspace.ParseObject(m.GetObject()); err != nil {
-		return Token{}, fmt.Errorf("%w: token: %v", wire.ErrInvalidArgument, err)
+		return Token{}, malformedToken(err)
 	}
 	if m.GetObjectGeneration() < 0 {
-		return Token{}, fmt.Errorf("%w: token: object generation %d", wire.ErrInvalidArgument, m.GetObjectGeneration())
+		return Token{}, malformedToken(fmt.Errorf("object generation %d", m.GetObjectGeneration()))
 	}
 	return Token{Session: id, Object: m.GetObject(), ReceivedPush: m.GetReceivedPush(), LastCall: m.GetLastCall(),
 		ObjectGeneration: m.GetObjectGeneration()}, nil
@@ -469,7 +475,7 @@ func (s *Session) Fence() (authority.Fence, bool) {
 // held).
 func (s *Session) heard(f *pb.Fence) {
 	if f.GetObjectGeneration() > s.fence.ObjectGeneration ||
-		(f.GetObjectGeneration() == s.fence.ObjectGeneration && f.GetAuthorityGeneration() > s.fence.OwnerGeneration) {
+		(f.GetObjectGeneration() == s.fence.ObjectGeneration && f.GetAuthorityGeneration() > s.fence.AuthorityGeneration) {
 		s.fence = fenceOf(f)
 	}
 }

@@ -26,7 +26,7 @@ func TestWatch(t *testing.T) {
 	obj := keyspace.Actor("counter", "w1")
 	key := keyspace.Default().Authority(obj)
 	rec := func(gen int64) string {
-		r := record.Record{Kind: keyspace.KindActor, Type: "counter", ObjectGeneration: 1, OwnerGeneration: gen,
+		r := record.Record{Kind: keyspace.KindActor, Type: "counter", ObjectGeneration: 1, AuthorityGeneration: gen,
 			Owner: record.OwnerRef{ID: "n1", Generation: 7}, Node: record.NodeRef{RoutingID: strings.Repeat("ab", 16), Address: "127.0.0.1:7100"},
 			State: record.StateActive}
 		return string(r.Encode())
@@ -39,7 +39,7 @@ func TestWatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := <-ch; ev.Deleted || ev.Record.OwnerGeneration != 1 || ev.Err != nil {
+	if ev := <-ch; ev.Deleted || ev.Record.AuthorityGeneration != 1 || ev.Err != nil {
 		t.Fatalf("first event %+v", ev)
 	}
 	if _, err := cli.Put(ctx, key, rec(2)); err != nil {
@@ -48,7 +48,7 @@ func TestWatch(t *testing.T) {
 	if _, err := cli.Delete(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	if ev := <-ch; ev.Record.OwnerGeneration != 2 || ev.StoreVersion == 0 {
+	if ev := <-ch; ev.Record.AuthorityGeneration != 2 || ev.StoreVersion == 0 {
 		t.Fatalf("second event %+v", ev)
 	}
 	if ev := <-ch; !ev.Deleted {

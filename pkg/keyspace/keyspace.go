@@ -9,6 +9,7 @@
 //	state/<object>              state of a durable object
 //	state/<object>/replies/<op> a persisted reply of a durable object
 //	controllers/<name>/<lease>  election candidates of a controller (bound to each candidate's lease)
+//	security                    the cluster's security policy (written by locationd when secured)
 //
 // where <object> is actor/<type>/<id> or group/<id>.
 package keyspace
@@ -171,6 +172,15 @@ func (k Keys) Catalog(o Object) string { return k.base + "catalog/" + o.String()
 
 // State is the key of a durable object's state.
 func (k Keys) State(o Object) string { return k.base + "state/" + o.String() }
+
+// Security is the key of the cluster's security policy (internal/secpolicy).
+func (k Keys) Security() string { return k.base + "security" }
+
+// CatalogPrefix is the prefix of every catalog key.
+func (k Keys) CatalogPrefix() string { return k.base + "catalog/" }
+
+// StatePrefix is the prefix of every durable object's state key.
+func (k Keys) StatePrefix() string { return k.base + "state/" }
 
 // StateReplies is the prefix of a durable object's persisted replies, one
 // key per operation: StateReplies(o) + the operation id in 32 lowercase hex

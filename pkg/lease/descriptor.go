@@ -29,6 +29,9 @@ type Descriptor struct {
 	Types              []string  `json:"types"`
 	StartedUnixMs      int64     `json:"startedUnixMs"`
 	HTTP               string    `json:"http,omitempty"` // metrics/health address
+	// TLS: the node serves mutual TLS. A node that serves TLS never routes
+	// to, nor moves objects to, an owner without it (RequireTLS).
+	TLS bool `json:"tls,omitempty"`
 }
 
 // Encode is the JSON of d.

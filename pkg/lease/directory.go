@@ -16,6 +16,7 @@ import (
 // the directory never guesses liveness from time.
 type Directory struct {
 	c    *clientv3.Client
+	w    clientv3.Watcher // the watch path: c's own, or a fan-out's (WatchVia)
 	keys keyspace.Keys
 
 	mu       sync.RWMutex
@@ -24,11 +25,31 @@ type Directory struct {
 	ready    chan struct{}
 	readyOne sync.Once
 	changed  chan struct{}
+	tlsOnly  bool
 }
 
-// NewDirectory returns a directory; Run feeds it.
-func NewDirectory(c *clientv3.Client, keys keyspace.Keys) *Directory {
-	return &Directory{c: c, keys: keys, owners: map[string]Owner{}, ready: make(chan struct{}), changed: make(chan struct{})}
+// DirectoryOption configures a Directory at NewDirectory.
+type DirectoryOption func(*Directory)
+
+// WatchVia makes the directory follow owners/ through w (a client of a
+// watch fan-out, internal/fanout); its loads stay on the etcd client.
+func WatchVia(w clientv3.Watcher) DirectoryOption { return func(d *Directory) { d.w = w } }
+
+// RequireTLS leaves out of the directory every owner whose descriptor does
+// not say it serves mutual TLS: to a secured node such an owner does not
+// exist (no call is routed to it, no object moved to it).
+func RequireTLS() DirectoryOption { return func(d *Directory) { d.tlsOnly = true } }
+
+// admits reports whether the directory lists an owner described by desc.
+func (d *Directory) admits(desc Descriptor) bool { return !d.tlsOnly || desc.TLS }
+
+// NewDirectory returns a directory reading etcd through c; Run feeds it.
+func NewDirectory(c *clientv3.Client, keys keyspace.Keys, opts ...DirectoryOption) *Directory {
+	d := &Directory{c: c, w: c, keys: keys, owners: map[string]Owner{}, ready: make(chan struct{}), changed: make(chan struct{})}
+	for _, o := range opts {
+		o(d)
+	}
+	return d
 }
 
 // Ready is closed after the first full load.
@@ -92,7 +113,9 @@ func (d *Directory) runOnce(ctx context.Context) error {
 	d.mu.Lock()
 	d.owners = make(map[string]Owner, len(list))
 	for _, o := range list {
-		d.owners[o.Descriptor.OwnerID] = o
+		if d.admits(o.Descriptor) {
+			d.owners[o.Descriptor.OwnerID] = o
+		}
 	}
 	d.rev = rev
 	d.notifyLocked()
@@ -101,7 +124,7 @@ func (d *Directory) runOnce(ctx context.Context) error {
 
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for resp := range d.c.Watch(wctx, d.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
+	for resp := range d.w.Watch(wctx, d.keys.OwnersPrefix(), clientv3.WithPrefix(), clientv3.WithRev(rev+1)) {
 		if err := resp.Err(); err != nil {
 			return err
 		}
@@ -118,6 +141,10 @@ func (d *Directory) runOnce(ctx context.Context) error {
 			desc, err := DecodeDescriptor(ev.Kv.Value)
 			if err != nil {
 				desc = Descriptor{OwnerID: id}
+			}
+			if !d.admits(desc) {
+				delete(d.owners, id)
+				continue
 			}
 			d.owners[id] = Owner{Descriptor: desc, Generation: ev.Kv.CreateRevision, ModRevision: ev.Kv.ModRevision, LeaseID: ev.Kv.Lease}
 		}

@@ -9,12 +9,15 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"maps"
 	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"time"
+
+	pkcs12 "software.sslmate.com/src/go-pkcs12"
 )
 
 // CA is a cluster certificate authority: the one root every process trusts.
@@ -211,11 +214,27 @@ type InitOptions struct {
 	Hosts []string
 	// ValidFor is how long every certificate is valid (default a year).
 	ValidFor time.Duration
+	// Clients are client identities (admin, operator, viewer roles) to
+	// issue besides; Init adds one per role, named after it.
+	Clients []Identity
+	// P12Password, if set, also writes <name>.p12 (PKCS#12: certificate,
+	// key and CA, for a browser) for every client certificate, encrypted
+	// with it.
+	P12Password string
 }
 
 // EtcdUsers are the etcd users Init makes client certificates for, by the
-// file name (without extension) they go to.
-var EtcdUsers = map[string]string{"etcd-root": "root", "etcd-node": "meshloc-node", "etcd-locationd": "meshloc-locationd"}
+// file name (without extension) they go to; besides, each node gets its
+// own (EtcdNodeFile, EtcdNodeUser).
+var EtcdUsers = map[string]string{"etcd-root": "root", "etcd-locationd": "meshloc-locationd", "etcd-watch": "meshloc-watch"}
+
+// EtcdNodeUser is node name's own etcd user: it may write that node's owner
+// key and no other (internal/etcdauth).
+func EtcdNodeUser(name string) string { return "meshloc-node-" + name }
+
+// EtcdNodeFile is the file name (without extension) of node name's etcd
+// client certificate.
+func EtcdNodeFile(name string) string { return "etcd-node-" + name }
 
 // ClientRoles are the user certificates Init makes, one per role, named
 // after it.
@@ -223,15 +242,13 @@ var ClientRoles = []Role{RoleAdmin, RoleOperator, RoleViewer}
 
 // Init makes a new CA and every certificate of a cluster in dir: ca.crt
 // and ca.key; <name>.crt/.key for each node and locationd; admin,
-// operator and viewer client certificates; and etcd-root, etcd-node and
-// etcd-locationd for etcd's certificate authentication. It writes nothing
-// if any of those files exists. It returns the names written.
+// operator and viewer client certificates; and etcd-root, etcd-locationd,
+// etcd-watch and etcd-node-<node> for each node, for etcd's certificate
+// authentication. It writes nothing if any of those files exists. It
+// returns the names written.
 func Init(dir string, o InitOptions) ([]string, error) {
 	if o.ValidFor <= 0 {
 		o.ValidFor = 365 * 24 * time.Hour
-	}
-	if o.Hosts == nil {
-		o.Hosts = []string{"localhost", "127.0.0.1"}
 	}
 	ca, err := NewCA("meshloc cluster CA", o.ValidFor)
 	if err != nil {
@@ -242,6 +259,34 @@ func Init(dir string, o InitOptions) ([]string, error) {
 		return nil, err
 	}
 	files := map[string][]byte{"ca.crt": ca.CertPEM, "ca.key": caKey}
+	for _, r := range ClientRoles {
+		o.Clients = append(o.Clients, Identity{Role: r, Name: string(r)})
+	}
+	users := maps.Clone(EtcdUsers)
+	return issueAll(ca, dir, o, files, users)
+}
+
+// Add issues more certificates with the CA of dir (ca.crt, ca.key): for
+// new nodes (with their etcd users' certificates), locationd members,
+// external etcd members and clients (o.Clients). Like Init it writes
+// nothing if any file exists.
+func Add(dir string, o InitOptions) ([]string, error) {
+	if o.ValidFor <= 0 {
+		o.ValidFor = 365 * 24 * time.Hour
+	}
+	ca, err := LoadCA(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"))
+	if err != nil {
+		return nil, fmt.Errorf("mtls: the CA of %s: %w", dir, err)
+	}
+	return issueAll(ca, dir, o, map[string][]byte{}, map[string]string{})
+}
+
+// issueAll issues o's certificates (and users' etcd certificates, by file
+// name) into files and writes them all into dir.
+func issueAll(ca *CA, dir string, o InitOptions, files map[string][]byte, users map[string]string) ([]string, error) {
+	if o.Hosts == nil {
+		o.Hosts = []string{"localhost", "127.0.0.1"}
+	}
 	put := func(name string, l Leaf) error {
 		if _, dup := files[name+".crt"]; dup {
 			return fmt.Errorf("mtls: %s named twice", name)
@@ -252,13 +297,12 @@ func Init(dir string, o InitOptions) ([]string, error) {
 	var ids []Identity
 	for _, n := range o.Nodes {
 		ids = append(ids, Identity{Role: RoleNode, Name: n})
+		users[EtcdNodeFile(n)] = EtcdNodeUser(n)
 	}
 	for _, n := range o.Locationd {
 		ids = append(ids, Identity{Role: RoleLocationd, Name: n})
 	}
-	for _, r := range ClientRoles {
-		ids = append(ids, Identity{Role: r, Name: string(r)})
-	}
+	ids = append(ids, o.Clients...)
 	for _, id := range ids {
 		var hosts []string
 		if id.Role == RoleNode || id.Role == RoleLocationd {
@@ -271,6 +315,13 @@ func Init(dir string, o InitOptions) ([]string, error) {
 		if err := put(id.Name, l); err != nil {
 			return nil, err
 		}
+		if o.P12Password != "" && id.Role != RoleNode && id.Role != RoleLocationd {
+			p12, err := l.PKCS12(ca, o.P12Password)
+			if err != nil {
+				return nil, err
+			}
+			files[id.Name+".p12"] = p12
+		}
 	}
 	for _, m := range o.Etcd {
 		l, err := ca.issue(pkix.Name{CommonName: m, OrganizationalUnit: []string{"etcd"}, Organization: []string{Organization}}, append([]string{m}, o.Hosts...), o.ValidFor)
@@ -281,7 +332,7 @@ func Init(dir string, o InitOptions) ([]string, error) {
 			return nil, err
 		}
 	}
-	for file, user := range EtcdUsers {
+	for file, user := range users {
 		l, err := ca.IssueEtcdUser(user, o.ValidFor)
 		if err != nil {
 			return nil, err
@@ -299,4 +350,29 @@ func Init(dir string, o InitOptions) ([]string, error) {
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// PKCS12 is the certificate, its key and the CA in one PKCS#12 file
+// encrypted with password (modern encryption: AES-256, PBKDF2), for
+// importing into a browser.
+func (l Leaf) PKCS12(ca *CA, password string) ([]byte, error) {
+	cb, _ := pem.Decode(l.CertPEM)
+	kb, _ := pem.Decode(l.KeyPEM)
+	if cb == nil || kb == nil {
+		return nil, errors.New("mtls: PKCS#12: no PEM certificate or key")
+	}
+	cert, err := x509.ParseCertificate(cb.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	key, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
+	if err != nil {
+		if k, err2 := x509.ParseECPrivateKey(kb.Bytes); err2 == nil {
+			key, err = k, nil
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("mtls: PKCS#12: %w", err)
+	}
+	return pkcs12.Modern.Encode(key, cert, []*x509.Certificate{ca.Cert}, password)
 }

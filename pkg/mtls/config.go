@@ -19,6 +19,9 @@ import (
 // every peer's certificate must chain to.
 type Files struct {
 	CA, Cert, Key string
+	// CRL, if set, is the CA's revocation list (PEM): a peer whose
+	// certificate it lists is refused (crl.go).
+	CRL string
 }
 
 // Enabled reports whether any file is named.
@@ -29,18 +32,24 @@ func (f Files) Validate() error {
 	if f.Enabled() && (f.CA == "" || f.Cert == "" || f.Key == "") {
 		return fmt.Errorf("mtls: a CA, a certificate and a key are needed together (got CA %q, certificate %q, key %q)", f.CA, f.Cert, f.Key)
 	}
+	if f.CRL != "" && !f.Enabled() {
+		return fmt.Errorf("mtls: a revocation list (%s) means nothing without a CA, a certificate and a key", f.CRL)
+	}
 	return nil
 }
 
 // Reloader holds a process's certificate for its TLS configurations; Reload
 // reads a renewed one (on SIGHUP): new handshakes use it, established
-// connections (a relocation in flight) are not touched. The CA is read
-// once: a new CA needs a restart.
+// connections (a relocation in flight) are not touched. The revocation
+// list, if any, is read again with it. The CA is read once: a new CA
+// needs a restart.
 type Reloader struct {
-	files Files
-	pool  *x509.CertPool
-	cert  atomic.Pointer[tls.Certificate]
-	self  atomic.Pointer[Identity]
+	files   Files
+	pool    *x509.CertPool
+	cas     []*x509.Certificate
+	cert    atomic.Pointer[tls.Certificate]
+	self    atomic.Pointer[Identity]
+	revoked atomic.Pointer[revoked]
 }
 
 // Load reads the files; the certificate must chain to the CA and name a
@@ -60,16 +69,23 @@ func Load(f Files) (*Reloader, error) {
 	if !pool.AppendCertsFromPEM(ca) {
 		return nil, fmt.Errorf("mtls: %s holds no PEM certificate", f.CA)
 	}
-	r := &Reloader{files: f, pool: pool}
+	r := &Reloader{files: f, pool: pool, cas: parseCerts(ca)}
 	if err := r.Reload(); err != nil {
 		return nil, err
 	}
 	return r, nil
 }
 
-// Reload reads the certificate and key again; on error the one in use
-// stays.
+// Reload reads the certificate, key and revocation list again; on error
+// the ones in use stay.
 func (r *Reloader) Reload() error {
+	var crl revoked
+	if r.files.CRL != "" {
+		var err error
+		if crl, err = loadCRL(r.files.CRL, r.cas); err != nil {
+			return err
+		}
+	}
 	c, err := tls.LoadX509KeyPair(r.files.Cert, r.files.Key)
 	if err != nil {
 		return fmt.Errorf("mtls: %w", err)
@@ -88,6 +104,15 @@ func (r *Reloader) Reload() error {
 	c.Leaf = leaf
 	r.cert.Store(&c)
 	r.self.Store(&id)
+	r.revoked.Store(&crl)
+	return nil
+}
+
+// checkRevoked refuses a peer whose certificate the revocation list names.
+func (r *Reloader) checkRevoked(certs []*x509.Certificate) error {
+	if crl := r.revoked.Load(); crl != nil && len(certs) > 0 && (*crl).has(certs[0]) {
+		return fmt.Errorf("%w: %s (serial %s)", ErrRevoked, certs[0].Subject, certs[0].SerialNumber)
+	}
 	return nil
 }
 
@@ -110,6 +135,7 @@ func (r *Reloader) ServerConfig() *tls.Config {
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 			return r.cert.Load(), nil
 		},
+		VerifyConnection: func(cs tls.ConnectionState) error { return r.checkRevoked(cs.PeerCertificates) },
 	}
 }
 
@@ -149,6 +175,9 @@ func (r *Reloader) verify(certs []*x509.Certificate) (Identity, error) {
 	}
 	if _, err := certs[0].Verify(x509.VerifyOptions{Roots: r.pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
 		return Identity{}, fmt.Errorf("mtls: server certificate: %w", err)
+	}
+	if err := r.checkRevoked(certs); err != nil {
+		return Identity{}, err
 	}
 	return Of(certs[0])
 }
@@ -197,6 +226,16 @@ func PeerIdentity(ctx context.Context) (Identity, error) {
 		return Identity{}, ErrNoIdentity
 	}
 	return Of(ti.State.VerifiedChains[0][0])
+}
+
+// PeerNode is the node name a gRPC peer's verified certificate names, ""
+// without TLS or for another role.
+func PeerNode(ctx context.Context) string {
+	id, err := PeerIdentity(ctx)
+	if err != nil || id.Role != RoleNode {
+		return ""
+	}
+	return id.Name
 }
 
 // RequestIdentity is the verified identity of an HTTPS request's client.

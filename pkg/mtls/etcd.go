@@ -87,6 +87,13 @@ func (e Etcd) ClientConfig() (clientv3.Config, error) {
 			if err != nil {
 				return cfg, fmt.Errorf("mtls: etcd client certificate: %w", err)
 			}
+			// The same check as Load's: a certificate of another CA is a
+			// mistake of the files, said now, not a failed handshake later.
+			if leaf, err := x509.ParseCertificate(c.Certificate[0]); err != nil {
+				return cfg, fmt.Errorf("mtls: etcd client certificate: %w", err)
+			} else if _, err := leaf.Verify(x509.VerifyOptions{Roots: tc.RootCAs, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageAny}}); err != nil {
+				return cfg, fmt.Errorf("mtls: %s does not chain to %s: %w", e.Cert, e.CACert, err)
+			}
 			tc.Certificates = []tls.Certificate{c}
 		}
 		cfg.TLS = tc

@@ -29,13 +29,13 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 	h, ok := n.objects[name]
 	if !ok {
 		h = newHosted(n, obj, typ)
-		n.objects[name] = h
+		n.objects[h.name] = h // the one copy of the name
 		n.noteChangeLocked()
 	}
 	n.mu.Unlock()
 	if ok {
 		select {
-		case <-h.ready:
+		case <-h.readyCh():
 		case <-ctx.Done():
 			return nil, &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "waiting for activation of " + name}
 		}
@@ -48,11 +48,11 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 	if rep != nil && rep.Code != pb.Code_CODE_STATE_LOST {
 		h.failReply = rep
 		n.forget(h)
-		close(h.ready)
+		h.markReady()
 		return nil, rep
 	}
 	n.metrics.hosted.Inc()
-	close(h.ready)
+	h.markReady()
 	h.kickDelivery() // a durable object re-activated with messages to send
 	return h, rep
 }
@@ -75,7 +75,7 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			}
 			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.obj, Owner: n.self, Node: n.selfNode})
 			if err != nil {
-				return unavailable("activate "+h.name, err)
+				return n.storeReply("activate "+h.name, err)
 			}
 			n.cache.Observe(res.Snapshot)
 			if res.Won {
@@ -88,7 +88,7 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			}
 			snap = res.Snapshot
 		} else if err != nil {
-			return unavailable("read "+h.name, err)
+			return n.storeReply("read "+h.name, err)
 		}
 		n.cache.Observe(snap)
 		if snap.Record.Owner == n.self {
@@ -109,7 +109,10 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 		}
 		w, err := n.store.Recover(ctx, authority.RecoverRequest{Seen: snap, NewOwner: n.self, Node: n.selfNode})
 		if err != nil {
-			return unavailable("recover "+h.name, err)
+			return n.storeReply("recover "+h.name, err)
+		}
+		if w.NoSpace {
+			return n.noSpaceReply("recover " + h.name + ": " + authority.ErrNoSpace.Error())
 		}
 		if w.Found {
 			n.cache.Observe(w.Snapshot)

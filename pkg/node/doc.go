@@ -3,7 +3,8 @@
 // (pkg/relocation's machines, pkg/lease, pkg/placement) with the I/O that
 // carries their decisions out, and owns what is a node's own:
 //
-//   - lifecycle (node.go, config.go): start, serve, stop, fenced;
+//   - lifecycle (node.go): start, serve, stop, fenced; its settings are
+//     pkg/node/config;
 //   - call routing and fences (route.go, routes.go): where a call goes, the
 //     gateway's newest fence per object, relayed replies;
 //   - hosted objects (host.go, mailbox*.go): one mailbox per object, its
@@ -13,14 +14,24 @@
 //   - relocations (source.go, target.go, targets.go): the one way a source
 //     relocation starts, the target stage's admission, the target rule
 //     (placement.Eligible), each run by internal/relocator;
-//   - groups and Actor Join (groups.go, join.go), drain (drain*.go),
-//     durable state (durable.go), ownership noticed from etcd
-//     (ownership.go, recovered.go);
+//   - groups and Actor Join (groups.go, join.go), durable state
+//     (durable.go), ownership noticed from etcd (ownership.go,
+//     recovered.go);
+//   - drain: pkg/node/drain decides what moves where and when; the node
+//     carries its moves out (drain.go, drain_host.go);
 //   - messages between objects (messages.go, message_delivery.go): the
 //     outbox recorded in the sender's turn, its delivery as pkg/actor's
 //     Delivery decides it, answers applied in the sender's mailbox
 //     (docs/design.md §13); the traffic sketch and AdminService.Traffic
 //     (traffic.go) for co-location.
+//
+// Capabilities with a seam of their own live in packages under it:
+// config (settings and flags), peers (connections to live owners and the
+// forward stream), pacing (background relocations yield to calls), drain,
+// gateway (sessions at their gateway), stages (bounds on relocation
+// streams, tombstones), durable (a durable object's persisted form),
+// reloclog (relocation statuses and the event stream), execlog (the
+// execution log).
 //
 // What it must not do: decide a relocation's outcome (the machines do),
 // keep a fault or planted bug in a production build (they wrap its seams

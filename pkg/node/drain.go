@@ -3,10 +3,10 @@ package node
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/meshloc/meshloc/pkg/node/drain"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -41,173 +41,44 @@ import (
 // Errors of Drain.
 var (
 	// ErrInvalidDrain: a DrainOptions field is out of range; nothing was changed.
-	ErrInvalidDrain = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "node: invalid drain options")
+	ErrInvalidDrain = drain.ErrInvalid
 	// ErrStopping: the node is stopping, stopped or not started: it cannot drain.
 	ErrStopping = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "node: stopping")
 	// ErrLeaseEnded: the node lost its lease (it is fenced): it can move nothing.
 	ErrLeaseEnded = wire.Sentinel(pb.Code_CODE_UNAVAILABLE, "node: lease ended")
 )
 
-// Bounds of a drain's options.
-const (
-	// MaxDrainConcurrency bounds DrainOptions.Concurrency and --drain-concurrency.
-	MaxDrainConcurrency = 256
-	// MaxDrainTimeout bounds DrainOptions.Timeout.
-	MaxDrainTimeout = time.Hour
-	// DefaultDrainAttempts is how often a drain tries to move one object.
-	DefaultDrainAttempts = 3
-	// minDrainAttempt: no relocation is started with less time than this
-	// left before the drain's deadline.
-	minDrainAttempt = 200 * time.Millisecond
-	// noTargetWait: how long a drain waits for a node that can take a type
-	// when none can (a peer restarting) before it gives up on its objects.
-	noTargetWait = 2 * time.Second
+// A drain's options, events and report (pkg/node/drain runs it).
+type (
+	DrainOptions   = drain.Options
+	DrainEvent     = drain.Event
+	DrainEventKind = drain.EventKind
+	DrainedObject  = drain.MovedObject
+	DrainFailure   = drain.Failure
+	DrainReport    = drain.Report
 )
-
-// DrainOptions of one drain. Zero fields take the node's configuration.
-type DrainOptions struct {
-	// Concurrency: relocations at a time (0: Config.DrainConcurrency).
-	Concurrency int
-	// Timeout bounds the drain from its start (0: Config.DrainTimeout).
-	Timeout time.Duration
-	// Attempts per object (0: DefaultDrainAttempts).
-	Attempts int
-	// Progress, if set, gets every event, one at a time, on the drain's
-	// goroutines: it must not block for long.
-	Progress func(DrainEvent)
-}
-
-func (o DrainOptions) validate() error {
-	switch {
-	case o.Concurrency < 0 || o.Concurrency > MaxDrainConcurrency:
-		return fmt.Errorf("%w: concurrency %d is outside [0, %d] (0: the node's --drain-concurrency)", ErrInvalidDrain, o.Concurrency, MaxDrainConcurrency)
-	case o.Timeout < 0 || o.Timeout > MaxDrainTimeout:
-		return fmt.Errorf("%w: timeout %s is outside [0, %s] (0: the node's --drain-timeout)", ErrInvalidDrain, o.Timeout, MaxDrainTimeout)
-	case o.Attempts < 0 || o.Attempts > 100:
-		return fmt.Errorf("%w: attempts %d is outside [0, 100]", ErrInvalidDrain, o.Attempts)
-	}
-	return nil
-}
-
-// DrainEventKind says what a DrainEvent reports.
-type DrainEventKind string
 
 // The kinds of drain events.
 const (
-	DrainStarted DrainEventKind = "started" // Remaining: objects hosted at the start
-	DrainMoved   DrainEventKind = "moved"   // Object moved to Target
-	DrainRetry   DrainEventKind = "retry"   // an attempt did not move Object (Code, Message); another follows
-	DrainFailed  DrainEventKind = "failed"  // Object will not be moved (Code, Message)
+	DrainStarted  = drain.Started
+	DrainMoved    = drain.Moved
+	DrainRetry    = drain.Retry
+	DrainFailed   = drain.Failed
+	DrainProgress = drain.Progress
 )
 
-// DrainEvent is one step of a drain.
-type DrainEvent struct {
-	Kind   DrainEventKind
-	Object string
-	// Target is the owner pair "id@generation" of the attempt.
-	Target string
-	// Attempt is the object's relocation attempt, from 1.
-	Attempt      int
-	Code         pb.Code
-	Message      string
-	RelocationID []byte
-	Interruption time.Duration
-	// Running totals, and the objects still hosted here.
-	Moved, Failed, Remaining int
-}
-
-// DrainedObject is an object the drain moved away.
-type DrainedObject struct {
-	Object       string
-	Target       string // owner pair "id@generation"
-	RelocationID []byte
-	Attempts     int
-	Interruption time.Duration
-}
-
-// DrainFailure is an object the drain could not move, and why.
-type DrainFailure struct {
-	Object   string
-	Code     pb.Code
-	Reason   string
-	Attempts int
-}
-
-// DrainReport is the result of a drain.
-type DrainReport struct {
-	Owner    string // the drained owner pair, "id@generation"
-	Moved    []DrainedObject
-	Failed   []DrainFailure
-	Started  time.Time
-	Duration time.Duration
-	// Relocations started, retries included.
-	Relocations int
-	// EndedEarly says why the drain stopped before every object was handled
-	// (its deadline, its ctx, Stop); "" when it finished.
-	EndedEarly string
-}
-
-// Proto is the report as AdminService.Drain sends it.
-func (r *DrainReport) Proto(stopping bool) *pb.DrainReport {
-	out := &pb.DrainReport{Owner: r.Owner, StartedUnixMs: r.Started.UnixMilli(), DurationUs: r.Duration.Microseconds(),
-		Relocations: uint32(r.Relocations), Stopping: stopping, EndedEarly: r.EndedEarly}
-	for _, m := range r.Moved {
-		out.Moved = append(out.Moved, &pb.DrainedObject{Object: m.Object, Target: m.Target, RelocationId: m.RelocationID,
-			Attempts: uint32(m.Attempts), InterruptionUs: m.Interruption.Microseconds()})
-	}
-	for _, f := range r.Failed {
-		out.Failed = append(out.Failed, &pb.DrainFailure{Object: f.Object, Code: f.Code, Reason: f.Reason, Attempts: uint32(f.Attempts)})
-	}
-	return out
-}
-
-// Proto is the event as AdminService.Drain sends it.
-func (e DrainEvent) Proto() *pb.DrainProgress {
-	return &pb.DrainProgress{Kind: string(e.Kind), Object: e.Object, Target: e.Target, Attempt: uint32(e.Attempt), Code: e.Code,
-		Message: e.Message, RelocationId: e.RelocationID, InterruptionUs: e.Interruption.Microseconds(),
-		Moved: uint32(e.Moved), Failed: uint32(e.Failed), Remaining: uint32(e.Remaining)}
-}
+// Bounds of a drain's options.
+const (
+	MaxDrainConcurrency  = drain.MaxConcurrency
+	MaxDrainTimeout      = drain.MaxTimeout
+	DefaultDrainAttempts = drain.DefaultAttempts
+)
 
 // drainState is the node's drain: at most one runs at a time.
 type drainState struct {
 	mu      sync.Mutex
-	run     *drainRun
+	run     *drain.Run
 	stopReq chan struct{} // closed by requestStop; made on first use
-}
-
-// drainRun is one drain; callers that ask while it runs join it.
-type drainRun struct {
-	done   chan struct{}
-	report *DrainReport
-	err    error
-
-	mu   sync.Mutex // serialises the progress callbacks
-	subs map[int]func(DrainEvent)
-	next int
-}
-
-func (r *drainRun) subscribe(f func(DrainEvent)) (unsubscribe func()) {
-	if f == nil {
-		return func() {}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	id := r.next
-	r.next++
-	r.subs[id] = f
-	return func() {
-		r.mu.Lock()
-		delete(r.subs, id)
-		r.mu.Unlock()
-	}
-}
-
-func (r *drainRun) emit(ev DrainEvent) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, id := range slices.Sorted(maps.Keys(r.subs)) {
-		r.subs[id](ev)
-	}
 }
 
 // StopRequested is closed when a drain asked through AdminService with
@@ -251,7 +122,7 @@ func (n *Node) Draining() bool { return n.draining.Load() }
 // (ErrInvalidDrain), a node stopping or not started (ErrStopping), or a
 // lost lease (ErrLeaseEnded).
 func (n *Node) Drain(ctx context.Context, opts DrainOptions) (*DrainReport, error) {
-	if err := opts.validate(); err != nil {
+	if err := opts.Validate(); err != nil {
 		return nil, err
 	}
 	if n.keeper == nil {
@@ -261,32 +132,31 @@ func (n *Node) Drain(ctx context.Context, opts DrainOptions) (*DrainReport, erro
 	d.mu.Lock()
 	if run := d.run; run != nil {
 		select {
-		case <-run.done:
+		case <-run.Done():
 		default:
-			unsubscribe := run.subscribe(opts.Progress)
+			unsubscribe := run.Subscribe(opts.Progress)
 			d.mu.Unlock()
 			defer unsubscribe()
 			select {
-			case <-run.done:
-				return run.report, run.err
+			case <-run.Done():
+				return run.Result()
 			case <-ctx.Done():
 				return nil, ctx.Err()
 			}
 		}
 	}
-	run := &drainRun{done: make(chan struct{}), subs: map[int]func(DrainEvent){}}
-	run.subscribe(opts.Progress)
+	run := drain.NewRun()
+	run.Subscribe(opts.Progress)
 	d.run = run
 	d.mu.Unlock()
-	run.report, run.err = n.drainOnce(ctx, opts, run)
-	close(run.done)
-	return run.report, run.err
+	run.Finish(n.drainOnce(ctx, opts, run))
+	return run.Result()
 }
 
-func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drainRun) (*DrainReport, error) {
-	conc := orDefault(opts.Concurrency, n.cfg.DrainConcurrency)
-	timeout := orDefault(opts.Timeout, n.cfg.DrainTimeout)
-	attempts := orDefault(opts.Attempts, DefaultDrainAttempts)
+func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drain.Run) (*DrainReport, error) {
+	conc := drain.OrDefault(opts.Concurrency, n.cfg.DrainConcurrency)
+	timeout := drain.OrDefault(opts.Timeout, n.cfg.DrainTimeout)
+	attempts := drain.OrDefault(opts.Attempts, DefaultDrainAttempts)
 	n.mu.Lock()
 	closing := n.closing
 	n.mu.Unlock()
@@ -296,9 +166,8 @@ func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drainRun) 
 	if err := n.keeper.Err(); err != nil {
 		return nil, fmt.Errorf("%w: %s cannot drain: %v", ErrLeaseEnded, n.self, err)
 	}
-	start := n.now()
 	n.draining.Store(true) // PREPAREs and activations are refused from now on
-	n.wakeWaiters()        // background relocations waiting start at once
+	n.pacing.Wake()        // background relocations waiting start at once
 	n.updateHealth()
 	n.log.Info().Int("hosted", n.Hosted()).Int("concurrency", conc).Dur("timeout", timeout).Msg("draining")
 	uctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -314,11 +183,8 @@ func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drainRun) 
 	} else {
 		n.awaitOwnState(ctx, lease.StateDraining, 2*time.Second)
 	}
-	dr := &drainer{n: n, ctx: ctx, deadline: start.Add(timeout), timeout: timeout, conc: conc, attempts: attempts, run: run,
-		assigned: map[string]int{}, noTarget: map[string]time.Time{}, report: &DrainReport{Owner: n.self.String(), Started: start}}
-	dr.loop()
-	rep := dr.report
-	rep.Duration = n.now().Sub(start)
+	rep := drain.Execute(ctx, drainHost{n}, drain.Params{Owner: n.self.String(), Concurrency: conc, Timeout: timeout, Attempts: attempts,
+		RelocationTimeout: n.cfg.RelocationTimeout, Clock: n.clock, Log: n.log, Outcomes: n.metrics.drained}, run)
 	ev := n.log.Info()
 	if len(rep.Failed) > 0 {
 		ev = n.log.Warn()
@@ -326,13 +192,6 @@ func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drainRun) 
 	ev.Int("moved", len(rep.Moved)).Int("failed", len(rep.Failed)).Int("relocations", rep.Relocations).
 		Float64("durationMs", float64(rep.Duration.Microseconds())/1000).Str("endedEarly", rep.EndedEarly).Msg("drained")
 	return rep, nil
-}
-
-func orDefault[T ~int | ~int32 | ~int64](v, def T) T {
-	if v == 0 {
-		return def
-	}
-	return v
 }
 
 // awaitOwnState waits (bounded by d) until this node's own directory shows
@@ -379,10 +238,22 @@ func registerDrainMetrics(reg *prometheus.Registry, l prometheus.Labels) *promet
 
 // ---------------------------------------------------------------- AdminService
 
-// Drain (AdminService) drains the node, streaming progress and then the
-// report; with stop_after (the default) the node is then asked to stop
-// (StopRequested). The drain does not end when the caller goes away: it is
-// the node's, like a drain on SIGTERM.
+// What the drain's stream sends, however many objects the node holds:
+// messages stay small.
+const (
+	// drainProgressEvery: at most one progress message this often.
+	drainProgressEvery = 250 * time.Millisecond
+	// drainPageObjects: objects per page of the full list.
+	drainPageObjects = 1000
+)
+
+// Drain (AdminService) drains the node and streams bounded messages: a
+// started event, the running totals at most every 250 ms, each of the
+// first 100 objects not moved, then the report (counts and those first
+// failures); with list, the full lists of the objects moved and not moved
+// follow in pages of 1,000. With stop_after (the default) the node is then
+// asked to stop (StopRequested). The drain does not end when the caller
+// goes away: it is the node's, like a drain on SIGTERM.
 func (s *adminServer) Drain(req *pb.DrainRequest, stream rpcpb.AdminService_DrainServer) error {
 	n := s.n
 	if req.GetTimeoutMs() < 0 || req.GetTimeoutMs() > MaxDrainTimeout.Milliseconds() {
@@ -403,18 +274,40 @@ func (s *adminServer) Drain(req *pb.DrainRequest, stream rpcpb.AdminService_Drai
 			broken = true // the caller went away: the drain goes on
 		}
 	}
+	progress := func(e DrainEvent) {
+		send(&pb.DrainEvent{Event: &pb.DrainEvent_Progress{Progress: e.Proto()}})
+	}
+	var last time.Time
+	failures := 0
 	rep, err := n.Drain(context.WithoutCancel(stream.Context()), DrainOptions{
 		Concurrency: int(req.GetConcurrency()),
 		Timeout:     time.Duration(req.GetTimeoutMs()) * time.Millisecond,
+		// Called one at a time (drain.Run.Emit).
 		Progress: func(e DrainEvent) {
-			send(&pb.DrainEvent{Event: &pb.DrainEvent_Progress{Progress: e.Proto()}})
+			switch {
+			case e.Kind == DrainStarted:
+				progress(e)
+				last = n.now()
+			case e.Kind == DrainFailed && failures < drain.FailuresSent:
+				failures++
+				progress(e)
+			case n.now().Sub(last) >= drainProgressEvery:
+				last = n.now()
+				progress(DrainEvent{Kind: DrainProgress, Moved: e.Moved, Failed: e.Failed, Remaining: e.Remaining})
+			}
 		},
 	})
 	if err != nil {
 		return wire.StatusError(err)
 	}
+	progress(DrainEvent{Kind: DrainProgress, Moved: len(rep.Moved), Failed: len(rep.Failed), Remaining: n.Hosted()})
 	stop := req.StopAfter == nil || req.GetStopAfter()
 	send(&pb.DrainEvent{Event: &pb.DrainEvent_Report{Report: rep.Proto(stop)}})
+	if req.GetList() {
+		for _, p := range rep.Pages(drainPageObjects) {
+			send(&pb.DrainEvent{Event: &pb.DrainEvent_Page{Page: p}})
+		}
+	}
 	if stop {
 		n.requestStop()
 	}

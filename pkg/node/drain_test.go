@@ -331,12 +331,13 @@ func TestAdminDrainStreamsAndStops(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	s, err := rpcpb.NewAdminServiceClient(conn).Drain(context.Background(), &pb.DrainRequest{Concurrency: 2})
+	s, err := rpcpb.NewAdminServiceClient(conn).Drain(context.Background(), &pb.DrainRequest{Concurrency: 2, List: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var progress []*pb.DrainProgress
 	var rep *pb.DrainReport
+	var pages []*pb.DrainPage
 	for {
 		ev, err := s.Recv()
 		if errors.Is(err, io.EOF) {
@@ -351,17 +352,34 @@ func TestAdminDrainStreamsAndStops(t *testing.T) {
 		if r := ev.GetReport(); r != nil {
 			rep = r
 		}
-	}
-	if rep == nil || len(rep.GetMoved()) != len(names) || len(rep.GetFailed()) != 0 || !rep.GetStopping() || rep.GetOwner() != n1.Self().String() {
-		t.Fatalf("report %v", rep)
-	}
-	moved := 0
-	for _, p := range progress {
-		if p.GetKind() == "moved" {
-			moved++
+		if p := ev.GetPage(); p != nil {
+			if rep == nil {
+				t.Fatal("a page before the report")
+			}
+			pages = append(pages, p)
 		}
 	}
-	if moved != len(names) || progress[0].GetKind() != "started" || progress[0].GetRemaining() != uint32(len(names)) {
+	// The report counts; it lists no object moved (the pages do).
+	if rep == nil || rep.GetMovedCount() != uint32(len(names)) || len(rep.GetMoved()) != 0 || rep.GetFailedCount() != 0 ||
+		!rep.GetStopping() || rep.GetOwner() != n1.Self().String() || rep.GetBulks() == 0 {
+		t.Fatalf("report %v", rep)
+	}
+	var listed []string
+	for i, p := range pages {
+		for _, m := range p.GetMoved() {
+			listed = append(listed, m.GetObject())
+		}
+		if p.GetLast() != (i == len(pages)-1) {
+			t.Fatalf("page %d of %d: last=%v", i, len(pages), p.GetLast())
+		}
+	}
+	slices.Sort(listed)
+	if want := slices.Sorted(slices.Values(names)); !slices.Equal(listed, want) {
+		t.Fatalf("pages list %v, want %v", listed, want)
+	}
+	last := progress[len(progress)-1]
+	if progress[0].GetKind() != "started" || progress[0].GetRemaining() != uint32(len(names)) ||
+		last.GetKind() != "progress" || last.GetMoved() != uint32(len(names)) || last.GetRemaining() != 0 {
 		t.Fatalf("progress %v", progress)
 	}
 	select {
@@ -383,7 +401,7 @@ func TestAdminDrainStreamsAndStops(t *testing.T) {
 			}
 			break
 		}
-		if r := ev.GetReport(); r != nil && (r.GetStopping() || len(r.GetMoved()) != 0) {
+		if r := ev.GetReport(); r != nil && (r.GetStopping() || r.GetMovedCount() != 0) {
 			t.Fatalf("second drain report %v", r)
 		}
 	}

@@ -3,12 +3,11 @@ package node
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/meshloc/meshloc/pkg/node/durable"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -64,13 +63,6 @@ import (
 // learn the state key's version and the persisted reply table it extends.
 // The source can no longer write once the commit rewrote the record.
 
-// Bounds of --durable-max-bytes.
-const (
-	DefaultDurableMaxBytes = 1 << 20
-	MinDurableMaxBytes     = 4 << 10
-	MaxDurableMaxBytes     = 64 << 20
-)
-
 // durableState is the persistence bookkeeping of a hosted durable object.
 // It is touched only by activation (before the object is ready) and by the
 // object's drain goroutine, like the instance.
@@ -83,106 +75,8 @@ type durableState struct {
 	seq      uint64            // StateValue.Seq of the last write
 }
 
-type durableMetrics struct {
-	writes  *prometheus.CounterVec
-	seconds prometheus.Histogram
-	bytes   prometheus.Histogram
-	loads   *prometheus.CounterVec
-}
-
-func registerDurableMetrics(reg *prometheus.Registry, l prometheus.Labels) *durableMetrics {
-	m := &durableMetrics{
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_durable_writes_total",
-			Help: "Durable object changes by outcome: written, unchanged (nothing to write), moved (written again from a newer store version), too_large, superseded, owner_gone, state_moved, not_written, uncertain, error.", ConstLabels: l},
-			[]string{"outcome"}),
-		seconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_durable_write_seconds", Help: "Time of the etcd transactions persisting durable object changes.",
-			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(100e-6, 2, 16)}),
-		bytes: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_durable_write_bytes", Help: "Size of the durable object writes (state value and reply), as written.",
-			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(64, 4, 12)}),
-		loads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_durable_loads_total",
-			Help: "Durable objects whose persisted state was read by this node: restored (from etcd), empty (nothing persisted yet), failed.", ConstLabels: l},
-			[]string{"result"}),
-	}
-	reg.MustRegister(m.writes, m.seconds, m.bytes, m.loads)
-	return m
-}
-
 func (n *Node) durableCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), n.cfg.CallTimeout)
-}
-
-func encodeTimers(t *actor.Timers) []byte {
-	if t == nil || t.Len() == 0 {
-		return nil
-	}
-	return t.Encode()
-}
-
-func replyID(id wire.OperationID) string { return hex.EncodeToString(id[:]) }
-
-func watermarkMs(t *actor.ReplyTable) int64 {
-	if w := t.Watermark(); !w.IsZero() {
-		return w.UnixMilli()
-	}
-	return 0
-}
-
-// restoreReplies rebuilds the persisted reply table of a read state. The
-// bounds must be those a table can have (a window in milliseconds that
-// overflows a time.Duration would wrap into another window), and each
-// reply's id the key the node writes for it (replyID: lowercase hex), so
-// that the next write persists the same bounds and keeps the same keys.
-func restoreReplies(rd authority.StateRead) (*actor.ReplyTable, error) {
-	if ms := rd.Value.ReplyWindowMs; ms <= 0 || ms > actor.MaxReplyWindow.Milliseconds() {
-		return nil, fmt.Errorf("%w: reply window %d ms out of [1, %d]", actor.ErrCorruptState, ms, actor.MaxReplyWindow.Milliseconds())
-	}
-	es := make([]actor.ReplyEntry, 0, len(rd.Replies))
-	for _, r := range rd.Replies {
-		b, err := hex.DecodeString(r.ID)
-		if err != nil {
-			return nil, fmt.Errorf("%w: reply %s: %v", actor.ErrCorruptState, r.ID, err)
-		}
-		id, err := wire.ParseOperationIDBytes(b)
-		if err != nil {
-			return nil, fmt.Errorf("%w: reply %s: %v", actor.ErrCorruptState, r.ID, err)
-		}
-		if replyID(id) != r.ID {
-			return nil, fmt.Errorf("%w: reply %s: not in lowercase hex", actor.ErrCorruptState, r.ID)
-		}
-		es = append(es, actor.ReplyEntry{ID: id, Reply: actor.Reply{Code: r.Value.Code, Payload: r.Value.Payload, Message: r.Value.Message}})
-	}
-	var wm time.Time
-	if ms := rd.Value.ReplyWatermarkMs; ms > 0 {
-		wm = time.UnixMilli(ms)
-	}
-	return actor.RestoreReplyTable(time.Duration(rd.Value.ReplyWindowMs)*time.Millisecond, rd.Value.ReplyMaxEntries, wm, es)
-}
-
-// decodeDurable is what loadDurable restores from a persisted state rd
-// (rd.Found): a new instance of typ restored from the state, its timers
-// (nil: none), the table of the persisted replies and a copy of it for the
-// instance's in-memory table, and its outbox (nil: empty). Every error
-// wraps actor.ErrCorruptState (a type's Restore promises it). It reads
-// nothing but rd.
-func decodeDurable(typ actor.Type, rd authority.StateRead) (inst actor.Object, timers *actor.Timers, table, replies *actor.ReplyTable, outbox *actor.Outbox, err error) {
-	inst = typ.New()
-	table, err = restoreReplies(rd)
-	if err == nil {
-		replies, err = restoreReplies(rd) // the in-memory table: a copy
-	}
-	if err == nil {
-		err = inst.Restore(rd.Value.State)
-	}
-	if err == nil && len(rd.Value.Timers) > 0 {
-		timers, err = actor.DecodeTimers(rd.Value.Timers)
-	}
-	if err == nil {
-		outbox, err = actor.DecodeOutbox(rd.Value.Outbox)
-	}
-	if err != nil {
-		return nil, nil, nil, nil, nil, err
-	}
-	return inst, timers, table, replies, outbox, nil
 }
 
 // initialDurable is the bookkeeping of an object with nothing persisted:
@@ -208,7 +102,7 @@ func (h *hosted) initialDurable(stateRev int64, window time.Duration, entries in
 func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	rev, err := n.store.ReadStateVersion(ctx, h.obj)
 	if err != nil {
-		n.metrics.durable.loads.WithLabelValues("failed").Inc()
+		n.metrics.durable.Loads.WithLabelValues("failed").Inc()
 		return unavailable("read the state of "+h.name, err)
 	}
 	if rev != 0 {
@@ -217,14 +111,14 @@ func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	if h.dur, err = h.initialDurable(rev, 0, 0); err != nil {
 		return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 	}
-	n.metrics.durable.loads.WithLabelValues("empty").Inc()
+	n.metrics.durable.Loads.WithLabelValues("empty").Inc()
 	return nil
 }
 
 // dataLost is the answer for an object whose persisted state cannot be
 // used: it is not served (and not overwritten) until an operator repairs it.
 func (h *hosted) dataLost(what string, err error) *pb.CallReply {
-	h.n.metrics.durable.loads.WithLabelValues("failed").Inc()
+	h.n.metrics.durable.Loads.WithLabelValues("failed").Inc()
 	return h.reply(pb.Code_CODE_DATA_LOST, nil, fmt.Sprintf("%s: %s cannot be read (%v); not served", h.name, what, err))
 }
 
@@ -239,13 +133,13 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	case errors.Is(err, authority.ErrInvalidState):
 		return h.dataLost("its persisted state", err)
 	case err != nil:
-		n.metrics.durable.loads.WithLabelValues("failed").Inc()
+		n.metrics.durable.Loads.WithLabelValues("failed").Inc()
 		return unavailable("read the state of "+h.name, err)
 	case !rd.Found:
 		if h.dur, err = h.initialDurable(0, 0, 0); err != nil {
 			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 		}
-		n.metrics.durable.loads.WithLabelValues("empty").Inc()
+		n.metrics.durable.Loads.WithLabelValues("empty").Inc()
 		return nil
 	}
 	v := rd.Value
@@ -254,7 +148,7 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	var table, replies *actor.ReplyTable
 	var outbox *actor.Outbox
 	err = h.guard("Restore", func() (err error) {
-		inst, timers, table, replies, outbox, err = decodeDurable(*h.typ, rd)
+		inst, timers, table, replies, outbox, err = durable.Decode(*h.typ, rd)
 		return err
 	})
 	if err != nil {
@@ -265,7 +159,7 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	h.mu.Unlock()
 	h.setOutbox(outbox) // delivered once the object is ready (hostedOrActivate)
 	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq}
-	n.metrics.durable.loads.WithLabelValues("restored").Inc()
+	n.metrics.durable.Loads.WithLabelValues("restored").Inc()
 	n.log.Info().Str("object", h.name).Uint64("seq", v.Seq).Int64("stateVersion", rd.StateVersion).Int("replies", len(rd.Replies)).
 		Str("writtenBy", v.Owner.String()).Int64("writtenUnderObjectGeneration", v.ObjectGeneration).Msg("restored a durable object from etcd")
 	if timers != nil {
@@ -291,7 +185,7 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 	case errors.Is(err, authority.ErrInvalidState):
 		return h.dataLost("its persisted state", err)
 	case err != nil:
-		n.metrics.durable.loads.WithLabelValues("failed").Inc()
+		n.metrics.durable.Loads.WithLabelValues("failed").Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
 	case !rd.Found:
 		h.mu.Lock()
@@ -300,22 +194,18 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 		if h.dur, err = h.initialDurable(0, w, m); err != nil {
 			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 		}
-		n.metrics.durable.loads.WithLabelValues("empty").Inc()
+		n.metrics.durable.Loads.WithLabelValues("empty").Inc()
 		return nil
 	}
-	t, err := restoreReplies(rd)
+	t, err := durable.RestoreReplies(rd)
 	if err != nil {
 		return h.dataLost("its persisted replies", err)
 	}
 	v := rd.Value
 	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq}
-	n.metrics.durable.loads.WithLabelValues("restored").Inc()
+	n.metrics.durable.Loads.WithLabelValues("restored").Inc()
 	return nil
 }
-
-// persistSlack bounds how much the state value can grow between the size
-// check and the write (the reply table's watermark after Record's eviction).
-const persistSlack = 32
 
 // persistChange persists h's state after a request (op, with its reply rec)
 // or a timer fire (op nil) ran, if it changed. It returns nil when the
@@ -327,31 +217,31 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	var state []byte
 	err := h.guard("Snapshot", func() (err error) { state, err = h.inst.Snapshot(); return err })
 	if err != nil {
-		n.metrics.durable.writes.WithLabelValues("error").Inc()
+		n.metrics.durable.Writes.WithLabelValues("error").Inc()
 		h.dropDurable("snapshot failed: " + err.Error())
 		return h.reply(pb.Code_CODE_INTERNAL, nil, fmt.Sprintf("%s: snapshot: %v; the change was not persisted", h.name, err))
 	}
 	h.mu.Lock()
-	timers := encodeTimers(h.timers)
+	timers := durable.EncodeTimers(h.timers)
 	outbox := h.outbox.Encode()
 	fence, version := h.fence, h.version
 	h.mu.Unlock()
 	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) {
-		n.metrics.durable.writes.WithLabelValues("unchanged").Inc()
+		n.metrics.durable.Writes.WithLabelValues("unchanged").Inc()
 		return nil
 	}
 	v := authority.StateValue{
 		V: authority.StateVersion1, Object: h.name,
-		ObjectGeneration: fence.ObjectGeneration, AuthorityGeneration: fence.OwnerGeneration, Owner: fence.Owner,
+		ObjectGeneration: fence.ObjectGeneration, AuthorityGeneration: fence.AuthorityGeneration, Owner: fence.Owner,
 		Seq: d.seq + 1, State: state, Timers: timers, Outbox: outbox,
-		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: watermarkMs(d.table),
+		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: durable.WatermarkMs(d.table),
 	}
 	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode()}
 	if op != nil {
-		req.Reply = &authority.StateReply{ID: replyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
+		req.Reply = &authority.StateReply{ID: durable.ReplyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
 	}
-	if size := req.Size() + persistSlack; size > n.cfg.DurableMaxBytes {
-		n.metrics.durable.writes.WithLabelValues("too_large").Inc()
+	if size := req.Size() + durable.PersistSlack; size > n.cfg.DurableMaxBytes {
+		n.metrics.durable.Writes.WithLabelValues("too_large").Inc()
 		msg := fmt.Sprintf("%s: the change would persist %d bytes (state %d), over this node's limit of %d (--durable-max-bytes; etcd's request limit bounds it); refused, the state is unchanged",
 			h.name, size, len(state), n.cfg.DurableMaxBytes)
 		if err := h.rollbackDurable(); err != nil {
@@ -361,35 +251,35 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	}
 	if op != nil {
 		d.table.Record(*op, rec, now)
-		if wm := watermarkMs(d.table); wm != v.ReplyWatermarkMs {
+		if wm := durable.WatermarkMs(d.table); wm != v.ReplyWatermarkMs {
 			v.ReplyWatermarkMs = wm
 			req.Value = v.Encode()
 		}
 	}
 	if oldest, ok := d.table.Oldest(); ok {
-		req.KeepRepliesFrom = replyID(oldest)
+		req.KeepRepliesFrom = durable.ReplyID(oldest)
 	}
 	ctx, cancel := n.durableCtx()
 	defer cancel()
 	for range 4 {
 		start := n.now()
 		res, err := n.store.PersistState(ctx, req)
-		n.metrics.durable.seconds.Observe(n.now().Sub(start).Seconds())
+		n.metrics.durable.Seconds.Observe(n.now().Sub(start).Seconds())
 		if err != nil {
-			n.metrics.durable.writes.WithLabelValues("uncertain").Inc()
+			n.metrics.durable.Writes.WithLabelValues("uncertain").Inc()
 			h.dropDurable("persist: " + err.Error())
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: persisting the change: %v; retry with the same operation id", h.name, err))
 		}
 		switch res.Outcome {
 		case authority.PersistWritten:
-			n.metrics.durable.writes.WithLabelValues("written").Inc()
-			n.metrics.durable.bytes.Observe(float64(req.Size()))
+			n.metrics.durable.Writes.WithLabelValues("written").Inc()
+			n.metrics.durable.Bytes.Observe(float64(req.Size()))
 			d.state, d.timers, d.outbox, d.stateRev, d.seq = state, timers, outbox, res.StateVersion, v.Seq
 			return nil
 		case authority.PersistMoved:
 			// Our own intent or preserve rewrote the record: same fence
 			// (PersistState checked it), newer store version.
-			n.metrics.durable.writes.WithLabelValues("moved").Inc()
+			n.metrics.durable.Writes.WithLabelValues("moved").Inc()
 			req.StoreVersion = res.Current.StoreVersion
 			h.mu.Lock()
 			if h.fence == fence {
@@ -398,7 +288,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 			h.mu.Unlock()
 			continue
 		case authority.PersistSuperseded:
-			n.metrics.durable.writes.WithLabelValues("superseded").Inc()
+			n.metrics.durable.Writes.WithLabelValues("superseded").Inc()
 			h.dropDurable("superseded")
 			if res.Found {
 				n.cache.Observe(res.Current)
@@ -408,28 +298,22 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 			}
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record is gone; the change was not persisted")
 		case authority.PersistOwnerGone:
-			n.metrics.durable.writes.WithLabelValues("owner_gone").Inc()
+			n.metrics.durable.Writes.WithLabelValues("owner_gone").Inc()
 			h.dropDurable("owner key gone")
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner "+fence.Owner.String()+" lost its lease: the change to "+h.name+" was not persisted")
 		default: // state moved, not written
-			n.metrics.durable.writes.WithLabelValues(outcomeLabel(res.Outcome)).Inc()
+			n.metrics.durable.Writes.WithLabelValues(durable.OutcomeLabel(res.Outcome)).Inc()
 			h.dropDurable("persist " + res.Outcome.String())
+			if res.NoSpace { // etcdspace.go: no write will be until the alarm is disarmed
+				r := n.noSpaceReply(h.name + ": the change was not persisted: " + authority.ErrNoSpace.Error())
+				return h.reply(r.Code, nil, r.Message)
+			}
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: the change was not persisted (%s); retry with the same operation id", h.name, res.Outcome))
 		}
 	}
-	n.metrics.durable.writes.WithLabelValues("not_written").Inc()
+	n.metrics.durable.Writes.WithLabelValues("not_written").Inc()
 	h.dropDurable("the record kept moving")
 	return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record kept moving; the change was not persisted")
-}
-
-func outcomeLabel(o authority.PersistOutcome) string {
-	switch o {
-	case authority.PersistStateMoved:
-		return "state_moved"
-	case authority.PersistNotWritten:
-		return "not_written"
-	}
-	return "error"
 }
 
 // rollbackDurable puts back the last persisted state, timers and outbox

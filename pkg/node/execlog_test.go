@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/node/execlog"
+
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
@@ -248,7 +250,7 @@ func TestExecLog(t *testing.T) {
 	}
 	res := audit.Stop(ctx)
 
-	logs, stats, err := verify.ReadExecLogFiles(paths...)
+	logs, stats, err := execlog.ReadFiles(paths...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -282,7 +284,7 @@ func TestExecLog(t *testing.T) {
 	}
 	for op, r := range replies {
 		s := seen[op]
-		want := execSeen{r.Fence.Owner.String(), verify.FenceKey{Object: obj, ObjectGeneration: r.Fence.ObjectGeneration, AuthorityGeneration: r.Fence.OwnerGeneration}}
+		want := execSeen{r.Fence.Owner.String(), verify.FenceKey{Object: obj, ObjectGeneration: r.Fence.ObjectGeneration, AuthorityGeneration: r.Fence.AuthorityGeneration}}
 		if len(s) != 1 || s[0] != want {
 			t.Errorf("op %s: logged %+v, its reply's fence is %+v", op, s, want)
 		}
@@ -292,9 +294,9 @@ func TestExecLog(t *testing.T) {
 	}
 	for _, op := range after {
 		s := seen[op]
-		if len(s) != 1 || s[0].owner != dst.Self().String() || s[0].fence.AuthorityGeneration != before.OwnerGeneration+1 ||
+		if len(s) != 1 || s[0].owner != dst.Self().String() || s[0].fence.AuthorityGeneration != before.AuthorityGeneration+1 ||
 			s[0].fence.ObjectGeneration != before.ObjectGeneration {
-			t.Errorf("op %s after the move: logged %+v, before the move o%d/a%d on %s", op, s, before.ObjectGeneration, before.OwnerGeneration, src.Self())
+			t.Errorf("op %s after the move: logged %+v, before the move o%d/a%d on %s", op, s, before.ObjectGeneration, before.AuthorityGeneration, src.Self())
 		}
 	}
 	if tickLines == 0 || tickLines != ticks.Count {
@@ -334,12 +336,12 @@ func TestExecLogAppendsAfterTornLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs, st, err := verify.ReadExecLogFiles(path)
+	logs, st, err := execlog.ReadFiles(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	es := logs[m.nodes[0].Self().String()]
-	if st.TornLines != 1 || st.Requests != 1 || len(es) != 1 || es[0].AuthorityGeneration != r.Fence.OwnerGeneration {
+	if st.TornLines != 1 || st.Requests != 1 || len(es) != 1 || es[0].AuthorityGeneration != r.Fence.AuthorityGeneration {
 		t.Fatalf("stats %+v, logs %+v", st, logs)
 	}
 }

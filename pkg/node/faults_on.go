@@ -356,7 +356,8 @@ func (p *crcIgnored) Recv() (*pb.RelocationFrame, error) {
 }
 
 // targetStoreFaults: target.before-commit, target.after-commit (the reply
-// is lost), and the planted bugs commit-without-compare and
+// is lost), and the planted bugs commit-without-compare,
+// bulk-commit-ignores-compare (a bulk move's stage only) and
 // ack-before-commit.
 type targetStoreFaults struct {
 	relocator.Store
@@ -378,7 +379,7 @@ func (s *targetStoreFaults) Commit(ctx context.Context, req authority.CommitRequ
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), relocator.DefaultOpTimeout)
 	defer cancel()
 	commit := s.Store.Commit
-	if failpoint.Planted(failpoint.BugCommitWithoutCompare) {
+	if failpoint.Planted(failpoint.BugCommitWithoutCompare) || s.mb.bulk && failpoint.Planted(failpoint.BugBulkCommitIgnoresCompare) {
 		commit = s.mb.n.store.CommitWithoutCompare
 	}
 	res, err := commit(ctx, req)
@@ -398,7 +399,9 @@ func (s *targetStoreFaults) ackBeforeCommit(req authority.CommitRequest) bool {
 	pending := len(data)
 	for _, h := range s.mb.hidden {
 		h.mu.Lock()
-		pending += len(h.captured)
+		if h.mv != nil {
+			pending += len(h.mv.captured)
+		}
 		h.mu.Unlock()
 	}
 	if pending == 0 || !failpoint.Planted(failpoint.BugAckBeforeCommit) {
@@ -414,9 +417,12 @@ func (s *targetStoreFaults) ackBeforeCommit(req authority.CommitRequest) bool {
 				h.mu.Unlock()
 			}
 		}
+		var ws []*work
 		h.mu.Lock()
-		ws := h.captured
-		h.captured = nil
+		if h.mv != nil {
+			ws, h.mv.captured = h.mv.captured, nil
+			h.tidyLocked()
+		}
 		h.mu.Unlock()
 		for _, q := range data {
 			if q.GetObject() != h.name {

@@ -245,12 +245,12 @@ func (n *Node) hostJoined(snap authority.Snapshot) {
 		return
 	}
 	h := newHosted(n, snap.Object, typ)
-	n.objects[name] = h
+	n.objects[h.name] = h
 	n.mu.Unlock()
 	h.install(snap)
 	n.metrics.activations.Inc()
 	n.metrics.hosted.Inc()
-	close(h.ready)
+	h.markReady()
 }
 
 func (n *Node) membershipDone(res authority.MembershipResult, what string) (*pb.GroupStatus, error) {
@@ -337,12 +337,15 @@ const admitWait = 2 * time.Second
 // just arrived here, admitted by its target stage.
 func (n *Node) waitAdmitted(ctx context.Context, h *hosted) error {
 	select {
-	case <-h.ready:
+	case <-h.readyCh():
 	case <-ctx.Done():
 		return ctx.Err()
 	}
+	var unhidden chan struct{}
 	h.mu.Lock()
-	unhidden := h.unhidden
+	if h.mv != nil {
+		unhidden = h.mv.unhidden
+	}
 	h.mu.Unlock()
 	if unhidden == nil {
 		return nil

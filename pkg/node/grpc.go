@@ -52,7 +52,7 @@ func (s *adminServer) Relocate(ctx context.Context, c *pb.RelocateCommand) (*pb.
 	timeout, err := s.n.timeoutOfMs(c.GetTimeoutMs())
 	var st *pb.RelocationStatus
 	if err == nil {
-		st, err = s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: timeout, Detach: c.GetDetach(), Foreground: c.GetForeground()})
+		st, err = s.n.Relocate(ctx, c.GetObject(), RelocateOptions{Target: c.GetTarget(), Timeout: timeout, Detach: c.GetDetach(), Foreground: c.GetForeground(), NoPrecopy: c.GetNoPrecopy()})
 	}
 	return st, wire.StatusError(err)
 }

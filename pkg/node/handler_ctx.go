@@ -49,7 +49,7 @@ func (c *handlerCtx) Fence() actor.Fence {
 	c.h.mu.Lock()
 	defer c.h.mu.Unlock()
 	f := c.h.fence
-	return actor.Fence{OwnerID: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.OwnerGeneration}
+	return actor.Fence{OwnerID: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.AuthorityGeneration}
 }
 
 func (c *handlerCtx) SetTimer(spec actor.TimerSpec) error {

@@ -24,7 +24,7 @@ type hosted struct {
 	obj  keyspace.Object
 	typ  *actor.Type // shared by every object of the type (Node.typeRef)
 
-	ready     chan struct{} // closed when activation ended
+	ready     chan struct{} // closed when activation ended (closedReady after; h.mu)
 	failReply *pb.CallReply // set before ready closes when activation failed
 	lostGen   int64         // object generation that replaced a lost one (0: none)
 	dur       *durableState // durable types only (durable.go); nil until known
@@ -33,10 +33,10 @@ type hosted struct {
 	inst    actor.Object
 	fence   authority.Fence
 	version int64 // store version of the record the fence was taken from
-	// rec is that record whole, when the fence was taken from a snapshot
-	// (a later write of the node's own only raises version): a relocation
-	// plans from it instead of reading etcd (recordOf).
-	rec     authority.Snapshot
+	// rec is that record (served.go), when the fence was taken from a
+	// snapshot (a later write of the node's own only raises version): a
+	// relocation plans from it instead of reading etcd (recordOf).
+	rec     servedRec
 	replies *actor.ReplyTable
 	timers  *actor.Timers
 	timer   clock.Timer
@@ -55,15 +55,8 @@ type hosted struct {
 	// Relocation (mailbox.go). mode says where a new request goes; only the
 	// relocation actions on the mailbox change it.
 	mode       hostMode
-	relocating bool          // a source relocation of this object is running
-	sealWait   chan struct{} // closed by drain when it stopped for a seal
-	captured   []*work       // source: queue captured at the seal
-	boundary   []*work       // source: arrived after the seal, before CUTOVER
-	held       []*work       // source: arrived after CUTOVER
-	waiting    []*work       // target: arrived before admission
-	// unhidden, for an instance a target restored: closed when it is
-	// admitted or closed (nil otherwise).
-	unhidden chan struct{}
+	relocating bool    // a source relocation of this object is running
+	mv         *moving // the mailbox's relocation lists (nil: none; moving.go)
 	// sessions bound to the object (session_owner.go).
 	sessions map[session.ID]*boundSession
 	// outbox: the messages the object sent, not yet answered (state, like
@@ -101,7 +94,38 @@ type work struct {
 }
 
 func newHosted(n *Node, obj keyspace.Object, typ actor.Type) *hosted {
-	return &hosted{n: n, name: obj.String(), obj: obj, typ: n.typeRef(typ), ready: make(chan struct{})}
+	h := &hosted{n: n, name: obj.String(), typ: n.typeRef(typ), ready: make(chan struct{})}
+	// obj's strings are the name's and the type's: the request whose
+	// decoded strings made obj is not kept for the object's life.
+	h.obj = keyspace.Object{Kind: keyspace.KindGroup, ID: h.name[len(h.name)-len(obj.ID):]}
+	if obj.Kind != keyspace.KindGroup {
+		h.obj.Kind, h.obj.Type = keyspace.KindActor, h.name[len(keyspace.KindActor)+1:][:len(obj.Type)]
+		if obj.Type == h.typ.Name {
+			h.obj.Type = h.typ.Name
+		}
+	}
+	return h
+}
+
+// closedReady is the ready channel of every object whose activation ended:
+// the one each object made is garbage once closed (96 bytes an object).
+var closedReady = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// readyCh is closed when h's activation ended.
+func (h *hosted) readyCh() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ready
+}
+
+// markReady ends h's activation (failReply, if any, set before).
+func (h *hosted) markReady() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ready != closedReady {
+		close(h.ready)
+		h.ready = closedReady
+	}
 }
 
 // typeRef is the one copy of t that the node's objects of its type point
@@ -116,7 +140,8 @@ func (n *Node) typeRef(t actor.Type) *actor.Type {
 
 // takeRecordLocked makes snap the record h serves under (h.mu held).
 func (h *hosted) takeRecordLocked(snap authority.Snapshot) {
-	h.fence, h.version, h.rec = snap.Fence(), snap.StoreVersion, snap
+	h.fence, h.version = snap.Fence(), snap.StoreVersion
+	h.rec = h.compactRecord(snap)
 }
 
 // install makes the instance live with the fence of snap (fresh state).
@@ -150,15 +175,18 @@ func (h *hosted) submit(w *work) bool {
 	}
 	switch h.mode {
 	case modeBoundary:
-		h.boundary = append(h.boundary, w)
+		m := h.moving()
+		m.boundary = append(m.boundary, w)
 		h.mu.Unlock()
 		return true
 	case modeHold:
-		h.held = append(h.held, w)
+		m := h.moving()
+		m.held = append(m.held, w)
 		h.mu.Unlock()
 		return true
 	case modeHidden:
-		h.waiting = append(h.waiting, w)
+		m := h.moving()
+		m.waiting = append(m.waiting, w)
 		h.mu.Unlock()
 		return true
 	}
@@ -193,7 +221,7 @@ func (h *hosted) runInline(w *work) (*pb.CallReply, bool) {
 	h.n.work.Add(1)
 	r := h.execute(w)
 	h.mu.Lock()
-	if h.sealWait == nil && len(h.queue) == 0 && !h.closed {
+	if !h.mv.sealing() && len(h.queue) == 0 && !h.closed {
 		h.running = false
 		h.mu.Unlock()
 		h.n.work.Done()
@@ -210,11 +238,12 @@ func (h *hosted) drain() {
 	defer h.n.work.Done()
 	for {
 		h.mu.Lock()
-		if h.sealWait != nil {
+		if h.mv.sealing() {
 			// A seal is waiting for the handler in progress: stop here.
 			h.running = false
-			close(h.sealWait)
-			h.sealWait = nil
+			close(h.mv.sealWait)
+			h.mv.sealWait = nil
+			h.tidyLocked()
 			h.mu.Unlock()
 			return
 		}
@@ -263,9 +292,10 @@ func (h *hosted) answer(w *work, r *pb.CallReply) {
 // close stops the object: queued requests are answered with a redirect.
 // unhideLocked wakes whoever waits for h to leave hidden (h.mu held).
 func (h *hosted) unhideLocked() {
-	if h.unhidden != nil {
-		close(h.unhidden)
-		h.unhidden = nil
+	if h.mv != nil && h.mv.unhidden != nil {
+		close(h.mv.unhidden)
+		h.mv.unhidden = nil
+		h.tidyLocked()
 	}
 }
 
@@ -282,8 +312,12 @@ func (h *hosted) close() {
 	if idle {
 		h.queue = nil
 	}
-	rest := append(append(append(h.captured, h.boundary...), h.held...), h.waiting...)
-	h.captured, h.boundary, h.held, h.waiting = nil, nil, nil, nil
+	var rest []*work
+	if m := h.mv; m != nil {
+		rest = append(append(append(m.captured, m.boundary...), m.held...), m.waiting...)
+		m.captured, m.boundary, m.held, m.waiting = nil, nil, nil, nil
+		h.tidyLocked()
+	}
 	h.mu.Unlock()
 	if idle {
 		for _, w := range q {
@@ -383,7 +417,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 		h.commitPushes(sess, w.req.GetSessionSeq(), hc.pushes)
 	}
 	if n.xlog != nil {
-		n.xlog.request(h, w.op, w.req.GetSender().GetObject(), now) // before the reply leaves
+		n.xlog.Request(h.name, h.currentFence(), w.op, w.req.GetSender().GetObject(), now) // before the reply leaves
 	}
 	if herr == nil && len(hc.sends) > 0 {
 		h.kickDelivery()
@@ -458,7 +492,7 @@ func (h *hosted) fireTimers() {
 				h.commitPushes(nil, 0, hc.pushes)
 			}
 			if h.n.xlog != nil {
-				h.n.xlog.timer(h, t.Name, now)
+				h.n.xlog.Timer(h.name, h.currentFence(), t.Name, now)
 			}
 		}
 		if h.typ.Durable && len(ticks) > 0 {
@@ -467,4 +501,11 @@ func (h *hosted) fireTimers() {
 	}
 	h.arm()
 	h.kickDelivery()
+}
+
+// currentFence is h's fence now.
+func (h *hosted) currentFence() authority.Fence {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.fence
 }

@@ -211,7 +211,7 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 	n.joins.mu.Lock()
 	if n.isClosing() {
 		n.joins.mu.Unlock()
-		n.relocs.untrack(rec)
+		n.relocs.Untrack(rec)
 		n.releaseActor(h)
 		return nil, fmt.Errorf("%w: node %s is shutting down", ErrNoTarget, n.cfg.Name)
 	}
@@ -222,8 +222,8 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 	n.joins.wg.Add(1)
 	n.joins.mu.Unlock()
 	r.onReady = func() {
-		rec.set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
-		p.resolveReady(rec.snapshot(), nil)
+		rec.Set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
+		p.resolveReady(rec.Snapshot(), nil)
 	}
 	go func() {
 		defer n.joins.wg.Done()

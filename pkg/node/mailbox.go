@@ -24,10 +24,11 @@ func (h *hosted) sealStart() chan struct{} {
 	h.mode = modeBoundary
 	h.resetDeliveryLocked() // answers of sends in flight are dropped (message_delivery.go)
 	if h.running {
-		if h.sealWait == nil {
-			h.sealWait = make(chan struct{})
+		m := h.moving()
+		if m.sealWait == nil {
+			m.sealWait = make(chan struct{})
 		}
-		return h.sealWait
+		return m.sealWait
 	}
 	return nil
 }
@@ -66,18 +67,22 @@ func (h *hosted) capture(target string) (*pb.ParticipantState, []byte, error) {
 	}
 	ps := &pb.ParticipantState{
 		Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
-			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version},
+			AuthorityGeneration: h.fence.AuthorityGeneration, StoreVersion: h.version},
 		StateLength: uint64(len(state)), Timers: timers, Replies: h.replies.Encode(),
 		Sessions: h.sessionJournalsLocked(), Outbox: h.outbox.Encode(),
 	}
 	h.noteStateBytes(len(state))
-	h.captured = nil
+	var captured []*work
 	for _, w := range h.queue {
 		if w.timer || w.fn != nil {
 			continue // timer state travels in Timers; missed ticks fire on the target
 		}
 		ps.Queued = append(ps.Queued, h.n.handOver(w, target))
-		h.captured = append(h.captured, w)
+		captured = append(captured, w)
+	}
+	if captured != nil || h.mv != nil {
+		h.moving().captured = captured
+		h.tidyLocked()
 	}
 	h.queue = nil
 	return ps, state, nil
@@ -108,7 +113,7 @@ func (h *hosted) snapshotLive(ctx context.Context) (*pb.ParticipantState, []byte
 			timers = h.timers.Encode()
 		}
 		ps = &pb.ParticipantState{Participant: &pb.Participant{Object: h.name, Type: h.typ.Name, ObjectGeneration: h.fence.ObjectGeneration,
-			AuthorityGeneration: h.fence.OwnerGeneration, StoreVersion: h.version}, StateLength: uint64(len(state)),
+			AuthorityGeneration: h.fence.AuthorityGeneration, StoreVersion: h.version}, StateLength: uint64(len(state)),
 			Timers: timers, Replies: h.replies.Encode(), Sessions: h.sessionJournalsLocked(), Outbox: h.outbox.Encode()}
 	}
 	if !h.submit(w) {
@@ -144,7 +149,10 @@ func (h *hosted) hold() []*work {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.mode = modeHold
-	return append([]*work(nil), h.boundary...)
+	if h.mv == nil {
+		return nil
+	}
+	return append([]*work(nil), h.mv.boundary...)
 }
 
 // reopen puts h back in service after an aborted relocation: captured, then
@@ -153,8 +161,12 @@ func (h *hosted) hold() []*work {
 func (h *hosted) reopen(rec record.Snapshot) {
 	n := h.n
 	h.mu.Lock()
-	ws := append(append(append([]*work(nil), h.captured...), h.boundary...), h.held...)
-	h.captured, h.boundary, h.held = nil, nil, nil
+	var ws []*work
+	if m := h.mv; m != nil {
+		ws = append(append(append(ws, m.captured...), m.boundary...), m.held...)
+		m.captured, m.boundary, m.held = nil, nil, nil
+		h.tidyLocked()
+	}
 	h.mode = modeServing
 	h.resetDeliveryLocked()
 	h.takeRecordLocked(rec)
@@ -190,18 +202,22 @@ func (h *hosted) drop(loc record.Location, applied int) {
 	if h.timer != nil {
 		h.timer.Stop()
 	}
-	relayed := append([]*work(nil), h.captured...)
-	var redirect []*work
-	for i, w := range h.boundary {
-		if i < applied {
-			relayed = append(relayed, w)
-		} else {
-			redirect = append(redirect, w)
+	var relayed, redirect []*work
+	if m := h.mv; m != nil {
+		relayed = append(relayed, m.captured...)
+		for i, w := range m.boundary {
+			if i < applied {
+				relayed = append(relayed, w)
+			} else {
+				redirect = append(redirect, w)
+			}
 		}
+		redirect = append(redirect, m.held...)
+		m.captured, m.boundary, m.held = nil, nil, nil
+		h.tidyLocked()
 	}
-	redirect = append(redirect, h.held...)
 	redirect = append(redirect, h.queue...)
-	h.captured, h.boundary, h.held, h.queue = nil, nil, nil, nil
+	h.queue = nil
 	h.mu.Unlock()
 	hint := n.notOwnerAt(h.obj, loc)
 	for _, w := range redirect {
@@ -220,7 +236,7 @@ func (h *hosted) drop(loc record.Location, applied int) {
 			case <-n.stopping: // a stopping node answers at once
 			}
 			for _, w := range relayed {
-				if pw, _ := n.routes.take(w.route); pw != nil {
+				if pw := n.routes.take(w.route); pw != nil {
 					h.answer(pw, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "reply of a relocated request was not relayed in time; retry with the same operation id"})
 				}
 			}
@@ -233,8 +249,14 @@ func (h *hosted) failAll(code pb.Code, msg string) {
 	h.n.unhost(h)
 	h.mu.Lock()
 	h.closed = true
-	ws := append(append(append(append([]*work(nil), h.captured...), h.boundary...), h.held...), h.queue...)
-	h.captured, h.boundary, h.held, h.queue = nil, nil, nil, nil
+	var ws []*work
+	if m := h.mv; m != nil {
+		ws = append(append(append(ws, m.captured...), m.boundary...), m.held...)
+		m.captured, m.boundary, m.held = nil, nil, nil
+		h.tidyLocked()
+	}
+	ws = append(ws, h.queue...)
+	h.queue = nil
 	h.mu.Unlock()
 	for _, w := range ws {
 		h.n.unroute(w)
@@ -250,7 +272,9 @@ func (h *hosted) admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 	n.cache.Observe(snap)
 	var ws []*work
 	h.mu.Lock()
-	ws = append(ws, h.captured...)
+	if h.mv != nil {
+		ws = append(ws, h.mv.captured...)
+	}
 	h.mu.Unlock()
 	for _, q := range data {
 		if q.GetObject() != h.name {
@@ -265,8 +289,12 @@ func (h *hosted) admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 	h.takeRecordLocked(snap)
 	h.mode = modeServing
 	h.unhideLocked()
-	h.queue = append(append(ws, h.waiting...), h.queue...)
-	h.captured, h.waiting = nil, nil
+	if m := h.mv; m != nil {
+		ws = append(ws, m.waiting...)
+		m.captured, m.waiting = nil, nil
+		h.tidyLocked()
+	}
+	h.queue = append(ws, h.queue...)
 	start := len(h.queue) > 0 && !h.running
 	if start {
 		h.running = true

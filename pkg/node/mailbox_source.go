@@ -58,7 +58,7 @@ func (m *sourceMailbox) envelope(parts []record.Snapshot, align, start, room int
 	if m.group {
 		g := parts[0]
 		pss = append(pss, &pb.ParticipantState{Participant: &pb.Participant{Object: g.Object.String(), ObjectGeneration: g.Record.ObjectGeneration,
-			AuthorityGeneration: g.Record.OwnerGeneration, StoreVersion: g.StoreVersion}})
+			AuthorityGeneration: g.Record.AuthorityGeneration, StoreVersion: g.StoreVersion}})
 		states = append(states, nil)
 	}
 	for _, h := range m.units {

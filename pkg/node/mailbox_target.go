@@ -24,6 +24,8 @@ type targetMailbox struct {
 	// release undoes what the stage holds until it ends (an Actor Join's
 	// lock on its group).
 	release []func()
+	// bulk: the stage is one relocation of a bulk move (bulk_target.go).
+	bulk bool
 }
 
 // close releases what the stage held; the node calls it when the stage
@@ -81,7 +83,7 @@ func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state
 		return nil, fmt.Errorf("%w: this node does not host type %s", relocation.ErrProtocol, obj.Type)
 	}
 	h := newHosted(n, obj, typ)
-	close(h.ready)
+	h.markReady()
 	h.inst = typ.New()
 	if err := h.guard("Restore", func() error { return h.inst.Restore(state) }); err != nil {
 		return nil, fmt.Errorf("restore %s: %w", obj, err)
@@ -106,13 +108,14 @@ func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state
 		if err != nil {
 			return nil, fmt.Errorf("%w: captured request: %v", relocation.ErrProtocol, err)
 		}
-		h.captured = append(h.captured, &work{req: q, op: op, relay: relayOf(q, relocationID)})
+		m := h.moving()
+		m.captured = append(m.captured, &work{req: q, op: op, relay: relayOf(q, relocationID)})
 	}
 	if err := h.restoreSessions(ps.GetSessions()); err != nil {
 		return nil, fmt.Errorf("%w: sessions of %s: %v", relocation.ErrProtocol, obj, err)
 	}
 	h.mode = modeHidden
-	h.unhidden = make(chan struct{})
+	h.moving().unhidden = make(chan struct{})
 	return h, nil
 }
 

@@ -214,8 +214,9 @@ func (h *hosted) applyAnswers(as []messageAnswer) {
 		}
 	}
 	if n.xlog != nil {
+		f := h.currentFence()
 		for _, r := range replies {
-			n.xlog.onReply(h, r.op, r.msg, now)
+			n.xlog.OnReply(h.name, f, r.op, r.msg, now)
 		}
 	}
 	h.kickDelivery()

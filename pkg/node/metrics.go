@@ -1,9 +1,9 @@
 package node
 
 import (
-	"math"
-
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/meshloc/meshloc/pkg/node/durable"
 )
 
 type metrics struct {
@@ -30,10 +30,9 @@ type metrics struct {
 	execLogErrors   prometheus.Counter
 	ownershipLost   prometheus.Counter
 	stagesRefused   *prometheus.CounterVec
-	durable         *durableMetrics        // durable.go
+	durable         *durable.Metrics
 	drained         *prometheus.CounterVec // drain.go
 	messages        *messageMetrics        // message_metrics.go
-	*pacingMetrics                         // pacing.go
 	*sessionMetrics                        // session_*.go
 }
 
@@ -110,37 +109,8 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 	}
 	reg.MustRegister(m.calls, m.callSeconds, m.forwards, m.forwardStreams, m.hosted, m.activations, m.recoveries, m.replayed, m.staleRefused, m.fencedRefusals,
 		m.dedupHits, m.relocations, m.plans, m.panics, m.interruption, m.bytes, m.chunks, m.relayed, m.lateFrames, m.execLogErrors, m.ownershipLost, m.stagesRefused)
-	m.durable = registerDurableMetrics(reg, l)
+	m.durable = durable.RegisterMetrics(reg)
 	m.drained = registerDrainMetrics(reg, l)
 	m.sessionMetrics = registerSessionMetrics(reg, l)
-	m.pacingMetrics = registerPacingMetrics(reg, l)
-	return m
-}
-
-// pacingMetrics: background relocations and the run queue they yield to.
-type pacingMetrics struct {
-	runQueueP99    prometheus.Gauge
-	backgroundRate prometheus.Gauge
-	admissionWait  prometheus.Histogram
-	deferred       prometheus.Counter
-	waiting        prometheus.Gauge
-}
-
-func registerPacingMetrics(reg *prometheus.Registry, l prometheus.Labels) *pacingMetrics {
-	m := &pacingMetrics{
-		runQueueP99: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_run_queue_wait_p99_seconds",
-			Help: "How long runnable goroutines of this process waited for a processor, p99 over the last pacing tick (100 ms).", ConstLabels: l}),
-		backgroundRate: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_background_relocation_rate",
-			Help: "Units per second at which background relocations may start now (+Inf: not paced); a relocation is one unit and one per MiB of its state.", ConstLabels: l}),
-		admissionWait: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_background_relocation_wait_seconds",
-			Help: "How long background relocations waited for the node's pacing before they started.", ConstLabels: l,
-			Buckets: []float64{0.0001, 0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10}}),
-		deferred: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_background_relocations_deferred_total",
-			Help: "Background relocations that waited for the node's pacing as long as their timeout allowed and did not start.", ConstLabels: l}),
-		waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_background_relocations_waiting",
-			Help: "Background relocations waiting for the node's pacing now.", ConstLabels: l}),
-	}
-	m.backgroundRate.Set(math.Inf(1))
-	reg.MustRegister(m.runQueueP99, m.backgroundRate, m.admissionWait, m.deferred, m.waiting)
 	return m
 }

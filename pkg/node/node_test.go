@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -339,3 +340,13 @@ func (rawCodec) Unmarshal(b []byte, v any) error {
 	return nil
 }
 func (rawCodec) Name() string { return "proto" }
+
+// --advertise-http is what the owner descriptor publishes (a node
+// listening on 0.0.0.0 publishes a reachable address).
+func TestAdvertiseHTTPPublished(t *testing.T) {
+	m := startMesh(t, 1, func(_ int, c *node.Config) { c.AdvertiseHTTP = "meshnode1:7101" })
+	resp, err := m.etcd.Get(t.Context(), "/meshloc/default/owners/n1")
+	if err != nil || len(resp.Kvs) != 1 || !strings.Contains(string(resp.Kvs[0].Value), `"http":"meshnode1:7101"`) {
+		t.Fatalf("owner descriptor %v (%v)", resp, err)
+	}
+}

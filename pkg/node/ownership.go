@@ -8,7 +8,8 @@ import (
 
 // An owner that notices (docs/design.md §9.1). The location cache follows every
 // authority record; a hosted object whose record names another owner, or
-// another object generation, or was deleted, at a store version newer than
+// another object generation, or was deleted, or no longer decodes (written
+// behind meshloc's back: a compromised node, a bad restore), at a store version newer than
 // the one this node serves it under, was moved by a write this node did not
 // make: a relocation's commit that no relocation of this node started, a
 // recovery, an operator. Whatever it was, etcd says this node is not the
@@ -63,7 +64,9 @@ func (n *Node) checkOwnership(name string) {
 		n.work.Go(func() { f(name) })
 	}
 	ev := n.log.Error().Str("object", name).Str("servedAs", fence.Owner.String()).Int64("objectGeneration", fence.ObjectGeneration).Int64("revision", e.Version)
-	if e.Deleted {
+	if e.Corrupt {
+		ev = ev.Bool("corruptRecord", true)
+	} else if e.Deleted {
 		ev = ev.Bool("deleted", true)
 	} else {
 		ev = ev.Str("recordOwner", e.Location.Owner.String()).Int64("recordObjectGeneration", e.Location.ObjectGeneration)

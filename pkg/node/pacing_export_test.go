@@ -4,8 +4,4 @@ import rtmetrics "runtime/metrics"
 
 // SetRunQueue makes n's pacing read the run-queue wait histogram from f
 // from its next tick on: tests make the calls look slow.
-func SetRunQueue(n *Node, f func() *rtmetrics.Float64Histogram) {
-	n.pacing.mu.Lock()
-	n.pacing.runQueue = f
-	n.pacing.mu.Unlock()
-}
+func SetRunQueue(n *Node, f func() *rtmetrics.Float64Histogram) { n.pacing.SetRunQueue(f) }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
+
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -23,25 +25,13 @@ import (
 // waiting for the node's pacing.
 const phasePacing = "pacing"
 
-// startsNow reports whether background work of cost units may start at
-// once by the node's Pacer, and if so counts it started.
-func (n *Node) startsNow(cost float64) bool {
-	now, _, _, ok := n.reserve(cost)
-	if !ok {
-		n.cancelReservation(now, cost)
-		return false
-	}
-	n.metrics.admissionWait.Observe(0)
-	return true
-}
-
 // relocatePaced runs a background relocation of obj that must wait for the
 // node's pacing (admit), listed while it waits; detached, it answers at
 // once with the waiting relocation's status.
 func (n *Node) relocatePaced(ctx context.Context, obj keyspace.Object, opts RelocateOptions, units float64) (*pb.RelocationStatus, error) {
 	id := wire.NewRelocationID()
 	now := n.now()
-	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: obj.String(), Source: n.self.String(), Target: opts.Target,
+	rec := n.relocs.Track(&pb.RelocationStatus{RelocationId: id[:], Object: obj.String(), Source: n.self.String(), Target: opts.Target,
 		Role: "source", Phase: phasePacing, StartedUnixMs: now.UnixMilli(),
 		Timeline: []*pb.TimelineMark{{Step: phasePacing, UnixUs: now.UnixMicro()}}})
 	run := func(ctx context.Context) (*pb.RelocationStatus, error) {
@@ -55,7 +45,7 @@ func (n *Node) relocatePaced(ctx context.Context, obj keyspace.Object, opts Relo
 			}
 		}
 		n.endUnstarted(rec, unstartedOutcome(err), wire.CodeOf(err), err.Error())
-		n.relocs.untrack(rec)
+		n.relocs.Untrack(rec)
 		return nil, err
 	}
 	if !opts.Detach {
@@ -70,10 +60,10 @@ func (n *Node) relocatePaced(ctx context.Context, obj keyspace.Object, opts Relo
 	if closing {
 		err := fmt.Errorf("%w: %s was not relocated", ErrStopping, obj)
 		n.endUnstarted(rec, relocation.Shutdown, wire.CodeOf(err), err.Error())
-		n.relocs.untrack(rec)
+		n.relocs.Untrack(rec)
 		return nil, err
 	}
-	st := rec.snapshot()
+	st := rec.Snapshot()
 	go func() {
 		defer n.detached.Done()
 		// Not the caller's context: it ends with the answer. The
@@ -98,9 +88,9 @@ func unstartedOutcome(err error) relocation.Outcome {
 // endUnstarted ends rec, a source relocation that wrote nothing (no
 // intent), with outcome, code and msg, counted as the relocator's outcomes
 // are; whoever tracked rec untracks it.
-func (n *Node) endUnstarted(rec *relocationRecord, outcome relocation.Outcome, code pb.Code, msg string) {
+func (n *Node) endUnstarted(rec *reloclog.Record, outcome relocation.Outcome, code pb.Code, msg string) {
 	now := n.now()
-	rec.set(func(s *pb.RelocationStatus) {
+	rec.Set(func(s *pb.RelocationStatus) {
 		s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", outcome.String(), code, msg, now.UnixMilli()
 		s.Timeline = append(s.Timeline, &pb.TimelineMark{Step: "done", UnixUs: now.UnixMicro()})
 	})

@@ -116,7 +116,7 @@ func TestPlantedAckBeforeCommit(t *testing.T) {
 		if st.GetOutcome() != "aborted" {
 			t.Fatalf("relocation %s %v (%s), want aborted: no commit can land", st.GetOutcome(), st.GetCode(), st.GetMessage())
 		}
-		if rec := fm.record(t, obj).Record; rec.Owner != src.Self() || rec.OwnerGeneration != 1 {
+		if rec := fm.record(t, obj).Record; rec.Owner != src.Self() || rec.AuthorityGeneration != 1 {
 			t.Fatalf("record %+v: want still owned by the source", rec)
 		}
 		if ta := targetAttempt(t, dst, obj, 5*time.Second); ta.GetCode() != pb.Code_CODE_STALE_FENCE {
@@ -504,4 +504,75 @@ func TestFaultNodeBeforeReply(t *testing.T) {
 	if fast > 700*time.Millisecond || slow < 1400*time.Millisecond {
 		t.Errorf("second append answered after %v, the paused one after %v: the pause must hold only its own reply", fast, slow)
 	}
+}
+
+// ---------------------------------------------------------------- bulk-commit-ignores-compare
+
+// A bulk move of two objects whose first commit waits past the relocation
+// deadline: its source preserves that object and serves it again (aborted),
+// the other moves. Correct, the late commit fails its own compare and the
+// record stays the source's; planted, it lands over the preserved record:
+// the source reported the relocation aborted, yet etcd names the target,
+// and the write the source acknowledged after its preserve is lost.
+func TestPlantedBulkCommitIgnoresCompare(t *testing.T) {
+	bothWays(t, failpoint.BugBulkCommitIgnoresCompare, func(t *testing.T, planted bool) {
+		fm := startFaultMesh(t, 2)
+		ctx := context.Background()
+		c := newClient(t, client.Config{Etcd: fm.etcd})
+		objs := []string{fmt.Sprintf("actor/list/bulk%va", planted), fmt.Sprintf("actor/list/bulk%vb", planted)}
+		fill(t, c, objs[0], "a")
+		src := fm.owner(t, objs[0])
+		fill(t, c, objs[1], "a")
+		if o := fm.owner(t, objs[1]); o != src { // both on one node
+			if st, err := o.Relocate(ctx, objs[1], node.RelocateOptions{Target: src.Self().ID, Foreground: true}); err != nil || st.GetOutcome() != "completed" {
+				t.Fatal(st, err)
+			}
+		}
+		dst := fm.other(t, src)
+		arm(t, failpoint.TargetBeforeCommit, "sleep:2s@1")
+		outs, err := src.RelocateMany(ctx, objs, node.RelocateOptions{Target: dst.Self().ID, Timeout: 800 * time.Millisecond, Foreground: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		late := ""
+		for _, o := range outs {
+			switch o.Outcome {
+			case "aborted":
+				late = o.Object
+			case "completed":
+			default:
+				t.Fatalf("%s: %+v", o.Object, o)
+			}
+		}
+		if late == "" {
+			t.Fatalf("no relocation of the bulk was aborted: %+v", outs)
+		}
+		r, err := c.Call(ctx, late, "append", "after-preserve")
+		if err != nil || r.Fence.Owner != src.Self() {
+			t.Fatalf("append after the preserve: %+v, %v; want acknowledged by the source", r, err)
+		}
+		time.Sleep(2500 * time.Millisecond) // the late commit has run by now
+		rec := fm.record(t, late).Record
+		if !planted {
+			if rec.Owner != src.Self() {
+				t.Errorf("late commit of %s landed: the record names %s", late, rec.Owner)
+			}
+			if items := readItems(t, c, late); !slices.Equal(items, []string{"a", "after-preserve"}) {
+				t.Errorf("items %q", items)
+			}
+			return
+		}
+		if rec.Owner != dst.Self() {
+			t.Fatalf("late commit of %s: the record names %s; want it landed over the preserved record", late, rec.Owner)
+		}
+		for deadline := time.Now().Add(10 * time.Second); src.Hosted() != 0; time.Sleep(20 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("the source hosts %d; want it to notice the commit and drop its copy", src.Hosted())
+			}
+		}
+		fresh := newClient(t, client.Config{Etcd: fm.etcd})
+		if items := readItems(t, fresh, late); !slices.Equal(items, []string{"a"}) {
+			t.Errorf("items %q, want [a]: the write the source acknowledged after its preserve is lost", items)
+		}
+	})
 }

@@ -136,8 +136,8 @@ func TestFaultCommitReplyLost(t *testing.T) {
 	st, a, acked := relocateUnderLoad(t, c, src, dst, obj, 0)
 	wantOutcome(t, st, "completed", pb.Code_CODE_OK)
 	fm.serves(t, dst, c, obj)
-	if rec := fm.record(t, obj).Record; rec.ObjectGeneration != 1 || rec.OwnerGeneration != 2 {
-		t.Errorf("record after the commit: generations %d/%d, want 1/2", rec.ObjectGeneration, rec.OwnerGeneration)
+	if rec := fm.record(t, obj).Record; rec.ObjectGeneration != 1 || rec.AuthorityGeneration != 2 {
+		t.Errorf("record after the commit: generations %d/%d, want 1/2", rec.ObjectGeneration, rec.AuthorityGeneration)
 	}
 	checkList(t, c, obj, first, a, acked)
 	hostsNothing(t, src)

@@ -60,7 +60,7 @@ func TestRelocateOne(t *testing.T) {
 	if v := value(t, r); v != 4 {
 		t.Fatalf("after the move: %d, want 4", v)
 	}
-	if r.Fence.OwnerGeneration != 2 || r.Fence.Owner != dst.Self() {
+	if r.Fence.AuthorityGeneration != 2 || r.Fence.Owner != dst.Self() {
 		t.Fatalf("fence %+v", r.Fence)
 	}
 	// Both sides say when the object stopped serving and when it served

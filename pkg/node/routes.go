@@ -39,12 +39,12 @@ type pendingRoutes struct {
 	mu    sync.Mutex
 	next  uint64
 	byID  map[uint64]*work
-	ended map[uint64]struct{} // recently answered, for alreadyTerminal
+	ended map[uint64]wire.OperationID // recently answered (their requests), for alreadyTerminal
 	order []uint64
 }
 
 func newPendingRoutes() *pendingRoutes {
-	return &pendingRoutes{byID: map[uint64]*work{}, ended: map[uint64]struct{}{}}
+	return &pendingRoutes{byID: map[uint64]*work{}, ended: map[uint64]wire.OperationID{}}
 }
 
 func (p *pendingRoutes) add(w *work) uint64 {
@@ -58,30 +58,42 @@ func (p *pendingRoutes) add(w *work) uint64 {
 	return w.route
 }
 
-// take removes and returns the pending work of route; terminal reports a
-// route answered before.
-func (p *pendingRoutes) take(route uint64) (w *work, terminal bool) {
+// take removes and returns the pending work of route, whoever's it is
+// (the node's own bookkeeping: a request that ended otherwise).
+func (p *pendingRoutes) take(route uint64) *work {
+	w, _ := p.takeIf(route, func(*work) bool { return true })
+	return w
+}
+
+// claim removes and returns the pending work of route if it is exactly
+// the request op and may lets its caller answer it; terminal reports that
+// route answered request op before. Anything else — no such route,
+// another request's, not the caller's to answer — is the same nil,
+// false: a prober learns nothing of the routes pending.
+func (p *pendingRoutes) claim(route uint64, op []byte, may func(*work) bool) (w *work, terminal bool) {
+	w, e := p.takeIf(route, func(w *work) bool { return string(w.op[:]) == string(op) && may(w) })
+	return w, w == nil && e != nil && string(e[:]) == string(op)
+}
+
+// takeIf removes and returns the pending work of route if ok accepts it;
+// otherwise it returns the request route answered, if it was.
+func (p *pendingRoutes) takeIf(route uint64, ok func(*work) bool) (*work, *wire.OperationID) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if w, ok := p.byID[route]; ok {
+	if w, found := p.byID[route]; found && ok(w) {
 		delete(p.byID, route)
-		p.ended[route] = struct{}{}
+		p.ended[route] = w.op
 		p.order = append(p.order, route)
 		if len(p.order) > 65536 {
 			delete(p.ended, p.order[0])
 			p.order = p.order[1:]
 		}
-		return w, false
+		return w, nil
 	}
-	_, terminal = p.ended[route]
-	return nil, terminal
-}
-
-// peek returns the pending work of route without taking it.
-func (p *pendingRoutes) peek(route uint64) *work {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.byID[route]
+	if e, found := p.ended[route]; found {
+		return nil, &e
+	}
+	return nil, nil
 }
 
 func (n *Node) unroute(w *work) {
@@ -139,7 +151,7 @@ func (n *Node) relayReply(w *work, r *pb.CallReply) {
 
 // sendRelay is one relay RPC.
 func (n *Node) sendRelay(ctx context.Context, addr string, msg *pb.ReplyRelay) (*pb.ReplyRelayAck, error) {
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, err
 	}
@@ -167,16 +179,6 @@ func routingHex(b []byte) string {
 	return r.Hex()
 }
 
-// peerNode is the owner id a verified peer certificate names ("" without
-// TLS).
-func peerNode(ctx context.Context) string {
-	id, err := mtls.PeerIdentity(ctx)
-	if err != nil || id.Role != mtls.RoleNode {
-		return ""
-	}
-	return id.Name
-}
-
 // RelayReply (PeerService) delivers a relayed reply to the waiting caller.
 func (s *peerServer) RelayReply(ctx context.Context, m *pb.ReplyRelay) (*pb.ReplyRelayAck, error) {
 	n := s.n
@@ -185,23 +187,16 @@ func (s *peerServer) RelayReply(ctx context.Context, m *pb.ReplyRelay) (*pb.Repl
 		n.metrics.staleRefused.Inc()
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_STALE_FENCE}, nil
 	}
-	w := n.routes.peek(m.GetReplyRoute())
-	if w != nil && string(w.op[:]) != string(m.GetOperationId()) {
-		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PROTOCOL_ERROR}, nil
-	}
-	if w != nil && n.tls != nil && peerNode(ctx) != w.relayer {
-		// Only the target the request was handed to may answer it.
-		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PERMISSION_DENIED}, nil
-	}
-	w, terminal := n.routes.take(m.GetReplyRoute())
+	// Only the target the request was handed to may answer it (known with
+	// TLS); a route not pending, another request's, or not the caller's to
+	// answer are one answer, not_found.
+	peer := mtls.PeerNode(ctx)
+	w, terminal := n.routes.claim(m.GetReplyRoute(), m.GetOperationId(), func(w *work) bool { return n.tls == nil || peer == w.relayer })
 	if w == nil {
 		if terminal {
 			return &pb.ReplyRelayAck{Code: pb.Code_CODE_ALREADY_TERMINAL}, nil
 		}
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_NOT_FOUND}, nil
-	}
-	if string(w.op[:]) != string(m.GetOperationId()) {
-		return &pb.ReplyRelayAck{Code: pb.Code_CODE_PROTOCOL_ERROR}, nil
 	}
 	if f := m.GetReply().GetFence(); f != nil && !n.acceptFence(w.req.GetObject(), f) {
 		n.metrics.staleRefused.Inc()

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/mtls"
+
 	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/session"
@@ -207,7 +209,7 @@ func sessionRPC[R any](n *Node, ref session.Ref, call func(context.Context, rpcp
 	if !ok {
 		return zero, fmt.Errorf("%w: gateway %s@%d at %s is not a live owner", session.ErrStale, ref.Gateway, ref.Generation, ref.Address)
 	}
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return zero, err
 	}
@@ -225,7 +227,7 @@ func (s *peerServer) SessionBind(ctx context.Context, m *pb.SessionBindRequest) 
 	if err != nil {
 		return &pb.SessionBindReply{Code: pb.Code_CODE_PROTOCOL_ERROR, Message: err.Error()}, nil
 	}
-	if peer := peerNode(ctx); n.tls != nil && peer != ref.Gateway {
+	if peer := mtls.PeerNode(ctx); n.tls != nil && peer != ref.Gateway {
 		return &pb.SessionBindReply{Code: pb.Code_CODE_PERMISSION_DENIED, Message: "a bind from node " + peer + " for gateway " + ref.Gateway}, nil
 	}
 	obj, err := keyspace.ParseObject(m.GetObject())

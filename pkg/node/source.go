@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
+
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/node/pacing"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
@@ -66,7 +69,7 @@ const settleAfterDeadline = 5 * time.Second
 type sourceRelocation struct {
 	n        *Node
 	id       wire.RelocationID
-	rec      *relocationRecord
+	rec      *reloclog.Record
 	machine  *relocation.Source
 	mailbox  *sourceMailbox
 	target   lease.Owner
@@ -84,13 +87,13 @@ type sourceRelocation struct {
 // and an Actor Join: Object, Members, JoinGroup), its mailbox over units
 // (the hosted objects moved, in participant order), and its tracked
 // status. timeout 0 is Config.RelocationTimeout.
-func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted, target lease.Owner, timeout time.Duration, paced *relocationRecord) *sourceRelocation {
+func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted, target lease.Owner, timeout time.Duration, paced *reloclog.Record) *sourceRelocation {
 	if timeout <= 0 {
 		timeout = n.cfg.RelocationTimeout
 	}
 	id := wire.NewRelocationID()
 	if paced != nil {
-		id = paced.id() // it waited for the node's pacing under this id
+		id = paced.ID() // it waited for the node's pacing under this id
 	}
 	now := n.now()
 	cfg.ID, cfg.Self, cfg.SelfRoutingID, cfg.Nonce = id, n.self, n.rid, wire.NewNonce()
@@ -109,9 +112,9 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()}
 	rec := paced
 	if rec == nil {
-		rec = n.relocs.track(st)
+		rec = n.relocs.Track(st)
 	} else {
-		rec.set(func(s *pb.RelocationStatus) { s.Target, s.Phase = st.Target, st.Phase }) // started, its pacing step kept
+		rec.Set(func(s *pb.RelocationStatus) { s.Target, s.Phase = st.Target, st.Phase }) // started, its pacing step kept
 	}
 	return &sourceRelocation{n: n, id: id, rec: rec, machine: m, mailbox: mb, target: target, deadline: now.Add(timeout)}
 }
@@ -125,13 +128,13 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 // The relocation's own deadline bounds it.
 func (r *sourceRelocation) run() *pb.RelocationStatus {
 	n := r.n
-	defer n.relocs.untrack(r.rec)
+	defer n.relocs.Untrack(r.rec)
 	ctx, cancel := context.WithDeadline(n.life, r.deadline.Add(settleAfterDeadline))
 	defer cancel()
 	stopCtx, stopped := context.WithCancel(n.stopCtx)
 	defer stopped()
 	addr := r.target.Descriptor.Address
-	wait := r.units > 0 && n.peerPacing.paced(addr, n.now())
+	wait := r.units > 0 && n.peerPacing.Paced(addr, n.now())
 	cp, err := n.openPeer(ctx, addr, r.units, wait)
 	if err == nil && wait {
 		// The target paces: it admits this one before anything is written.
@@ -145,7 +148,7 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 			code, msg = pb.Code_CODE_RESOURCE_EXHAUSTED, err.Error()
 		}
 		n.endUnstarted(r.rec, relocation.Aborted, code, msg)
-		return r.rec.snapshot()
+		return r.rec.Snapshot()
 	}
 	if r.units > 0 && !wait {
 		defer n.learnTarget(cp, addr) // after the run: its headers came with its first answer
@@ -161,24 +164,24 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 	s := &relocator.Source{
 		Machine: r.machine, Self: n.self, LeaseID: n.keeper.LeaseID(), Objects: objects,
 		Store: store, Peer: peer, Mailbox: mailbox,
-		Watch: n.cache, Report: &reporter{n: n, rec: r.rec, role: "source"}, Clock: n.clock,
-		Budget: n.budgets.chunk(r.target.Descriptor.Address), OnReady: r.onReady, Stop: stopCtx.Done(),
+		Watch: n.cache, Report: reloclog.NewSourceReporter(r.rec, n.relocMetrics, n.log, n.now), Clock: n.clock,
+		Budget: n.budgets.Chunk(r.target.Descriptor.Address), OnReady: r.onReady, Stop: stopCtx.Done(),
 	}
 	s.Run(ctx)
-	return r.rec.snapshot()
+	return r.rec.Snapshot()
 }
 
 // openPeer opens the relocation stream to addr (before the seal: a seal is
 // never spent dialing); a background relocation's stream carries its
 // units, and whether its source waits for the target to admit it.
 func (n *Node) openPeer(ctx context.Context, addr string, units float64, wait bool) (*clientPeer, error) {
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, err
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	if units > 0 {
-		sctx = withBackground(sctx, units, wait)
+		sctx = pacing.WithBackground(sctx, units, wait)
 	}
 	stream, err := rpcpb.NewPeerServiceClient(conn).Relocate(sctx)
 	if err != nil {
@@ -241,10 +244,13 @@ type RelocateOptions struct {
 	// ErrRelocationDeferred, nothing done), and runs in what is left of it.
 	// A draining node starts every relocation at once.
 	Foreground bool
+	// SkipPinned: RelocateMany refuses a pinned object (the rebalancer's
+	// moves; a drain moves them all).
+	SkipPinned bool
 
 	// paced: the status of this relocation while it waited for the node's
 	// pacing (its id and its "pacing" step); the relocation goes on in it.
-	paced *relocationRecord
+	paced *reloclog.Record
 }
 
 // Relocate moves a hosted object to another node and returns when the
@@ -264,7 +270,7 @@ func (n *Node) Relocate(ctx context.Context, name string, opts RelocateOptions) 
 		opts.Timeout = n.cfg.RelocationTimeout
 	}
 	units := n.backgroundUnits(obj, opts) // once: the same units wait here and go to the target
-	if units > 0 && !n.startsNow(units) {
+	if units > 0 && !n.pacing.StartsNow(units) {
 		// Background, and the node's calls are slow: it waits for the
 		// node's pacing, listed meanwhile (pacing_wait.go).
 		return n.relocatePaced(ctx, obj, opts, units)
@@ -334,7 +340,7 @@ func (n *Node) recordOf(ctx context.Context, h *hosted, obj keyspace.Object) (au
 // seen no later write of it.
 func (n *Node) servedRecord(h *hosted) (authority.Snapshot, bool) {
 	h.mu.Lock()
-	s, v := h.rec, h.version
+	s, v := h.rec.snapshot(h), h.version
 	h.mu.Unlock()
 	if s.StoreVersion == 0 || s.StoreVersion != v {
 		return authority.Snapshot{}, false
@@ -356,7 +362,7 @@ func (n *Node) launch(r *sourceRelocation, detach bool, release func()) *pb.Relo
 		}
 		n.mu.Unlock()
 		if !closing {
-			st := r.rec.snapshot()
+			st := r.rec.Snapshot()
 			go func() {
 				defer n.detached.Done()
 				defer release()

@@ -1,8 +1,14 @@
 package node
 
 import (
+	"context"
 	"fmt"
-	"sync"
+
+	"github.com/meshloc/meshloc/pkg/node/stages"
+
+	"github.com/meshloc/meshloc/pkg/mtls"
+
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
 
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/relocation"
@@ -29,48 +35,100 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 		n.metrics.lateFrames.Inc()
 		return errProtocol("the first frame of a relocation stream must be PREPARE")
 	}
-	id, err := wire.ParseRelocationIDBytes(p.GetRelocationId())
-	if err != nil {
+	if _, err := wire.ParseRelocationIDBytes(p.GetRelocationId()); err != nil {
 		return errProtocol(err.Error())
 	}
-	if ans, ok := n.tombstones.answer(id, relocation.Fingerprint(p)); ok {
-		n.metrics.lateFrames.Inc()
-		return peer.Send(ans)
+	ev := relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load()}
+	var sendErr error
+	st := n.newStage(stream.Context(), ev, false, func(f *pb.RelocationFrame) { sendErr = peer.Send(f) })
+	if st == nil {
+		return sendErr // refused, or answered from a tombstone: nothing was staged
 	}
-	busy, dup, release := n.incoming.admit(&n.cfg, id, p.GetCoordinator().GetOwnerId(), p.GetPayloadLength())
-	defer release()
+	rec := n.relocs.Track(st.status(n))
+	defer n.relocs.Untrack(rec)
+	defer st.end()
+	rep := reloclog.NewTargetReporter(rec, n.relocMetrics, n.log, n.now, st.m.SealedUnixUs)
+	if st.err != nil {
+		rep.Failed(st.err)
+	}
+	t := &relocator.Target{
+		Machine: st.m, Self: n.self, Node: n.selfNode,
+		Store: st.store, Peer: peer, Mailbox: st.mailbox,
+		Report: rep, Clock: n.clock, Draining: n.draining.Load, Stop: n.stopping,
+	}
+	t.Run(n.life, st.first)
+	return nil
+}
+
+// stage is a target stage the node admitted: its machine (which took the
+// PREPARE), the machine's first actions, and its seams.
+type stage struct {
+	key     stages.Key
+	p       *pb.Prepare
+	m       *relocation.Target
+	first   []relocation.Action
+	err     error // the machine's refusal of the PREPARE, if any
+	store   relocator.Store
+	mailbox relocator.TargetMailbox
+	mb      *targetMailbox
+	release func()
+}
+
+// newStage is the one way a target stage starts, on a stream of its own or
+// in a bulk move: a PREPARE whose relocation ended here is answered from its
+// tombstone; one beyond the node's bounds on stages, or staged already,
+// is refused; otherwise the machine takes it. A refused or answered PREPARE
+// returns nil, its answer sent through send, and nothing staged. bulk says
+// the stage is one relocation of a bulk move.
+func (n *Node) newStage(ctx context.Context, ev relocation.PrepareEvent, bulk bool, send func(*pb.RelocationFrame)) *stage {
+	p := ev.Prepare
+	id, err := wire.ParseRelocationIDBytes(p.GetRelocationId())
+	if err != nil {
+		send(&pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{Code: pb.Code_CODE_PROTOCOL_ERROR, Message: err.Error()}}})
+		return nil
+	}
+	key := stages.KeyOf(id, p)
+	if ans, ok := n.tombstones.Answer(key, relocation.Fingerprint(p)); ok {
+		n.metrics.lateFrames.Inc()
+		send(ans)
+		return nil
+	}
+	busy, dup, release := n.incoming.Admit(stages.Limits{Stages: n.cfg.MaxIncomingStages, StagesPerPeer: n.cfg.MaxIncomingStagesPerPeer, Bytes: n.cfg.MaxIncomingBytes}, key, p.GetCoordinator().GetOwnerId(), p.GetPayloadLength())
 	m := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion,
 		FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: allocPayload, MaxDeadlineMs: (n.cfg.RelocationTimeout + MaxClockSkew).Milliseconds()})
-	ev := relocation.PrepareEvent{Prepare: p, NowMs: n.now().UnixMilli(), Draining: n.draining.Load(), Busy: busy, Duplicate: dup}
+	ev.Busy, ev.Duplicate = busy, dup
 	if n.tls != nil {
-		ev.Peer = peerNode(stream.Context()) // authorize let only nodes in
+		ev.Peer = mtls.PeerNode(ctx) // authorize let only nodes in
 	}
 	if busy != "" || dup {
 		// Refused before anything is staged or tracked: the machine's
-		// answer goes back and the stream ends.
+		// answer goes back.
 		n.metrics.stagesRefused.WithLabelValues(map[bool]string{true: "duplicate", false: "busy"}[dup]).Inc()
-		relocator.Refuse(m, ev, peer.Send)
+		relocator.Refuse(m, ev, func(f *pb.RelocationFrame) error { send(f); return nil })
+		release()
 		return nil
 	}
-	rec := n.relocs.track(&pb.RelocationStatus{RelocationId: id[:], Object: participantName(p), Source: fmt.Sprintf("%s@%d", p.GetCoordinator().GetOwnerId(), p.GetCoordinator().GetOwnerGeneration()),
-		Target: n.self.String(), Role: "target", Phase: m.Phase().String(), StartedUnixMs: n.now().UnixMilli(), PayloadBytes: p.GetPayloadLength()})
-	defer n.relocs.untrack(rec)
-	rep := &reporter{n: n, rec: rec, role: "target", sealedUs: m.SealedUnixUs}
 	acts, err := m.Step(ev)
-	if err != nil {
-		rep.Failed(err)
-	}
-	mb := &targetMailbox{n: n, m: m}
-	defer mb.close()
+	mb := &targetMailbox{n: n, m: m, bulk: bulk}
 	store, mailbox := n.seams.target(m, mb)
-	t := &relocator.Target{
-		Machine: m, Self: n.self, Node: n.selfNode,
-		Store: store, Peer: peer, Mailbox: mailbox,
-		Report: rep, Clock: n.clock, Draining: n.draining.Load, Stop: n.stopping,
-	}
-	t.Run(n.life, acts)
-	n.tombstones.remember(m.ID(), m.Fingerprint(), m.LastAnswer())
-	return nil
+	return &stage{key: key, p: p, m: m, first: acts, err: err, store: store, mailbox: mailbox, mb: mb, release: release}
+}
+
+// status is the stage's entry in the node's relocations.
+func (st *stage) status(n *Node) *pb.RelocationStatus {
+	p := st.p
+	return &pb.RelocationStatus{RelocationId: p.GetRelocationId(), Object: participantName(p),
+		Source: fmt.Sprintf("%s@%d", p.GetCoordinator().GetOwnerId(), p.GetCoordinator().GetOwnerGeneration()),
+		Target: n.self.String(), Role: "target", Phase: st.m.Phase().String(), StartedUnixMs: n.now().UnixMilli(), PayloadBytes: p.GetPayloadLength()}
+}
+
+// end is the stage's bookkeeping once its machine finished: its tombstone
+// (late frames are ignored, a repeated PREPARE answered), its slot, the
+// hidden instances it still held.
+func (st *stage) end() {
+	st.mb.n.tombstones.Remember(st.key, st.m.Fingerprint(), st.m.LastAnswer())
+	st.mb.close()
+	st.release()
 }
 
 func participantName(p *pb.Prepare) string {
@@ -84,50 +142,3 @@ func participantName(p *pb.Prepare) string {
 // ShuttingDown before anything is staged, and a target in READY does not
 // commit on its own without CUTOVER.
 func (n *Node) SetDraining(v bool) { n.draining.Store(v); n.updateHealth() }
-
-// tombstones remember finished target stages (bounded), so a late or repeated
-// PREPARE gets the same answer and late frames are ignored, never re-applied.
-type tombstones struct {
-	mu    sync.Mutex
-	by    map[wire.RelocationID]tombstone
-	order []wire.RelocationID
-	max   int
-}
-
-type tombstone struct {
-	fp     [32]byte
-	answer *pb.RelocationFrame
-}
-
-func newTombstones(max int) *tombstones {
-	return &tombstones{by: map[wire.RelocationID]tombstone{}, max: max}
-}
-
-func (t *tombstones) remember(id wire.RelocationID, fp [32]byte, ans *pb.RelocationFrame) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, ok := t.by[id]; !ok {
-		t.order = append(t.order, id)
-	}
-	t.by[id] = tombstone{fp: fp, answer: ans}
-	for len(t.order) > t.max {
-		delete(t.by, t.order[0])
-		t.order = t.order[1:]
-	}
-}
-
-func (t *tombstones) answer(id wire.RelocationID, fp [32]byte) (*pb.RelocationFrame, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	ts, ok := t.by[id]
-	if !ok {
-		return nil, false
-	}
-	if ts.fp != fp {
-		return &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: id[:], Code: pb.Code_CODE_PROTOCOL_ERROR, Message: "PREPARE repeated with other bytes"}}}, true
-	}
-	if ts.answer == nil {
-		return &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: id[:], Code: pb.Code_CODE_ALREADY_TERMINAL, Message: "relocation already ended"}}}, true
-	}
-	return ts.answer, true
-}

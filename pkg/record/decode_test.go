@@ -8,11 +8,11 @@ import (
 
 func sampleRecords() []Record {
 	return []Record{
-		{Kind: "actor", Type: "counter", ObjectGeneration: 1, OwnerGeneration: 1, Owner: OwnerRef{ID: "n1", Generation: 7}, Node: NodeRef{RoutingID: "0123456789abcdef0123456789abcdef", Address: "127.0.0.1:7101"}, State: StateActive},
-		{Kind: "actor", Type: "blob", ObjectGeneration: 3, OwnerGeneration: 17, Owner: OwnerRef{ID: "node-1", Generation: 12345}, Node: NodeRef{RoutingID: "0123456789abcdef0123456789abcdef", Address: "[::1]:40123"},
+		{Kind: "actor", Type: "counter", ObjectGeneration: 1, AuthorityGeneration: 1, Owner: OwnerRef{ID: "n1", Generation: 7}, Node: NodeRef{RoutingID: "0123456789abcdef0123456789abcdef", Address: "127.0.0.1:7101"}, State: StateActive},
+		{Kind: "actor", Type: "blob", ObjectGeneration: 3, AuthorityGeneration: 17, Owner: OwnerRef{ID: "node-1", Generation: 12345}, Node: NodeRef{RoutingID: "0123456789abcdef0123456789abcdef", Address: "[::1]:40123"},
 			State: StateRelocating, Intent: &Intent{RelocationID: "0190c1de-1111-7222-8333-444455556666", Target: OwnerRef{ID: "node-2", Generation: 12399}, TargetNode: NodeRef{RoutingID: "fedcba9876543210fedcba9876543210", Address: "127.0.0.1:40124"}, DeadlineMs: 1764460000000},
 			Group: "group/g1", LastRelocation: "0190c1de-1111-7222-8333-444455556665"},
-		{Kind: "group", ObjectGeneration: 2, OwnerGeneration: 4, Owner: OwnerRef{ID: "é\"\\\u2028", Generation: 1}, State: StateActive, Members: []string{"actor/counter/a", "actor/counter/b"}, Pinned: true},
+		{Kind: "group", ObjectGeneration: 2, AuthorityGeneration: 4, Owner: OwnerRef{ID: "é\"\\\u2028", Generation: 1}, State: StateActive, Members: []string{"actor/counter/a", "actor/counter/b"}, Pinned: true},
 	}
 }
 

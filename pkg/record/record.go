@@ -85,14 +85,17 @@ func (r *Record) IntendedFor(id string, target OwnerRef) error {
 
 // Record is the authority record of one object (design.md §2): who owns it.
 type Record struct {
-	Kind             string   `json:"kind"`
-	Type             string   `json:"type,omitempty"`
-	ObjectGeneration int64    `json:"objectGeneration"`
-	OwnerGeneration  int64    `json:"ownerGeneration"` // authority-owner generation: +1 on every owner change
-	Owner            OwnerRef `json:"owner"`
-	Node             NodeRef  `json:"node"`
-	State            State    `json:"state"`
-	Intent           *Intent  `json:"intent,omitempty"`
+	Kind             string `json:"kind"`
+	Type             string `json:"type,omitempty"`
+	ObjectGeneration int64  `json:"objectGeneration"`
+	// AuthorityGeneration grows by one with every change of owner; with
+	// the object generation it is the fencing token. Its JSON key is
+	// "ownerGeneration", the name records in etcd have always had.
+	AuthorityGeneration int64    `json:"ownerGeneration"`
+	Owner               OwnerRef `json:"owner"`
+	Node                NodeRef  `json:"node"`
+	State               State    `json:"state"`
+	Intent              *Intent  `json:"intent,omitempty"`
 	// Group is the group this actor belongs to (a member record), if any.
 	Group string `json:"group,omitempty"`
 	// Members of a group record (actor names), if this is a group.
@@ -110,7 +113,7 @@ func (r *Record) Validate() error {
 	switch {
 	case r.Kind != keyspace.KindActor && r.Kind != keyspace.KindGroup:
 		return fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
-	case r.ObjectGeneration <= 0 || r.OwnerGeneration <= 0:
+	case r.ObjectGeneration <= 0 || r.AuthorityGeneration <= 0:
 		return fmt.Errorf("%w: generations must be positive", ErrInvalidRecord)
 	case r.Owner.ID == "" || r.Owner.Generation <= 0:
 		return fmt.Errorf("%w: owner %v", ErrInvalidRecord, r.Owner)
@@ -157,17 +160,23 @@ type Snapshot struct {
 	Revision int64
 }
 
+// OwnerGeneration is AuthorityGeneration.
+//
+// Deprecated: the field is AuthorityGeneration (it was named
+// OwnerGeneration, easily taken for the owner pair's generation).
+func (r Record) OwnerGeneration() int64 { return r.AuthorityGeneration }
+
 // Fence is the identity the snapshot's owner serves under: the owner pair and
 // both generations.
 type Fence struct {
-	Owner            OwnerRef `json:"owner"`
-	ObjectGeneration int64    `json:"objectGeneration"`
-	OwnerGeneration  int64    `json:"ownerGeneration"`
+	Owner               OwnerRef `json:"owner"`
+	ObjectGeneration    int64    `json:"objectGeneration"`
+	AuthorityGeneration int64    `json:"ownerGeneration"`
 }
 
 // Fence of the snapshot.
 func (s Snapshot) Fence() Fence {
-	return Fence{Owner: s.Record.Owner, ObjectGeneration: s.Record.ObjectGeneration, OwnerGeneration: s.Record.OwnerGeneration}
+	return Fence{Owner: s.Record.Owner, ObjectGeneration: s.Record.ObjectGeneration, AuthorityGeneration: s.Record.AuthorityGeneration}
 }
 
 // Newer reports whether f is strictly newer than g for the same object:
@@ -176,7 +185,7 @@ func (f Fence) Newer(g Fence) bool {
 	if f.ObjectGeneration != g.ObjectGeneration {
 		return f.ObjectGeneration > g.ObjectGeneration
 	}
-	return f.OwnerGeneration > g.OwnerGeneration
+	return f.AuthorityGeneration > g.AuthorityGeneration
 }
 
 // ErrInvalidRecord: a stored or planned record is malformed.
@@ -209,24 +218,34 @@ func (v View) Alive(o OwnerRef) bool {
 // enough to route a call, judge a reply's fence, and see a commit. It is
 // compact (a cache holds millions of them).
 type Location struct {
-	Owner            OwnerRef
-	Node             NodeRef
-	ObjectGeneration int64
-	OwnerGeneration  int64
-	StoreVersion     int64
-	Relocating       bool
+	Owner               OwnerRef
+	Node                NodeRef
+	ObjectGeneration    int64
+	AuthorityGeneration int64
+	StoreVersion        int64
+	Relocating          bool
 }
 
 // Fence of the location.
 func (l Location) Fence() Fence {
-	return Fence{Owner: l.Owner, ObjectGeneration: l.ObjectGeneration, OwnerGeneration: l.OwnerGeneration}
+	return Fence{Owner: l.Owner, ObjectGeneration: l.ObjectGeneration, AuthorityGeneration: l.AuthorityGeneration}
 }
 
 // LocationOf a snapshot.
 func LocationOf(s Snapshot) Location {
 	return Location{
 		Owner: s.Record.Owner, Node: s.Record.Node,
-		ObjectGeneration: s.Record.ObjectGeneration, OwnerGeneration: s.Record.OwnerGeneration,
+		ObjectGeneration: s.Record.ObjectGeneration, AuthorityGeneration: s.Record.AuthorityGeneration,
 		StoreVersion: s.StoreVersion, Relocating: s.Record.State == StateRelocating,
 	}
 }
+
+// OwnerGeneration is AuthorityGeneration.
+//
+// Deprecated: the field is AuthorityGeneration.
+func (f Fence) OwnerGeneration() int64 { return f.AuthorityGeneration }
+
+// OwnerGeneration is AuthorityGeneration.
+//
+// Deprecated: the field is AuthorityGeneration.
+func (l Location) OwnerGeneration() int64 { return l.AuthorityGeneration }

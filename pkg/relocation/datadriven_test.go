@@ -137,7 +137,7 @@ func TestTranscripts(t *testing.T) {
 					}
 					rec := s.store.rec.Record
 					rec.Owner, rec.Node, rec.State, rec.Intent = o, simNode(id), record.StateActive, nil
-					rec.OwnerGeneration++
+					rec.AuthorityGeneration++
 					if d.Cmd == "recover" {
 						rec.ObjectGeneration++
 						s.store.recreated = true

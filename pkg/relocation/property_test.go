@@ -384,7 +384,7 @@ func (s *sim) moveOn(id string) {
 	}
 	rec := s.store.rec.Record
 	rec.Owner, rec.Node = o, simNode(id)
-	rec.OwnerGeneration++
+	rec.AuthorityGeneration++
 	s.store.put(rec)
 	s.store.foreign = true
 	s.storeChanged()

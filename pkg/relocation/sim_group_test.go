@@ -29,18 +29,18 @@ func (f *fakeStore) setupGroups(cfg simConfig, source, target record.OwnerRef) s
 			m := simMember(i)
 			names = append(names, m.String())
 			f.members = append(f.members, record.Snapshot{Object: m, StoreVersion: rev, Revision: rev, Record: record.Record{
-				Kind: m.Kind, Type: m.Type, ObjectGeneration: 1, OwnerGeneration: 1, Owner: source, Node: simNode(source.ID),
+				Kind: m.Kind, Type: m.Type, ObjectGeneration: 1, AuthorityGeneration: 1, Owner: source, Node: simNode(source.ID),
 				State: record.StateActive, Group: simGroup.String(),
 			}})
 		}
 		f.rec = record.Snapshot{Object: simGroup, StoreVersion: rev, Revision: rev, Record: record.Record{
-			Kind: keyspace.KindGroup, ObjectGeneration: 1, OwnerGeneration: 1, Owner: source, Node: simNode(source.ID),
+			Kind: keyspace.KindGroup, ObjectGeneration: 1, AuthorityGeneration: 1, Owner: source, Node: simNode(source.ID),
 			State: record.StateActive, Members: names,
 		}}
 	case cfg.Join:
 		rev := f.bump()
 		f.joined = &record.Snapshot{Object: simGroup, StoreVersion: rev, Revision: rev, Record: record.Record{
-			Kind: keyspace.KindGroup, ObjectGeneration: 1, OwnerGeneration: 1, Owner: target, Node: simNode(target.ID),
+			Kind: keyspace.KindGroup, ObjectGeneration: 1, AuthorityGeneration: 1, Owner: target, Node: simNode(target.ID),
 			State: record.StateActive,
 		}}
 		return simGroup.String()
@@ -153,7 +153,7 @@ func (f *fakeStore) resolveAll(a ResolveCommit, target record.OwnerRef) CommitRe
 func (f *fakeStore) describeGroup(b *strings.Builder) {
 	for _, m := range f.members {
 		r := m.Record
-		fmt.Fprintf(b, " | %s=%s %d/%d %s", m.Object.ID, r.Owner, r.ObjectGeneration, r.OwnerGeneration, r.State)
+		fmt.Fprintf(b, " | %s=%s %d/%d %s", m.Object.ID, r.Owner, r.ObjectGeneration, r.AuthorityGeneration, r.State)
 	}
 	if g := f.joined; g != nil {
 		fmt.Fprintf(b, " | %s=%s members=%v", g.Object, g.Record.Owner, g.Record.Members)

@@ -99,7 +99,7 @@ func (f *fakeStore) owner(id string) record.OwnerRef {
 func (f *fakeStore) activate(obj keyspace.Object, owner record.OwnerRef) {
 	rev := f.bump()
 	f.rec = record.Snapshot{Object: obj, StoreVersion: rev, Revision: rev, Record: record.Record{
-		Kind: obj.Kind, Type: obj.Type, ObjectGeneration: 1, OwnerGeneration: 1,
+		Kind: obj.Kind, Type: obj.Type, ObjectGeneration: 1, AuthorityGeneration: 1,
 		Owner: owner, Node: simNode(owner.ID), State: record.StateActive,
 	}}
 }
@@ -143,7 +143,7 @@ func (f *fakeStore) preserve(a Preserve, source record.OwnerRef, id wire.Relocat
 
 func planned(exp record.Snapshot, target record.OwnerRef, id wire.RelocationID) record.Record {
 	r := exp.Record
-	r.OwnerGeneration++
+	r.AuthorityGeneration++
 	r.Owner, r.Node = target, simNode(target.ID)
 	r.State, r.Intent, r.LastRelocation = record.StateActive, nil, id.String()
 	return r
@@ -204,7 +204,7 @@ func (f *fakeStore) view(source string) record.View {
 func (f *fakeStore) String() string {
 	r := f.rec.Record
 	var b strings.Builder
-	fmt.Fprintf(&b, "rev=%d sv=%d owner=%s gen=%d/%d %s", f.rev, f.rec.StoreVersion, r.Owner, r.ObjectGeneration, r.OwnerGeneration, r.State)
+	fmt.Fprintf(&b, "rev=%d sv=%d owner=%s gen=%d/%d %s", f.rev, f.rec.StoreVersion, r.Owner, r.ObjectGeneration, r.AuthorityGeneration, r.State)
 	if r.Intent != nil {
 		fmt.Fprintf(&b, "→%s", r.Intent.Target)
 	}
@@ -768,13 +768,13 @@ func (s *sim) observeStore() {
 		s.violate("the record names no owner")
 	}
 	if r.Record.ObjectGeneration < s.lastObjGen ||
-		(r.Record.ObjectGeneration == s.lastObjGen && r.Record.OwnerGeneration < s.lastOwnGen) {
-		s.violate("generations went back: %d/%d after %d/%d", r.Record.ObjectGeneration, r.Record.OwnerGeneration, s.lastObjGen, s.lastOwnGen)
+		(r.Record.ObjectGeneration == s.lastObjGen && r.Record.AuthorityGeneration < s.lastOwnGen) {
+		s.violate("generations went back: %d/%d after %d/%d", r.Record.ObjectGeneration, r.Record.AuthorityGeneration, s.lastObjGen, s.lastOwnGen)
 	}
 	if r.StoreVersion < s.lastSV {
 		s.violate("store version went back: %d after %d", r.StoreVersion, s.lastSV)
 	}
-	s.lastObjGen, s.lastOwnGen, s.lastSV = r.Record.ObjectGeneration, r.Record.OwnerGeneration, r.StoreVersion
+	s.lastObjGen, s.lastOwnGen, s.lastSV = r.Record.ObjectGeneration, r.Record.AuthorityGeneration, r.StoreVersion
 }
 
 // finished: both machines ended, or the side is gone (a target that never
@@ -835,9 +835,9 @@ func (s *sim) describe(a Action) string {
 	case Preserve:
 		return fmt.Sprintf("Preserve sv=%d", a.Seen.StoreVersion)
 	case Reopen:
-		return fmt.Sprintf("Reopen sv=%d owner=%s gen=%d/%d", a.Record.StoreVersion, a.Record.Record.Owner, a.Record.Record.ObjectGeneration, a.Record.Record.OwnerGeneration) + groupNote(len(a.Members), keyspace.Object{})
+		return fmt.Sprintf("Reopen sv=%d owner=%s gen=%d/%d", a.Record.StoreVersion, a.Record.Record.Owner, a.Record.Record.ObjectGeneration, a.Record.Record.AuthorityGeneration) + groupNote(len(a.Members), keyspace.Object{})
 	case Drop:
-		return fmt.Sprintf("Drop owner=%s gen=%d/%d applied=%d", a.Committed.Owner, a.Committed.ObjectGeneration, a.Committed.OwnerGeneration, a.DataApplied) + groupNote(len(a.Members), keyspace.Object{})
+		return fmt.Sprintf("Drop owner=%s gen=%d/%d applied=%d", a.Committed.Owner, a.Committed.ObjectGeneration, a.Committed.AuthorityGeneration, a.DataApplied) + groupNote(len(a.Members), keyspace.Object{})
 	case FailPending:
 		return fmt.Sprintf("FailPending code=%s %q", a.Code, a.Message)
 	case Finish:
@@ -850,12 +850,12 @@ func (s *sim) describe(a Action) string {
 	case Recycle:
 		return fmt.Sprintf("Recycle chunks=%d", len(a.Data))
 	case Commit:
-		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.OwnerGeneration) + groupNote(len(a.Participants)-1, joinOf(a.Join))
+		return fmt.Sprintf("Commit expect sv=%d gen=%d/%d", a.Participants[0].StoreVersion, a.Participants[0].Record.ObjectGeneration, a.Participants[0].Record.AuthorityGeneration) + groupNote(len(a.Participants)-1, joinOf(a.Join))
 	case ResolveCommit:
 		return "ResolveCommit"
 	case Admit:
 		c := a.Committed[s.store.rec.Object.String()]
-		return fmt.Sprintf("Admit data=%d owner=%s gen=%d/%d sv=%d", len(a.Data), c.Record.Owner, c.Record.ObjectGeneration, c.Record.OwnerGeneration, c.StoreVersion)
+		return fmt.Sprintf("Admit data=%d owner=%s gen=%d/%d sv=%d", len(a.Data), c.Record.Owner, c.Record.ObjectGeneration, c.Record.AuthorityGeneration, c.StoreVersion)
 	}
 	return actionName(a)
 }

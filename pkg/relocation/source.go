@@ -163,6 +163,12 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			// land names no PREPARE, so no target can commit on it, and the
 			// next relocation's intent overwrites it.
 			if e.Err != nil {
+				// A store that refuses writes for want of space (etcd's
+				// NOSPACE, resource_exhausted) wrote nothing: the driver read
+				// it back. Its own reason, not an uncertainty.
+				if wire.CodeOf(e.Err) == pb.Code_CODE_RESOURCE_EXHAUSTED {
+					return []Action{s.finish(Aborted, pb.Code_CODE_RESOURCE_EXHAUSTED, "intent not written: "+e.Err.Error())}, nil
+				}
 				return []Action{s.finish(Aborted, pb.Code_CODE_UNAVAILABLE, "intent uncertain: "+e.Err.Error())}, nil
 			}
 			if !e.Result.Written {
@@ -325,7 +331,7 @@ func (s *Source) buildPrepare() *pb.Prepare {
 	return &pb.Prepare{
 		Version: wire.Version, RelocationId: s.cfg.ID[:],
 		Coordinator: &pb.Fence{OwnerId: s.cfg.Self.ID, OwnerGeneration: s.cfg.Self.Generation, RoutingId: s.cfg.SelfRoutingID[:],
-			ObjectGeneration: r.ObjectGeneration, AuthorityGeneration: r.OwnerGeneration, StoreVersion: s.seen.StoreVersion},
+			ObjectGeneration: r.ObjectGeneration, AuthorityGeneration: r.AuthorityGeneration, StoreVersion: s.seen.StoreVersion},
 		Target:        &pb.Fence{OwnerId: s.cfg.Target.Owner.ID, OwnerGeneration: s.cfg.Target.Owner.Generation, RoutingId: hexBytes(s.cfg.Target.Node.RoutingID)},
 		Participants:  s.participants(),
 		PayloadLength: s.manifest.Length, ChunkCount: s.manifest.Chunks, Crc32C: s.manifest.CRC32C,
@@ -360,7 +366,7 @@ func (s *Source) participants() []*pb.Participant {
 	for _, sn := range s.Participants() {
 		r := sn.Record
 		out = append(out, &pb.Participant{Object: sn.Object.String(), Type: r.Type, ObjectGeneration: r.ObjectGeneration,
-			AuthorityGeneration: r.OwnerGeneration, StoreVersion: sn.StoreVersion, Record: r.Encode()})
+			AuthorityGeneration: r.AuthorityGeneration, StoreVersion: sn.StoreVersion, Record: r.Encode()})
 	}
 	return out
 }
@@ -372,7 +378,7 @@ func (s *Source) updated(objs map[string]record.Snapshot) []record.Snapshot {
 	for i, m := range s.members {
 		out[i] = m
 		if c, ok := objs[m.Object.String()]; ok && c.Record.Owner == s.cfg.Self &&
-			c.Record.ObjectGeneration == m.Record.ObjectGeneration && c.Record.OwnerGeneration == m.Record.OwnerGeneration {
+			c.Record.ObjectGeneration == m.Record.ObjectGeneration && c.Record.AuthorityGeneration == m.Record.AuthorityGeneration {
 			out[i] = c
 		}
 	}

@@ -207,7 +207,7 @@ func (s *Source) stepSettling(ev Event) ([]Action, error) {
 // intent (invariant 4).
 func (s *Source) committed(loc record.Location) bool {
 	want := s.seen.Record
-	return !loc.Relocating && loc.ObjectGeneration == want.ObjectGeneration && loc.OwnerGeneration > want.OwnerGeneration && loc.Owner != s.cfg.Self
+	return !loc.Relocating && loc.ObjectGeneration == want.ObjectGeneration && loc.AuthorityGeneration > want.AuthorityGeneration && loc.Owner != s.cfg.Self
 }
 
 // observe takes a change of the primary's record seen in the cache.
@@ -249,9 +249,9 @@ func (s *Source) settle(e SettleResult) ([]Action, error) {
 	}
 	r, want := cur.Record, s.seen.Record
 	switch {
-	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration > want.OwnerGeneration && r.Owner != s.cfg.Self:
+	case r.ObjectGeneration == want.ObjectGeneration && r.AuthorityGeneration > want.AuthorityGeneration && r.Owner != s.cfg.Self:
 		return s.drop(record.LocationOf(cur), e.View), nil
-	case r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration && r.Owner == s.cfg.Self:
+	case r.ObjectGeneration == want.ObjectGeneration && r.AuthorityGeneration == want.AuthorityGeneration && r.Owner == s.cfg.Self:
 		if !e.View.Alive(s.cfg.Self) {
 			return s.lost("the source's lease ended before the target committed")
 		}
@@ -273,7 +273,7 @@ func (s *Source) settle(e SettleResult) ([]Action, error) {
 func (s *Source) stillOurs(w WriteResult) bool {
 	r, want := w.Snapshot.Record, s.cfg.Object.Record
 	return w.Found && w.OwnerAlive && r.Owner == s.cfg.Self &&
-		r.ObjectGeneration == want.ObjectGeneration && r.OwnerGeneration == want.OwnerGeneration
+		r.ObjectGeneration == want.ObjectGeneration && r.AuthorityGeneration == want.AuthorityGeneration
 }
 
 func (s *Source) dataApplied() int {
@@ -329,7 +329,7 @@ func (s *Source) membersAfter(primary record.Location, v record.View) map[string
 			continue
 		}
 		out[m.Object.String()] = record.Location{Owner: primary.Owner, Node: primary.Node,
-			ObjectGeneration: m.Record.ObjectGeneration, OwnerGeneration: m.Record.OwnerGeneration + 1, StoreVersion: primary.StoreVersion}
+			ObjectGeneration: m.Record.ObjectGeneration, AuthorityGeneration: m.Record.AuthorityGeneration + 1, StoreVersion: primary.StoreVersion}
 	}
 	return out
 }

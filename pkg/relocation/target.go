@@ -1,6 +1,7 @@
 package relocation
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 
@@ -190,7 +191,7 @@ func (t *Target) fail(code pb.Code, msg string, discard bool) []Action {
 	if discard {
 		out = append(out, Discard{})
 	}
-	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: t.id[:], Code: code, Message: msg}}}
+	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Failed{Failed: &pb.Failed{RelocationId: t.idBytes(), Code: code, Message: msg}}}
 	t.lastAnswer = f
 	return append(out, Send{Frame: f}, t.finish(outcomeOfFailure(code), code, msg))
 }
@@ -321,7 +322,7 @@ func (t *Target) Step(ev Event) ([]Action, error) {
 				t.early = nil
 				return t.onCutover(c)
 			}
-			f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Ready{Ready: &pb.Ready{RelocationId: t.id[:]}}}
+			f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Ready{Ready: &pb.Ready{RelocationId: t.idBytes()}}}
 			t.lastAnswer = f
 			return []Action{Send{Frame: f}}, nil
 		case Received:
@@ -446,3 +447,8 @@ func (t *Target) assembled() ([]Action, error) {
 	t.phase = TargetRestoring
 	return []Action{Restore{Payload: payload}}, nil
 }
+
+// idBytes is the id for a frame, in bytes of its own: a slice of t.id
+// would keep the whole machine (its received payload among it) reachable
+// from any frame the node keeps, such as a tombstone's answer.
+func (t *Target) idBytes() []byte { return bytes.Clone(t.id[:]) }

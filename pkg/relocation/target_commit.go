@@ -82,7 +82,7 @@ func (t *Target) ownCommit(cur map[string]record.Snapshot) bool {
 	for _, p := range t.participants {
 		c, ok := cur[p.Object.String()]
 		if !ok || c.Record.Owner != t.cfg.Self || c.Record.ObjectGeneration != p.Record.ObjectGeneration ||
-			c.Record.OwnerGeneration != p.Record.OwnerGeneration+1 || c.Record.LastRelocation != t.id.String() {
+			c.Record.AuthorityGeneration != p.Record.AuthorityGeneration+1 || c.Record.LastRelocation != t.id.String() {
 			return false
 		}
 	}
@@ -160,10 +160,10 @@ func (t *Target) onCommit(e CommitResult) []Action {
 	}
 	primary := e.Records[t.participants[0].Object.String()]
 	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Outcome{Outcome: &pb.Outcome{
-		RelocationId: t.id[:], Code: pb.Code_CODE_OK, DataApplied: uint32(len(t.data)),
+		RelocationId: t.idBytes(), Code: pb.Code_CODE_OK, DataApplied: uint32(len(t.data)),
 		Committed: &pb.Fence{OwnerId: primary.Record.Owner.ID, OwnerGeneration: primary.Record.Owner.Generation,
 			RoutingId: t.cfg.SelfRoutingID[:], ObjectGeneration: primary.Record.ObjectGeneration,
-			AuthorityGeneration: primary.Record.OwnerGeneration, StoreVersion: primary.StoreVersion},
+			AuthorityGeneration: primary.Record.AuthorityGeneration, StoreVersion: primary.StoreVersion},
 	}}}
 	t.lastAnswer = f
 	return []Action{Admit{Committed: e.Records, Data: t.data}, Send{Frame: f}, t.finish(Completed, pb.Code_CODE_OK, "")}

@@ -12,7 +12,7 @@ import (
 // precopied keeps the assembled base for SEALED and tells the source.
 func (t *Target) precopied() []Action {
 	t.base, t.asm = t.asm, nil
-	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Precopied{Precopied: &pb.Precopied{RelocationId: t.id[:]}}}
+	f := &pb.RelocationFrame{Frame: &pb.RelocationFrame_Precopied{Precopied: &pb.Precopied{RelocationId: t.idBytes()}}}
 	t.lastAnswer = f
 	return []Action{Send{Frame: f}}
 }

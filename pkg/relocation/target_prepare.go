@@ -126,7 +126,7 @@ func participants(p *pb.Prepare) ([]record.Snapshot, error) {
 			return nil, fmt.Errorf("%w: participant %s without generations", ErrProtocol, obj)
 		}
 		rec := record.Record{
-			Kind: obj.Kind, Type: pp.GetType(), ObjectGeneration: pp.GetObjectGeneration(), OwnerGeneration: pp.GetAuthorityGeneration(),
+			Kind: obj.Kind, Type: pp.GetType(), ObjectGeneration: pp.GetObjectGeneration(), AuthorityGeneration: pp.GetAuthorityGeneration(),
 			Owner: record.OwnerRef{ID: c.GetOwnerId(), Generation: c.GetOwnerGeneration()},
 		}
 		if b := pp.GetRecord(); len(b) > 0 {
@@ -134,7 +134,7 @@ func participants(p *pb.Prepare) ([]record.Snapshot, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%w: participant %s: %v", ErrProtocol, obj, err)
 			}
-			if full.Kind != rec.Kind || full.ObjectGeneration != rec.ObjectGeneration || full.OwnerGeneration != rec.OwnerGeneration || full.Owner != rec.Owner {
+			if full.Kind != rec.Kind || full.ObjectGeneration != rec.ObjectGeneration || full.AuthorityGeneration != rec.AuthorityGeneration || full.Owner != rec.Owner {
 				return nil, fmt.Errorf("%w: participant %s: record disagrees with its fence", ErrProtocol, obj)
 			}
 			rec = full

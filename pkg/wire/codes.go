@@ -90,7 +90,7 @@ var codeNames = map[pb.Code]string{
 	pb.Code_CODE_ALREADY_TERMINAL: "already_terminal", pb.Code_CODE_NOT_FOUND: "not_found",
 	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large", pb.Code_CODE_RESOURCE_EXHAUSTED: "resource_exhausted",
 	pb.Code_CODE_PERMISSION_DENIED: "permission_denied", pb.Code_CODE_CONFLICT: "conflict",
-	pb.Code_CODE_ALREADY_EXISTS: "already_exists",
+	pb.Code_CODE_ALREADY_EXISTS: "already_exists", pb.Code_CODE_CORRUPT_RECORD: "corrupt_record",
 }
 
 // GRPCCode maps a call code to the gRPC status code used when a call error
@@ -108,7 +108,7 @@ func GRPCCode(c pb.Code) codes.Code {
 		return codes.FailedPrecondition
 	case pb.Code_CODE_RELOCATING, pb.Code_CODE_UNAVAILABLE, pb.Code_CODE_SHUTTING_DOWN:
 		return codes.Unavailable
-	case pb.Code_CODE_STATE_LOST, pb.Code_CODE_DATA_LOST:
+	case pb.Code_CODE_STATE_LOST, pb.Code_CODE_DATA_LOST, pb.Code_CODE_CORRUPT_RECORD:
 		return codes.DataLoss
 	case pb.Code_CODE_OPERATION_EXPIRED, pb.Code_CODE_DEADLINE_EXCEEDED:
 		return codes.DeadlineExceeded

@@ -74,6 +74,7 @@ func TestGRPCCode(t *testing.T) {
 		pb.Code_CODE_PERMISSION_DENIED:    codes.PermissionDenied,
 		pb.Code_CODE_CONFLICT:             codes.Aborted,
 		pb.Code_CODE_ALREADY_EXISTS:       codes.AlreadyExists,
+		pb.Code_CODE_CORRUPT_RECORD:       codes.DataLoss,
 	}
 	for _, c := range allCodes() {
 		w, ok := want[c]

@@ -187,7 +187,7 @@ func TestPlantedBugs(t *testing.T) {
 			s := b
 			s.Cluster.WorkDir += "-" + p.Bug
 			s.ArtifactDir += "-" + p.Bug
-			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(chaos.PlantRuns)*3*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(p.MaxRuns())*3*time.Minute)
 			defer cancel()
 			rs, err := chaos.SelfTest(ctx, s, []string{p.Bug})
 			if err != nil {
@@ -198,7 +198,7 @@ func TestPlantedBugs(t *testing.T) {
 			if r.Err != "" {
 				t.Fatalf("run: %s", r.Err)
 			}
-			t.Logf("%s: detected=%v by %s (run %d of %d)", p.Bug, r.Detected, r.By, r.Runs, chaos.PlantRuns)
+			t.Logf("%s: detected=%v by %s (run %d of %d)", p.Bug, r.Detected, r.By, r.Runs, r.MaxRuns)
 			if !r.Detected {
 				t.Errorf("planted bug %s (trigger: %s) not detected in %d runs; last report:\n%s", p.Bug, p.Trigger, r.Runs, r.Report.Text())
 			}

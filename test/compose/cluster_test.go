@@ -42,7 +42,7 @@ const (
 	// (MESHLOC_LEASE_TTL unset), so the test runs what users run.
 	leaseTTL = 3 * time.Second
 	// recoveryRate is MESHLOC_RECOVERY_RATE here (the compose file's default
-	// is 10 per second): at 2 per second a killed node's objects stay
+	// is 10,000 per second): at 2 per second a killed node's objects stay
 	// orphaned for a few seconds, long enough for the test to see them
 	// listed before the recovery controller re-creates them.
 	recoveryRate = "2"

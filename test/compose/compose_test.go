@@ -141,7 +141,7 @@ func (c *cluster) testRelocation(t *testing.T) {
 	want := before
 	want.Owner = authority.OwnerRef{ID: "meshnode2", Generation: owners["meshnode2"].Generation}
 	want.Node = after.Node
-	want.OwnerGeneration = before.OwnerGeneration + 1
+	want.AuthorityGeneration = before.AuthorityGeneration + 1
 	want.LastRelocation = rel.RelocationID
 	if after.Node.Address != "meshnode2:7100" || !recordsEqual(after, want) {
 		t.Errorf("%s in etcd after the relocation:\n %+v\nwant\n %+v", object, after, want)
@@ -156,8 +156,8 @@ func (c *cluster) testRelocation(t *testing.T) {
 		t.Errorf("exec etcd1 etcdctl get --prefix /meshloc/: no record of %s owned by meshnode2 in:\n%s", object, out)
 	}
 	// The value moved with it.
-	if r := c.get(t, 2, object); r.Fence.Owner.ID != "meshnode2" || r.Fence.OwnerGeneration != want.OwnerGeneration {
-		t.Errorf("get %s after the relocation: served under %+v, want meshnode2 with owner generation %d", object, r.Fence, want.OwnerGeneration)
+	if r := c.get(t, 2, object); r.Fence.Owner.ID != "meshnode2" || r.Fence.AuthorityGeneration != want.AuthorityGeneration {
+		t.Errorf("get %s after the relocation: served under %+v, want meshnode2 with authority generation %d", object, r.Fence, want.AuthorityGeneration)
 	}
 }
 

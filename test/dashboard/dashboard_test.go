@@ -15,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/meshloc/meshloc/internal/demo"
+	"github.com/meshloc/meshloc/internal/etcdtest"
 	"github.com/meshloc/meshloc/internal/freeport"
 	"github.com/meshloc/meshloc/pkg/client"
 )
@@ -188,17 +189,49 @@ func TestDashboard(t *testing.T) {
 		return s
 	}
 	visible := func(sel string) chromedp.Action[chromedp.Void] { return chromedp.WaitVisible(chromedp.CSS(sel)) }
-	do("load the page", chromedp.Navigate(url), visible(`#stream.on`))
+	// At once, before any snapshot or event: no table is empty (each says
+	// it is loading), so a first look never shows a page that seems broken.
+	do("load the page", chromedp.Navigate(url))
+	for _, tb := range []string{"#nodes", "#inflight", "#recent", "#orphans"} {
+		if got := text(tb + " tbody"); strings.TrimSpace(got) == "" {
+			t.Errorf("%s is empty at once; want rows, or loading…", tb)
+		}
+	}
+	do("the stream connected", visible(`#stream.on`))
 	do("every node shown", visible(`#nodes tbody tr[data-node="n1"]`), visible(`#nodes tbody tr[data-node="n2"]`), visible(`#nodes tbody tr[data-node="n3"]`))
+	if row := text(`#nodes tbody tr[data-node="n1"]`); !strings.Contains(row, "counter") || !strings.Contains(row, "dbank") {
+		t.Errorf("n1's row %q names no types (its types column)", row)
+	}
+	if got := text(`#inflight tbody`) + text(`#recent tbody`); strings.Contains(got, "loading") {
+		t.Errorf("still loading once the nodes are shown: %q", got)
+	}
 	do("the demo's relocations shown live", visible(`#recent tbody tr[data-outcome="completed"]`))
+	do("etcd's fill shown, without an alarm", visible(`#etcd.on`))
+	if got := text(`#etcd`); !strings.HasPrefix(got, "etcd ") || !strings.HasSuffix(got, " of 2048 MiB") {
+		t.Errorf("the etcd pill says %q, want its data in use of its 2048 MiB quota", got)
+	}
 
 	// The search finds our object by part of its name and shows its record.
 	do("search", chromedp.SendKeys(chromedp.CSS(`#search-input`), "dashboard-te"), chromedp.Click(chromedp.CSS(`#search button`)), visible(`#object`))
 	if got := text(`#object-name`); got != obj {
 		t.Fatalf("the search shows %q, want %s", got, obj)
 	}
-	if record := text(`#object-record`); !strings.Contains(record, "owner") || !strings.Contains(record, "authority generation") {
+	record := text(`#object-record`)
+	if !strings.Contains(record, "owner") || !strings.Contains(record, "authority generation") {
 		t.Errorf("record shown: %q", record)
+	}
+	// "relocate to" offers the nodes that may take it: every node of the
+	// demo hosts counters, so the two that are not its owner.
+	owner, err := c.Call(ctx, obj, "get")
+	if err != nil {
+		t.Fatal(err)
+	}
+	do("the eligible targets offered", chromedp.WaitNotPresent(chromedp.CSS(`#relocate-target option[value="`+owner.Node+`"]`)))
+	opts := text(`#relocate-target`)
+	for _, id := range []string{"n1", "n2", "n3"} {
+		if strings.Contains(opts, id) != (id != owner.Node) {
+			t.Errorf("relocate to offers %q; want the two nodes other than its owner %s", opts, owner.Node)
+		}
 	}
 
 	// Its relocate button: the relocation appears and completes in the
@@ -240,6 +273,17 @@ func TestDashboard(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// etcd's NOSPACE alarm: a banner says so and what to do, and goes when
+	// the alarm is disarmed.
+	ec := etcdtest.Client(t, cfg.Locationd.ListenClient)
+	etcdtest.RaiseNoSpace(t, ec)
+	do("the NOSPACE alarm shown", visible(`#etcd-alarm`), visible(`#etcd.bad`))
+	if got := text(`#etcd-alarm`); !strings.Contains(got, "NOSPACE") || !strings.Contains(got, "alarm disarm") {
+		t.Errorf("the alarm banner says %q, want NOSPACE and what to do", got)
+	}
+	etcdtest.DisarmNoSpace(t, ec)
+	do("the alarm gone", chromedp.WaitNotVisible(chromedp.CSS(`#etcd-alarm`)), visible(`#etcd.on`))
+
 	mu.Lock()
 	defer mu.Unlock()
 	if len(problems) > 0 {

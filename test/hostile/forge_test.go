@@ -143,7 +143,7 @@ func (f *forgery) payload(t *testing.T) [][]byte {
 		}
 		st := f.states[o.Object]
 		ps := &pb.ParticipantState{Participant: &pb.Participant{Object: o.Object, Type: r.Type, ObjectGeneration: r.ObjectGeneration,
-			AuthorityGeneration: r.OwnerGeneration, StoreVersion: o.StoreVersion}, StateLength: uint64(len(st))}
+			AuthorityGeneration: r.AuthorityGeneration, StoreVersion: o.StoreVersion}, StateLength: uint64(len(st))}
 		if r.Kind == "actor" {
 			ps.Replies = actor.NewReplyTable(time.Minute, 0).Encode()
 			if !queued { // the first actor carries the queued requests
@@ -192,9 +192,9 @@ func (f *forgery) prepare(t *testing.T) (*pb.Prepare, []*pb.StateChunk) {
 	for i, o := range f.objects {
 		r, _ := record.DecodeRecord(o.Record)
 		p.Participants = append(p.Participants, &pb.Participant{Object: o.Object, Type: r.Type, ObjectGeneration: r.ObjectGeneration,
-			AuthorityGeneration: r.OwnerGeneration, StoreVersion: o.StoreVersion, Record: recs[i]})
+			AuthorityGeneration: r.AuthorityGeneration, StoreVersion: o.StoreVersion, Record: recs[i]})
 		if i == 0 {
-			p.Coordinator.ObjectGeneration, p.Coordinator.AuthorityGeneration = r.ObjectGeneration, r.OwnerGeneration
+			p.Coordinator.ObjectGeneration, p.Coordinator.AuthorityGeneration = r.ObjectGeneration, r.AuthorityGeneration
 		}
 	}
 	return p, chunks

@@ -170,3 +170,42 @@ func TestOutOfOrderDataAborts(t *testing.T) {
 		t.Fatalf("c6 = %d by %s, want 4 by %s", v, by, src)
 	}
 }
+
+// Relocation ids are public (etcd lists them while relocations are paced):
+// a stranger who sends the target a PREPARE under an id first — refused —
+// leaves nothing that stops the PREPARE of the source that knows the
+// nonce: it is staged (READY), not refused as "repeated with other bytes".
+func TestPoisonedIDDoesNotStopTheRealPrepare(t *testing.T) {
+	c := cluster(t, 2, chaos.Config{})
+	cl := newClient(t, c)
+	add(t, cl, "actor/counter/c7", 1)
+	src, dst := ownerOf(t, c, "actor/counter/c7")
+	cc := dial(t, owners(t, c)[dst].Address)
+	genuine := newForgery(t, c, src, dst, "actor/counter/c7")
+	genuine.selfIntent = true
+	genuine.states["actor/counter/c7"] = counterState(1)
+	p, chunks := genuine.prepare(t)
+
+	// The stranger: the same id, its own nonce, a target fence that is
+	// not the target's: refused.
+	poison := newForgery(t, c, src, dst, "actor/counter/c7")
+	poison.id = genuine.id
+	poison.target.Generation++
+	pp, _ := poison.prepare(t)
+	s := openStream(t, cc)
+	s.send(t, prepareFrame(pp))
+	if fr := s.recv(10 * time.Second); fr.GetFailed() == nil {
+		t.Fatalf("the stranger's PREPARE: %v, want FAILED", fr)
+	} else {
+		t.Logf("the stranger's PREPARE: %v %s", fr.GetFailed().GetCode(), fr.GetFailed().GetMessage())
+	}
+
+	s = openStream(t, cc)
+	s.send(t, prepareFrame(p))
+	for _, ch := range chunks {
+		s.send(t, chunkFrame(ch))
+	}
+	if fr := s.recv(10 * time.Second); fr.GetReady() == nil {
+		t.Fatalf("the genuine PREPARE after the stranger's: %v, want READY", fr)
+	}
+}

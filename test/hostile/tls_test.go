@@ -103,15 +103,22 @@ func TestTLSRefusesStrangers(t *testing.T) {
 		}
 	}
 
-	for name, e := range map[string]mtls.Etcd{
-		"no certificate": {Endpoints: c.EtcdEndpoints(), CACert: c.Files("admin").CA},
-		"another CA's certificate": {Endpoints: c.EtcdEndpoints(), CACert: c.Files("admin").CA,
-			Cert: strangerAdmin.Cert, Key: strangerAdmin.Key},
+	// mtls.Etcd refuses a client certificate of another CA before dialing,
+	// so the stranger's certificate is put in by hand: it is etcd that
+	// must turn it away.
+	stranger, err := tls.LoadX509KeyPair(strangerAdmin.Cert, strangerAdmin.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, certs := range map[string][]tls.Certificate{
+		"no certificate":           nil,
+		"another CA's certificate": {stranger},
 	} {
-		ecfg, err := e.ClientConfig()
+		ecfg, err := mtls.Etcd{Endpoints: c.EtcdEndpoints(), CACert: c.Files("admin").CA}.ClientConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
+		ecfg.TLS.Certificates = certs
 		ecfg.DialTimeout = 3 * time.Second
 		cli, err := clientv3.New(ecfg)
 		if err == nil {
@@ -246,13 +253,15 @@ func TestTLSRoles(t *testing.T) {
 	}
 }
 
-// etcd's roles: a node's etcd user reads and writes the cluster's prefix
-// and nothing else; so does locationd's; root writes anywhere.
+// etcd's roles: a node's etcd user reads the cluster's prefix and writes
+// what its role needs, and never another node's owner key; locationd's
+// reads and writes the cluster's prefix and nothing else; root writes
+// anywhere.
 func TestTLSEtcdRolesLimited(t *testing.T) {
-	c := cluster(t, 1, chaos.Config{TLS: true})
+	c := cluster(t, 2, chaos.Config{TLS: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	for _, user := range []string{"etcd-node", "etcd-locationd"} {
+	for _, user := range []string{mtls.EtcdNodeFile("n1"), "etcd-locationd"} {
 		ecfg, err := c.EtcdAccess(user).ClientConfig()
 		if err != nil {
 			t.Fatal(err)
@@ -270,6 +279,35 @@ func TestTLSEtcdRolesLimited(t *testing.T) {
 			}
 		}
 		cli.Close()
+	}
+	// n1's identity against n2's owner key: no rewrite, no delete, no
+	// revocation of its lease; n2 serves on.
+	before := etcdState(t, c, "owners/")
+	ecfg, err := c.EtcdAccess(mtls.EtcdNodeFile("n1")).ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1, err := clientv3.New(ecfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n1.Close()
+	key := c.Keys().Owner("n2")
+	resp, err := n1.Get(ctx, key)
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("n1 reading n2's owner key: %v %v", resp, err)
+	}
+	if _, err := n1.Put(ctx, key, `{"address":"127.0.0.1:1"}`); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("n1 rewriting n2's owner key: %v, want permission denied", err)
+	}
+	if _, err := n1.Delete(ctx, key); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("n1 deleting n2's owner key: %v, want permission denied", err)
+	}
+	if _, err := n1.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); !errors.Is(err, rpctypes.ErrPermissionDenied) {
+		t.Errorf("n1 revoking n2's lease: %v, want permission denied", err)
+	}
+	if after := etcdState(t, c, "owners/"); !equalState(before, after) {
+		t.Fatalf("owner keys changed: %v", diffState(before, after))
 	}
 	if _, err := c.Etcd().Put(ctx, "/elsewhere", "1"); err != nil {
 		t.Fatalf("root: %v", err)

@@ -278,8 +278,8 @@ func TestMeshCalls(t *testing.T) {
 		}
 		seen[o.Object] = true
 		rec := o.Record
-		if !live[rec.Owner] || !o.OwnerAlive || rec.State != authority.StateActive || rec.ObjectGeneration != 1 || rec.OwnerGeneration != 1 {
-			t.Errorf("%s: owner %s alive=%v state %s generations %d/%d", o.Object, rec.Owner, o.OwnerAlive, rec.State, rec.ObjectGeneration, rec.OwnerGeneration)
+		if !live[rec.Owner] || !o.OwnerAlive || rec.State != authority.StateActive || rec.ObjectGeneration != 1 || rec.AuthorityGeneration != 1 {
+			t.Errorf("%s: owner %s alive=%v state %s generations %d/%d", o.Object, rec.Owner, o.OwnerAlive, rec.State, rec.ObjectGeneration, rec.AuthorityGeneration)
 		}
 		if f, ok := c.Fence(o.Object); !ok || f.Owner != rec.Owner {
 			t.Errorf("%s: record owner %s, replies served by %v (%v)", o.Object, rec.Owner, f.Owner, ok)

@@ -334,7 +334,7 @@ func TestTargetKilledBeforeCommit(t *testing.T) {
 		t.Errorf("relocation ended %s %v (%s), want aborted", st.GetOutcome(), st.GetCode(), st.GetMessage())
 	}
 	o := m.object(t, obj)
-	if o.Record.Owner.ID != "n1" || o.Record.Owner.Generation != n1.gen || !o.OwnerAlive || o.Record.State != "active" || o.Record.OwnerGeneration != 1 {
+	if o.Record.Owner.ID != "n1" || o.Record.Owner.Generation != n1.gen || !o.OwnerAlive || o.Record.State != "active" || o.Record.AuthorityGeneration != 1 {
 		t.Errorf("record after the abort: %+v alive=%v, want active, owned by n1@%d, owner generation 1", o.Record, o.OwnerAlive, n1.gen)
 	}
 	a.check(t, c, obj, first)
@@ -414,7 +414,7 @@ func TestSourceKilledMidStream(t *testing.T) {
 	// expires; it never names n2.
 	waitFor(t, meshTTL+10*time.Second, obj+" orphaned", func(ctx context.Context) error {
 		o := m.object(t, obj)
-		if o.Record.Owner.ID != "n1" || o.Record.OwnerGeneration != 1 {
+		if o.Record.Owner.ID != "n1" || o.Record.AuthorityGeneration != 1 {
 			t.Fatalf("record of %s became %+v: the target committed a stage it never completed", obj, o.Record)
 		}
 		if o.OwnerAlive {

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/node/execlog"
+
 	"github.com/meshloc/meshloc/internal/verify"
 	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/client"
@@ -283,7 +285,7 @@ func TestRollingRestart(t *testing.T) {
 	for _, nd := range nodes {
 		paths = append(paths, nd.execLog)
 	}
-	logs, stats, err := verify.ReadExecLogFiles(paths...)
+	logs, stats, err := execlog.ReadFiles(paths...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,7 +327,7 @@ func rollingCall(c *client.Client, name, method, arg string) (int, *client.Reply
 	deadline := time.Now().Add(45 * time.Second)
 	for retries := 0; ; retries++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		r, err := c.CallOp(ctx, op, name, method, args)
+		r, err := c.CallBytes(ctx, op, name, method, args)
 		cancel()
 		if err == nil {
 			return retries, r, nil

@@ -15,7 +15,10 @@ const st = {
   inflight: new Map(), // relocation id → source report
   recent: [],          // ended, newest first
   recentSel: [],       // ended relocations of the selected object, newest first
-  done: [],            // {t: ms, us, outcome} of ended relocations (charts)
+  done: [],            // {t: ms, id, us, outcome} of ended relocations (charts)
+  targetUs: new Map(), // relocation id → its target's interruption (the one definition: seal → admission)
+  loaded: false,       // the first snapshots arrived (until then the tables say loading)
+  selectedRecord: null, // the record of the object shown
   ended: new Set(),    // ids seen ended: a snapshot read before may still list them in flight
   selected: '',        // the object shown
   objectStream: null,
@@ -37,12 +40,39 @@ function el(tag, attrs, ...kids) {
 
 function fill(tbody, rows) { tbody.replaceChildren(...rows); }
 
+// interruption is a relocation's interruption, by its one definition: from
+// the seal on the source to the admission on the target, as the target
+// measured it; until the target's report arrived, the source's (the seal
+// to hearing the target admitted it: one hop more), marked ≈.
+function interruption(id, sourceUs) {
+  const t = st.targetUs.get(id);
+  if (t) return { us: t, text: ms(t) };
+  return sourceUs ? { us: sourceUs, text: '≈' + ms(sourceUs) } : { us: 0, text: '-' };
+}
+
+function noteTarget(r) {
+  if (r.role !== 'target' || !r.interruptionMicros) return;
+  st.targetUs.set(r.relocationId, r.interruptionMicros);
+  if (st.targetUs.size > 20000) st.targetUs = new Map([...st.targetUs].slice(-10000));
+}
+
 // syncRows makes tbody's rows those of rows ({key, attrs, onclick, cells}),
 // keeping the row element of each key and changing only the cells that
 // changed: a row or button under the pointer is never replaced by a
 // redraw, so no click is lost. A cell is a value, {text, class, title}, or
 // a function making its element once (a button).
-function syncRows(tbody, rows) {
+function syncRows(tbody, rows, none) {
+  if (rows.length === 0) {
+    // Before the first snapshot a table says it is loading; then, that it
+    // is empty: never an empty table that looks broken.
+    const text = st.loaded ? (none || 'none') : 'loading…';
+    const cols = tbody.closest('table').querySelectorAll('thead th').length;
+    if (tbody.children.length !== 1 || tbody.firstChild.textContent !== text) {
+      fill(tbody, [el('tr', { class: st.loaded ? 'none' : 'loading' }, el('td', { colspan: cols }, text))]);
+    }
+    return;
+  }
+  for (const tr of [...tbody.children]) if (!tr.dataset.key) tr.remove(); // the placeholder
   const old = new Map([...tbody.children].map((tr) => [tr.dataset.key, tr]));
   rows.forEach((r, i) => {
     let tr = old.get(r.key);
@@ -102,16 +132,18 @@ async function loadSnapshots() {
     for (const o of owners.owners) st.owners.set(o.id, o);
     // Merged with what the stream already brought: each relocation once.
     for (const r of rels.relocations) {
+      noteTarget(r);
       if (r.role !== 'source' || st.ended.has(r.relocationId)) continue;
       if (!r.outcome) { st.inflight.set(r.relocationId, r); continue; }
       st.ended.add(r.relocationId);
       st.recent.push(r);
-      st.done.push({ t: r.endedUnixMs, us: r.interruptionMicros, outcome: r.outcome });
+      st.done.push({ t: r.endedUnixMs, id: r.relocationId, us: r.interruptionMicros, outcome: r.outcome });
     }
     st.recent.sort((a, b) => b.endedUnixMs - a.endedUnixMs);
     if (st.recent.length > RECENT) st.recent.length = RECENT;
     st.done.sort((a, b) => a.t - b.t);
     fillTargets();
+    st.loaded = true;
     st.dirty = true;
     showError('');
   } catch (e) {
@@ -150,6 +182,32 @@ async function loadController() {
   }
 }
 
+// --- etcd ------------------------------------------------------------------
+
+const mib = (n) => (n / 1048576).toFixed(n < 10485760 ? 1 : 0) + ' MiB';
+
+// loadEtcd shows how full etcd is, and its alarms (NOSPACE: every write
+// refused) in a banner that says what to do; read every 10 seconds.
+async function loadEtcd() {
+  const pill = $('#etcd'), banner = $('#etcd-alarm');
+  try {
+    const e = await api('/v1/etcd');
+    const ok = e.members.filter((m) => !m.error);
+    const inUse = Math.max(0, ...ok.map((m) => m.dbSizeInUse)), quota = Math.max(0, ...ok.map((m) => m.quotaBytes));
+    pill.textContent = ok.length ? `etcd ${mib(inUse)} of ${mib(quota)}` : 'etcd unreachable';
+    const off = e.compaction.auto === 'off';
+    pill.title = `the etcd locationd uses (GET /v1/etcd): data in use against its quota; compaction ${e.compaction.auto}` +
+      (off ? ': nothing compacts it, its history grows until the quota' : '');
+    pill.className = 'pill ' + (e.alarms.length || !ok.length ? 'bad' : off ? 'off' : 'on');
+    banner.hidden = e.alarms.length === 0;
+    banner.textContent = e.alarms.map((a) => `etcd ${a.type} alarm (member ${a.member})`).join('; ') + (e.hint ? ': ' + e.hint : '');
+  } catch (err) {
+    pill.textContent = 'etcd ?';
+    pill.className = 'pill off';
+    pill.title = err.message;
+  }
+}
+
 // --- the live stream -----------------------------------------------------
 
 function connect() {
@@ -172,6 +230,7 @@ function connect() {
 }
 
 function relocationEvent(r) {
+  noteTarget(r);
   if (r.role !== 'source') return; // one row per relocation: its source's
   if (!r.outcome) { if (!st.ended.has(r.relocationId)) st.inflight.set(r.relocationId, r); return; }
   st.inflight.delete(r.relocationId);
@@ -181,7 +240,7 @@ function relocationEvent(r) {
     list.unshift(r);
     if (list.length > RECENT) list.length = RECENT;
   }
-  st.done.push({ t: Date.now(), us: r.interruptionMicros, outcome: r.outcome });
+  st.done.push({ t: Date.now(), id: r.relocationId, us: r.interruptionMicros, outcome: r.outcome });
 }
 
 // --- drawing -------------------------------------------------------------
@@ -200,6 +259,7 @@ function render() {
       `${id}@${o.generation}`,
       { text: o.state, class: 'state-' + o.state },
       o.weight,
+      { text: (o.types || []).join(', ') || '-', title: 'the object types it hosts' },
       s ? s.hostedObjects : '-',
       s ? Math.round(s.callsPerSecond) : '-',
       s ? s.relocationsInFlight : '-',
@@ -222,9 +282,9 @@ function render() {
   const only = $('#only-selected').checked && st.selected;
   const infl = [...st.inflight.values()].filter((r) => !only || r.object === st.selected)
     .sort((a, b) => b.startedUnixMs - a.startedUnixMs).slice(0, 12);
-  syncRows($('#inflight tbody'), infl.map((r) => row(r, r.phase, `${Math.max(0, now - r.startedUnixMs)} ms`)));
+  syncRows($('#inflight tbody'), infl.map((r) => row(r, r.phase, `${Math.max(0, now - r.startedUnixMs)} ms`)), 'none in flight');
   syncRows($('#recent tbody'), (only ? st.recentSel : st.recent).slice(0, 16).map((r) =>
-    row(r, { text: r.outcome, class: 'outcome-' + r.outcome, title: r.message || '' }, r.interruptionMicros ? ms(r.interruptionMicros) : '-')));
+    row(r, { text: r.outcome, class: 'outcome-' + r.outcome, title: r.message || '' }, interruption(r.relocationId, r.interruptionMicros).text)), 'none yet');
   drawRate(now);
   drawHistogram();
 }
@@ -269,9 +329,9 @@ function drawHistogram() {
     const label = i < HIST_EDGES_MS.length ? '<' + HIST_EDGES_MS[i] : '≥1s';
     ctx.fillText(label, i * w + 3, c.height - 4);
   });
-  const us = done.map((d) => d.us).sort((a, b) => a - b);
+  const us = done.map((d) => interruption(d.id, d.us).us).filter((u) => u > 0).sort((a, b) => a - b);
   $('#interruption-summary').textContent = us.length
-    ? `(ms, seal → OUTCOME at the source; p50 ${ms(us[Math.floor(us.length / 2)])}, p99 ${ms(us[Math.floor(us.length * 0.99)])}, ${us.length} moves)`
+    ? `(ms, the source's seal → the target's admission; p50 ${ms(us[Math.floor(us.length / 2)])}, p99 ${ms(us[Math.floor(us.length * 0.99)])}, ${us.length} moves)`
     : '(ms, no relocation yet)';
 }
 
@@ -283,8 +343,11 @@ async function showTimeline(id) {
     $('#timeline').hidden = false;
     $('#timeline-id').textContent = `${short(id)} ${r.object}`;
     const tgt = r.role === 'source' ? r.counterpart : r;
+    if (tgt) noteTarget({ ...tgt, role: 'target', relocationId: id });
+    const src = r.role === 'source' ? r : r.counterpart;
+    const iv = interruption(id, src ? src.interruptionMicros : 0);
     $('#timeline-summary').textContent = `${r.source} → ${r.target}: ${r.outcome || 'in flight (' + r.phase + ')'}` +
-      (tgt && tgt.interruptionMicros ? `; interruption ${ms(tgt.interruptionMicros)} (the source's seal to the target's admission)` : '') +
+      (iv.us ? `; interruption ${iv.text} (the source's seal to the target's admission)` : '') +
       (r.payloadBytes ? `; ${r.payloadBytes} bytes` : '');
     // A side's start is absent (omitted) where it was not in the phase.
     const spans = r.phases.flatMap((p) => [[p.sourceStartUnixMicros || 0, p.sourceMicros || 0], [p.targetStartUnixMicros || 0, p.targetMicros || 0]])
@@ -357,6 +420,8 @@ async function selectObject(obj) {
     $('#object').hidden = false;
     $('#object-name').textContent = o.object;
     const r = o.record;
+    st.selectedRecord = r;
+    fillTargets();
     const kv = [
       ['owner', `${r.owner.id}@${r.owner.generation} (id@owner generation)`], ['owner alive', o.ownerAlive ? 'yes' : 'no'],
       ['state', r.state], ['object generation', r.objectGeneration], ['authority generation', `${r.ownerGeneration} (owner changes)`],
@@ -384,11 +449,18 @@ function followObject(obj) {
   st.objectStream = es;
 }
 
+// fillTargets offers the nodes the shown object may move to, by the one
+// placement rule: serving, weight above 0, the owner's application version,
+// hosting the object's type, not its owner.
 function fillTargets() {
-  const sel = $('#relocate-target'), keep = sel.value;
-  sel.replaceChildren(el('option', { value: '' }, 'placement chooses'),
-    ...[...st.owners.keys()].sort().map((id) => el('option', { value: id }, id)));
-  sel.value = st.owners.has(keep) ? keep : '';
+  const sel = $('#relocate-target'), keep = sel.value, r = st.selectedRecord;
+  const owner = r && st.owners.get(r.owner.id);
+  const ok = (o) => o.state === 'serving' && o.weight > 0 && (!r || (o.id !== r.owner.id &&
+    (!owner || o.applicationVersion === owner.applicationVersion) && (!r.type || (o.types || []).includes(r.type))));
+  const ids = [...st.owners.values()].filter(ok).map((o) => o.id).sort();
+  sel.replaceChildren(el('option', { value: '' }, ids.length ? 'placement chooses' : 'no node can take it now'),
+    ...ids.map((id) => el('option', { value: id }, id)));
+  sel.value = ids.includes(keep) ? keep : '';
 }
 
 async function relocate(ev) {
@@ -418,7 +490,7 @@ async function drain(id) {
     const text = await r.text();
     if (!r.ok) { const e = JSON.parse(text).error; throw new Error(`${e.code}: ${e.message}`); }
     const last = JSON.parse(text.trim().split('\n').pop());
-    showError(last.kind === 'report' ? `${id} drained: ${last.report.moved.length} moved, ${last.report.failed.length} not` : `${id}: ${JSON.stringify(last)}`);
+    showError(last.kind === 'report' ? `${id} drained: ${last.report.movedCount} moved, ${last.report.failedCount} not` : `${id}: ${JSON.stringify(last)}`);
   } catch (e) {
     showError(`drain ${id}: ${e.message}`);
   }
@@ -431,4 +503,6 @@ document.addEventListener('DOMContentLoaded', () => {
   $('#only-selected').addEventListener('change', () => { st.dirty = true; });
   connect();
   setInterval(render, 500);
+  loadEtcd();
+  setInterval(loadEtcd, 10000);
 });

@@ -52,8 +52,18 @@ type Config struct {
 	// Recover (--recover-orphans, default false) re-activates orphans on live
 	// nodes; false only reports them.
 	Recover bool
-	// Rate (--recovery-rate, default 10) bounds recovery attempts per second.
+	// Rate (--recovery-rate, default 10,000) caps recoveries: at most this
+	// many orphans per second are attempted. Orphans are recovered in steps
+	// of up to a tenth of a second's worth (at most 1,024), whose
+	// transactions share etcd requests, so 100,000 orphans of a dead node
+	// take about 10 s at the default when etcd keeps up; a lower rate
+	// spreads the same writes (and the watch events every location cache
+	// receives for them) over longer.
 	Rate float64
+	// Limits are the etcd cluster's --max-txn-ops and --max-request-bytes
+	// (default etcd's defaults): one request carries as many recoveries,
+	// and reads as many records, as they allow.
+	Limits authority.Limits
 	// Grace (default 5s) after a relocating orphan's intent deadline during
 	// which it is left to its relocation's target (which may still commit).
 	Grace time.Duration
@@ -65,9 +75,16 @@ type Config struct {
 	Retry time.Duration
 }
 
+// DefaultRate is Config.Rate's default (orphans per second): a dead node's
+// 100,000 objects in about 10 s, well within a minute.
+const DefaultRate = 10_000
+
+// MaxRate is the largest Config.Rate.
+const MaxRate = 1_000_000
+
 // DefaultConfig is the configuration of the flags' defaults.
 func DefaultConfig() Config {
-	return Config{TTL: 5 * time.Second, Rate: 10, Grace: 5 * time.Second, ProclaimEvery: time.Second, Retry: 2 * time.Second}
+	return Config{TTL: 5 * time.Second, Rate: DefaultRate, Limits: authority.DefaultLimits(), Grace: 5 * time.Second, ProclaimEvery: time.Second, Retry: 2 * time.Second}
 }
 
 // Validate checks c. It changes nothing.
@@ -77,8 +94,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: an id is required", ErrInvalidConfig)
 	case c.TTL < time.Second || c.TTL > time.Hour:
 		return fmt.Errorf("%w: --election-ttl %s (want 1s..1h)", ErrInvalidConfig, c.TTL)
-	case math.IsNaN(c.Rate) || c.Rate <= 0 || c.Rate > 10000:
-		return fmt.Errorf("%w: --recovery-rate %v (want a rate per second in (0, 10000])", ErrInvalidConfig, c.Rate)
+	case math.IsNaN(c.Rate) || c.Rate <= 0 || c.Rate > MaxRate:
+		return fmt.Errorf("%w: --recovery-rate %v (want objects per second in (0, %d])", ErrInvalidConfig, c.Rate, MaxRate)
+	case c.Limits.MaxTxnOps != 0 && c.Limits.MaxTxnOps < 8:
+		return fmt.Errorf("%w: --max-txn-ops %d (etcd's default is %d; a recovery takes 5 operations)", ErrInvalidConfig, c.Limits.MaxTxnOps, authority.DefaultMaxTxnOps)
 	case c.Grace < 0 || c.ProclaimEvery <= 0 || c.Retry <= 0:
 		return fmt.Errorf("%w: grace, proclaim and retry intervals must be positive", ErrInvalidConfig)
 	}
@@ -146,20 +165,31 @@ type Status struct {
 	OrphansRevision int64
 	// Recovered and Failed count its recoveries since it started.
 	Recovered, Failed int64
+	// Requests counts the etcd write requests its recoveries took: each
+	// carries many (Recovered/Requests of them on average).
+	Requests int64
 }
 
 // Controller is one candidate; see the package doc.
 type Controller struct {
 	cli  *clientv3.Client
 	keys keyspace.Keys
-	st   *authority.Store
-	cfg  Config
-	log  zerolog.Logger
-	m    *Metrics
-	now  func() time.Time
+	// stores are the recoverer's lanes (batched Stores, stepsInFlight of
+	// them); lanes holds those free.
+	stores []*authority.Store
+	lanes  chan *authority.Store
+	cfg    Config
+	log    zerolog.Logger
+	m      *Metrics
+	now    func() time.Time
+
+	// beforeWrite, when set (tests), sees each step's recoveries after its
+	// records were read and before they are written.
+	beforeWrite func([]authority.RecoverRequest)
 
 	mu     sync.Mutex
 	status Status
+	logged time.Time // when the orphan count was last logged
 }
 
 // New returns a controller that is not running yet; m are its metrics
@@ -168,7 +198,13 @@ func New(cli *clientv3.Client, keys keyspace.Keys, cfg Config, log zerolog.Logge
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Controller{cli: cli, keys: keys, st: authority.New(cli, keys), cfg: cfg, log: log.With().Str("controller", Name).Logger(), m: m, now: time.Now}, nil
+	c := &Controller{cli: cli, keys: keys, lanes: make(chan *authority.Store, stepsInFlight), cfg: cfg, log: log.With().Str("controller", Name).Logger(), m: m, now: time.Now}
+	for range stepsInFlight {
+		st := authority.New(cli, keys).Batched(cfg.Limits)
+		c.stores = append(c.stores, st)
+		c.lanes <- st
+	}
+	return c, nil
 }
 
 // Status is a copy of this controller's status.
@@ -373,8 +409,13 @@ func (c *Controller) publish(v *view, kick chan<- struct{}) {
 	n, rev := v.orphanCount()
 	c.m.orphans.Set(float64(n))
 	c.mu.Lock()
-	changed := c.status.Orphans != n
+	// Logged when it changes from or to none, else at most every 5 s: a
+	// recovery of 100,000 orphans changes it with every watch event.
+	changed := c.status.Orphans != n && (n == 0 || c.status.Orphans == 0 || c.now().Sub(c.logged) >= 5*time.Second)
 	c.status.Orphans, c.status.OrphansRevision = n, rev
+	if changed {
+		c.logged = c.now()
+	}
 	c.mu.Unlock()
 	if changed {
 		c.log.Info().Int("orphans", n).Int64("revision", rev).Msg("orphaned objects")

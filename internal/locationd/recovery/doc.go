@@ -41,25 +41,48 @@
 //
 // # Recovery (Config.Recover, --recover-orphans)
 //
-// For each orphan, at most Config.Rate per second, in name order, the leader
-// re-reads the record and its owner key at one revision, and re-activates it
-// on a live node with authority.Store.Recover (If the record is unchanged ∧
-// the old owner is gone ∧ the new owner is alive ∧ this controller still
-// leads, Then objectGeneration+1 on the new owner). The node is chosen by
-// pkg/placement, the rule a meshnode uses when a call finds an orphan:
-// serving, weight > 0, hosting the type, rendezvous-ranked, the less loaded
-// of the top two. A group goes first, and its members follow to the group's
-// new owner. An orphan still relocating whose target is alive is left alone
-// until its intent's deadline plus Config.Grace: the target may yet commit
-// it with its state (docs/design.md §4 step 5).
+// The leader goes over the orphans in name order, in steps: each takes up
+// to a tenth of a second's worth at Config.Rate (at most 1,024 orphans; one
+// at Rate 10), and two steps overlap (one reads while the other writes).
+// Config.Rate caps the orphans attempted per second (default 10,000).
 //
-// The node then serves the object as one re-created by recovery: a memory
-// object starts from fresh state, and the first call is answered
-// CODE_STATE_LOST (the state died with its owner; the call was not
-// executed), as when the node recovers it itself (pkg/node,
-// recreatedHere); a durable object is restored from its persisted state. Outcomes are counted in meshloc_locationd_recoveries_total{outcome}:
-// recovered, raced (the record moved or its owner is alive), no_target (no
-// eligible node), failed (etcd did not answer, or the result is uncertain).
+// A step reads its orphans' records again from etcd (as many gets per
+// request as etcd's --max-txn-ops allows, Config.Limits) and judges each:
+// its record must still name the owner the view holds dead, at a store
+// version the view has reached (so it has seen that owner's key; an owner
+// pair that is gone never lives again); else it raced. It then picks a
+// live node by pkg/placement, the rule a meshnode uses when a call finds an
+// orphan: serving, weight > 0, hosting the type, rendezvous-ranked, the
+// less loaded of the top two — loads as the view counted them when the
+// pass began plus what the pass placed since, so a step spreads as if its
+// orphans were placed one by one. A group goes first, and its members
+// follow to the group's new owner. An orphan still relocating whose target
+// is alive is left alone until its intent's deadline plus Config.Grace: the
+// target may yet commit it with its state (docs/design.md §4 step 5).
+//
+// The step's recoveries are written with authority.Store.RecoverMany: each
+// orphan is its own nested transaction with its own compares — its record's
+// store version as read, its catalog entry, the old owner gone, the new
+// owner alive, and this controller still leading (the election key's
+// CreateRevision) — Then objectGeneration+1 on the new owner; many share
+// one etcd request (123 with etcd's default --max-txn-ops of 128). One
+// whose compare fails is not applied, and its batch-mates are; it is
+// counted raced and looked at again in the next pass, from a fresh read.
+// meshloc_locationd_recovery_requests_total counts the etcd write requests
+// the recoveries took.
+//
+// The node then serves the object as one re-created by recovery, when it
+// is first called (a recovered record costs a node only its location
+// cache's entry until then): a memory object starts from fresh state, and
+// the first call is answered CODE_STATE_LOST (the state died with its
+// owner; the call was not executed), as when the node recovers it itself
+// (pkg/node, recreatedHere); a durable object is restored from its
+// persisted state. Outcomes are counted in
+// meshloc_locationd_recoveries_total{outcome}: recovered, raced (the record
+// moved, its owner is alive, or its new owner died), no_target (no
+// eligible node), failed (etcd did not answer, or the result is
+// uncertain). The log says each step's recoveries in one line (their
+// count, the dead and new owners); each object at debug level.
 //
 // What it is not: it does not decide that an owner is dead — etcd does, by
 // expiring the owner's lease; nor does it move objects between live owners

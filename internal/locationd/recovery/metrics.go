@@ -15,6 +15,7 @@ type Metrics struct {
 	leader     prometheus.Gauge
 	orphans    prometheus.Gauge
 	recoveries *prometheus.CounterVec
+	requests   prometheus.Counter
 }
 
 // NewMetrics registers the controller's metrics on reg.
@@ -33,10 +34,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "meshloc_locationd_recoveries_total",
 			Help: "Recovery attempts of orphaned objects by this locationd's recovery controller, by outcome (recovered, raced, no_target, failed).",
 		}, []string{"outcome"}),
+		requests: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshloc_locationd_recovery_requests_total",
+			Help: "etcd write requests that carried this locationd's recoveries: each carries many (nested transactions), so recoveries_total{outcome} over this is how many shared one.",
+		}),
 	}
 	for _, o := range []string{OutcomeRecovered, OutcomeRaced, OutcomeNoTarget, OutcomeFailed} {
 		m.recoveries.WithLabelValues(o)
 	}
-	reg.MustRegister(m.leader, m.orphans, m.recoveries)
+	reg.MustRegister(m.leader, m.orphans, m.recoveries, m.requests)
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/etcdscan"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
@@ -57,21 +58,16 @@ func (v *view) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	}
 	recs := map[string]entry{}
 	prefix := v.keys.AuthorityPrefix()
-	end := clientv3.GetPrefixRangeEnd(prefix)
-	for key := prefix; ; {
-		r, err := cli.Get(ctx, key, clientv3.WithRange(end), clientv3.WithLimit(5000), clientv3.WithRev(rev))
-		if err != nil {
-			return 0, fmt.Errorf("recovery: list records at revision %d: %w", rev, err)
-		}
-		for _, kv := range r.Kvs {
+	_, err = etcdscan.Range(ctx, cli, prefix, clientv3.GetPrefixRangeEnd(prefix), rev, func(kvs []*mvccpb.KeyValue) error {
+		for _, kv := range kvs {
 			if name, e, ok := v.record(kv); ok {
 				recs[name] = e
 			}
 		}
-		if !r.More || len(r.Kvs) == 0 {
-			break
-		}
-		key = string(r.Kvs[len(r.Kvs)-1].Key) + "\x00"
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("recovery: list records at revision %d: %w", rev, err)
 	}
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -242,9 +238,9 @@ func (v *view) groupOf(group string) (owner authority.OwnerRef, exists, alive bo
 }
 
 // candidates are the live owners in id order, as placement sees them
-// (an owner without an address cannot be reached: not serving), with the
-// load function placement asks.
-func (v *view) candidates() ([]lease.Owner, []placement.Candidate, func(placement.Candidate) int) {
+// (an owner without an address cannot be reached: not serving), and the
+// records each holds now (placement's load).
+func (v *view) candidates() ([]lease.Owner, []placement.Candidate, map[string]int) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	owners := make([]lease.Owner, 0, len(v.owners))
@@ -258,5 +254,39 @@ func (v *view) candidates() ([]lease.Owner, []placement.Candidate, func(placemen
 		cands[i] = o.Candidate()
 		counts[o.Descriptor.OwnerID] = v.counts[o.Descriptor.OwnerID]
 	}
-	return owners, cands, func(c placement.Candidate) int { return counts[c.ID] }
+	return owners, cands, counts
+}
+
+// need is what the view knows an orphan asks of its new owner (the types
+// of an actor, or of a group's members); false when it holds no record of
+// name.
+func (v *view) need(name string) (placement.Need, bool) {
+	obj, err := keyspace.ParseObject(name)
+	if err != nil {
+		return placement.Need{}, false
+	}
+	v.mu.Lock()
+	e, ok := v.recs[name]
+	v.mu.Unlock()
+	if !ok {
+		return placement.Need{}, false
+	}
+	return placement.Need{Types: typesOf(obj, e.members)}, true
+}
+
+// alive reports whether o is a live owner in the view now.
+func (v *view) alive(o authority.OwnerRef) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.aliveLocked(o)
+}
+
+// dead reports whether o is gone for good as the view knows it: the view
+// is complete up to version or later (so it has seen o's key created, if
+// a record of that version names it) and o has no live key. An owner pair
+// that is gone never lives again (a new key has a new CreateRevision).
+func (v *view) dead(o authority.OwnerRef, version int64) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return version <= v.rev && !v.aliveLocked(o)
 }

@@ -78,6 +78,10 @@ const (
 	Code_CODE_CONFLICT Code = 25
 	// What the request creates exists already: nothing was done.
 	Code_CODE_ALREADY_EXISTS Code = 26
+	// etcd holds a record for the object that does not decode (written
+	// behind meshloc's back, or damaged): nothing is served for it until an
+	// operator repairs or deletes the record.
+	Code_CODE_CORRUPT_RECORD Code = 27
 )
 
 // Enum value maps for Code.
@@ -110,6 +114,7 @@ var (
 		24: "CODE_PERMISSION_DENIED",
 		25: "CODE_CONFLICT",
 		26: "CODE_ALREADY_EXISTS",
+		27: "CODE_CORRUPT_RECORD",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":          0,
@@ -139,6 +144,7 @@ var (
 		"CODE_PERMISSION_DENIED":    24,
 		"CODE_CONFLICT":             25,
 		"CODE_ALREADY_EXISTS":       26,
+		"CODE_CORRUPT_RECORD":       27,
 	}
 )
 
@@ -1970,6 +1976,54 @@ func (*RelocationFrame_Precopied) isRelocationFrame_Frame() {}
 
 func (*RelocationFrame_Sealed) isRelocationFrame_Frame() {}
 
+// RelocationFrames is one message of a bulk stream (PeerService.RelocateMany):
+// the frames of many relocations between one source and one target, each
+// naming its relocation. The frames of one relocation keep their order, and
+// each relocation is the same protocol as on its own stream.
+type RelocationFrames struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Frames        []*RelocationFrame     `protobuf:"bytes,1,rep,name=frames,proto3" json:"frames,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelocationFrames) Reset() {
+	*x = RelocationFrames{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocationFrames) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocationFrames) ProtoMessage() {}
+
+func (x *RelocationFrames) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocationFrames.ProtoReflect.Descriptor instead.
+func (*RelocationFrames) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *RelocationFrames) GetFrames() []*RelocationFrame {
+	if x != nil {
+		return x.Frames
+	}
+	return nil
+}
+
 // ReplyRelay carries the reply of a request that was queued at the source and
 // executed at the target back to its original requester.
 type ReplyRelay struct {
@@ -1985,7 +2039,7 @@ type ReplyRelay struct {
 
 func (x *ReplyRelay) Reset() {
 	*x = ReplyRelay{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1997,7 +2051,7 @@ func (x *ReplyRelay) String() string {
 func (*ReplyRelay) ProtoMessage() {}
 
 func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[21]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2010,7 +2064,7 @@ func (x *ReplyRelay) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelay.ProtoReflect.Descriptor instead.
 func (*ReplyRelay) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{21}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ReplyRelay) GetRelocationId() []byte {
@@ -2057,7 +2111,7 @@ type ReplyRelayAck struct {
 
 func (x *ReplyRelayAck) Reset() {
 	*x = ReplyRelayAck{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2069,7 +2123,7 @@ func (x *ReplyRelayAck) String() string {
 func (*ReplyRelayAck) ProtoMessage() {}
 
 func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[22]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2082,7 +2136,7 @@ func (x *ReplyRelayAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReplyRelayAck.ProtoReflect.Descriptor instead.
 func (*ReplyRelayAck) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{22}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReplyRelayAck) GetCode() Code {
@@ -2108,14 +2162,17 @@ type RelocateCommand struct {
 	// while the node's calls are slow it waits for the node's pacing, at most
 	// half its timeout, before it starts (then RESOURCE_EXHAUSTED, nothing
 	// done).
-	Foreground    bool `protobuf:"varint,5,opt,name=foreground,proto3" json:"foreground,omitempty"`
+	Foreground bool `protobuf:"varint,5,opt,name=foreground,proto3" json:"foreground,omitempty"`
+	// No pre-copy: the sealed state moves whole, whatever the node's
+	// --precopy-min-bytes (an A/B of it).
+	NoPrecopy     bool `protobuf:"varint,6,opt,name=no_precopy,json=noPrecopy,proto3" json:"no_precopy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RelocateCommand) Reset() {
 	*x = RelocateCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2127,7 +2184,7 @@ func (x *RelocateCommand) String() string {
 func (*RelocateCommand) ProtoMessage() {}
 
 func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[23]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2140,7 +2197,7 @@ func (x *RelocateCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocateCommand.ProtoReflect.Descriptor instead.
 func (*RelocateCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{23}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *RelocateCommand) GetObject() string {
@@ -2174,6 +2231,13 @@ func (x *RelocateCommand) GetDetach() bool {
 func (x *RelocateCommand) GetForeground() bool {
 	if x != nil {
 		return x.Foreground
+	}
+	return false
+}
+
+func (x *RelocateCommand) GetNoPrecopy() bool {
+	if x != nil {
+		return x.NoPrecopy
 	}
 	return false
 }
@@ -2215,14 +2279,22 @@ type RelocationStatus struct {
 	// begins. Source steps: intent, precopy, seal, state, ready, cutover,
 	// commit, settle; target steps: state, ready, cutover, commit, admission,
 	// settle (docs/design.md §4, "Timeline").
-	Timeline      []*TimelineMark `protobuf:"bytes,18,rep,name=timeline,proto3" json:"timeline,omitempty"`
+	Timeline []*TimelineMark `protobuf:"bytes,18,rep,name=timeline,proto3" json:"timeline,omitempty"`
+	// A bulk move (many objects to one target on one stream, each its own
+	// relocation): how many objects it carries, and how many have ended so
+	// far by outcome. 0 for a relocation of one object or group; a bulk is
+	// listed as one entry, whose relocation_id is the bulk's own.
+	BulkObjects   uint32 `protobuf:"varint,19,opt,name=bulk_objects,json=bulkObjects,proto3" json:"bulk_objects,omitempty"`
+	BulkCompleted uint32 `protobuf:"varint,20,opt,name=bulk_completed,json=bulkCompleted,proto3" json:"bulk_completed,omitempty"`
+	BulkAborted   uint32 `protobuf:"varint,21,opt,name=bulk_aborted,json=bulkAborted,proto3" json:"bulk_aborted,omitempty"`
+	BulkFailed    uint32 `protobuf:"varint,22,opt,name=bulk_failed,json=bulkFailed,proto3" json:"bulk_failed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RelocationStatus) Reset() {
 	*x = RelocationStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2306,7 @@ func (x *RelocationStatus) String() string {
 func (*RelocationStatus) ProtoMessage() {}
 
 func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[24]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2319,7 @@ func (x *RelocationStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelocationStatus.ProtoReflect.Descriptor instead.
 func (*RelocationStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{24}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RelocationStatus) GetRelocationId() []byte {
@@ -2376,6 +2448,246 @@ func (x *RelocationStatus) GetTimeline() []*TimelineMark {
 	return nil
 }
 
+func (x *RelocationStatus) GetBulkObjects() uint32 {
+	if x != nil {
+		return x.BulkObjects
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetBulkCompleted() uint32 {
+	if x != nil {
+		return x.BulkCompleted
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetBulkAborted() uint32 {
+	if x != nil {
+		return x.BulkAborted
+	}
+	return 0
+}
+
+func (x *RelocationStatus) GetBulkFailed() uint32 {
+	if x != nil {
+		return x.BulkFailed
+	}
+	return 0
+}
+
+// RelocateManyCommand asks a node to move objects it hosts to one target as
+// bulk moves (AdminService.RelocateMany): the rebalancer's way to move many.
+type RelocateManyCommand struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// At most 4,096 objects, each an actor the node hosts (a group moves
+	// through Relocate).
+	Objects []string `protobuf:"bytes,1,rep,name=objects,proto3" json:"objects,omitempty"`
+	// Target owner id (required).
+	Target string `protobuf:"bytes,2,opt,name=target,proto3" json:"target,omitempty"`
+	// Each relocation's deadline from now, in milliseconds (0: the node's
+	// default).
+	TimeoutMs int64 `protobuf:"varint,3,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
+	// Refuse a pinned object (the rebalancer's moves: a pinned object moves
+	// only when an operator names it).
+	SkipPinned bool `protobuf:"varint,4,opt,name=skip_pinned,json=skipPinned,proto3" json:"skip_pinned,omitempty"`
+	// Foreground: start at once (otherwise the node's pacing admits it, one
+	// unit per object, as background work).
+	Foreground    bool `protobuf:"varint,5,opt,name=foreground,proto3" json:"foreground,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelocateManyCommand) Reset() {
+	*x = RelocateManyCommand{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocateManyCommand) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocateManyCommand) ProtoMessage() {}
+
+func (x *RelocateManyCommand) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocateManyCommand.ProtoReflect.Descriptor instead.
+func (*RelocateManyCommand) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RelocateManyCommand) GetObjects() []string {
+	if x != nil {
+		return x.Objects
+	}
+	return nil
+}
+
+func (x *RelocateManyCommand) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *RelocateManyCommand) GetTimeoutMs() int64 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
+}
+
+func (x *RelocateManyCommand) GetSkipPinned() bool {
+	if x != nil {
+		return x.SkipPinned
+	}
+	return false
+}
+
+func (x *RelocateManyCommand) GetForeground() bool {
+	if x != nil {
+		return x.Foreground
+	}
+	return false
+}
+
+// RelocateManyResult is one line per object of a RelocateManyCommand, in its
+// order.
+type RelocateManyResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Outcomes      []*BulkOutcome         `protobuf:"bytes,1,rep,name=outcomes,proto3" json:"outcomes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelocateManyResult) Reset() {
+	*x = RelocateManyResult{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelocateManyResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelocateManyResult) ProtoMessage() {}
+
+func (x *RelocateManyResult) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelocateManyResult.ProtoReflect.Descriptor instead.
+func (*RelocateManyResult) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RelocateManyResult) GetOutcomes() []*BulkOutcome {
+	if x != nil {
+		return x.Outcomes
+	}
+	return nil
+}
+
+// BulkOutcome is how one object of a bulk move ended.
+type BulkOutcome struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Object string                 `protobuf:"bytes,1,opt,name=object,proto3" json:"object,omitempty"`
+	// completed, aborted, failed, shutdown; or refused (nothing was done:
+	// code and message say why).
+	Outcome       string `protobuf:"bytes,2,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	Code          Code   `protobuf:"varint,3,opt,name=code,proto3,enum=meshloc.v1.Code" json:"code,omitempty"`
+	Message       string `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	RelocationId  []byte `protobuf:"bytes,5,opt,name=relocation_id,json=relocationId,proto3" json:"relocation_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BulkOutcome) Reset() {
+	*x = BulkOutcome{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BulkOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BulkOutcome) ProtoMessage() {}
+
+func (x *BulkOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BulkOutcome.ProtoReflect.Descriptor instead.
+func (*BulkOutcome) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *BulkOutcome) GetObject() string {
+	if x != nil {
+		return x.Object
+	}
+	return ""
+}
+
+func (x *BulkOutcome) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *BulkOutcome) GetCode() Code {
+	if x != nil {
+		return x.Code
+	}
+	return Code_CODE_UNSPECIFIED
+}
+
+func (x *BulkOutcome) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *BulkOutcome) GetRelocationId() []byte {
+	if x != nil {
+		return x.RelocationId
+	}
+	return nil
+}
+
 // TimelineMark: a relocation's side entered step at unix_us.
 type TimelineMark struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2387,7 +2699,7 @@ type TimelineMark struct {
 
 func (x *TimelineMark) Reset() {
 	*x = TimelineMark{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2399,7 +2711,7 @@ func (x *TimelineMark) String() string {
 func (*TimelineMark) ProtoMessage() {}
 
 func (x *TimelineMark) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[25]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2412,7 +2724,7 @@ func (x *TimelineMark) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TimelineMark.ProtoReflect.Descriptor instead.
 func (*TimelineMark) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{25}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TimelineMark) GetStep() string {
@@ -2440,7 +2752,7 @@ type WatchEventsRequest struct {
 
 func (x *WatchEventsRequest) Reset() {
 	*x = WatchEventsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2764,7 @@ func (x *WatchEventsRequest) String() string {
 func (*WatchEventsRequest) ProtoMessage() {}
 
 func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[26]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2777,7 @@ func (x *WatchEventsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchEventsRequest.ProtoReflect.Descriptor instead.
 func (*WatchEventsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{26}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WatchEventsRequest) GetVersion() uint32 {
@@ -2489,7 +2801,7 @@ type NodeEvent struct {
 
 func (x *NodeEvent) Reset() {
 	*x = NodeEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2501,7 +2813,7 @@ func (x *NodeEvent) String() string {
 func (*NodeEvent) ProtoMessage() {}
 
 func (x *NodeEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[27]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2514,7 +2826,7 @@ func (x *NodeEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeEvent.ProtoReflect.Descriptor instead.
 func (*NodeEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{27}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *NodeEvent) GetEvent() isNodeEvent_Event {
@@ -2574,7 +2886,7 @@ type NodeStats struct {
 
 func (x *NodeStats) Reset() {
 	*x = NodeStats{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2586,7 +2898,7 @@ func (x *NodeStats) String() string {
 func (*NodeStats) ProtoMessage() {}
 
 func (x *NodeStats) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[28]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2599,7 +2911,7 @@ func (x *NodeStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStats.ProtoReflect.Descriptor instead.
 func (*NodeStats) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{28}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeStats) GetUnixMs() int64 {
@@ -2638,7 +2950,7 @@ type ListRelocationsRequest struct {
 
 func (x *ListRelocationsRequest) Reset() {
 	*x = ListRelocationsRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2650,7 +2962,7 @@ func (x *ListRelocationsRequest) String() string {
 func (*ListRelocationsRequest) ProtoMessage() {}
 
 func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[29]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2663,7 +2975,7 @@ func (x *ListRelocationsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsRequest.ProtoReflect.Descriptor instead.
 func (*ListRelocationsRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{29}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
 }
 
 // GroupCommand is a group operation of the AdminService: create a group on
@@ -2683,7 +2995,7 @@ type GroupCommand struct {
 
 func (x *GroupCommand) Reset() {
 	*x = GroupCommand{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2695,7 +3007,7 @@ func (x *GroupCommand) String() string {
 func (*GroupCommand) ProtoMessage() {}
 
 func (x *GroupCommand) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[30]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2708,7 +3020,7 @@ func (x *GroupCommand) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupCommand.ProtoReflect.Descriptor instead.
 func (*GroupCommand) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{30}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GroupCommand) GetGroup() string {
@@ -2750,7 +3062,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2762,7 +3074,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[31]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2775,7 +3087,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{31}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *GroupStatus) GetGroup() string {
@@ -2822,7 +3134,7 @@ type ListRelocationsResponse struct {
 
 func (x *ListRelocationsResponse) Reset() {
 	*x = ListRelocationsResponse{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +3146,7 @@ func (x *ListRelocationsResponse) String() string {
 func (*ListRelocationsResponse) ProtoMessage() {}
 
 func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[32]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +3159,7 @@ func (x *ListRelocationsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRelocationsResponse.ProtoReflect.Descriptor instead.
 func (*ListRelocationsResponse) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{32}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
@@ -2860,19 +3172,22 @@ func (x *ListRelocationsResponse) GetRelocations() []*RelocationStatus {
 // DrainRequest asks a node to drain (AdminService.Drain, docs/design.md §7).
 type DrainRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Relocations at a time (0: the node's --drain-concurrency).
+	// Objects in flight at a time (0: the node's --drain-concurrency).
 	Concurrency uint32 `protobuf:"varint,1,opt,name=concurrency,proto3" json:"concurrency,omitempty"`
-	// Bound on the whole drain, in milliseconds (0: the node's --drain-timeout).
+	// How long the drain may go without moving an object, in milliseconds
+	// (0: the node's --drain-timeout).
 	TimeoutMs int64 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	// Stop the node once drained (absent: true).
-	StopAfter     *bool `protobuf:"varint,3,opt,name=stop_after,json=stopAfter,proto3,oneof" json:"stop_after,omitempty"`
+	StopAfter *bool `protobuf:"varint,3,opt,name=stop_after,json=stopAfter,proto3,oneof" json:"stop_after,omitempty"`
+	// After the report, list every object moved and not moved, in pages.
+	List          bool `protobuf:"varint,4,opt,name=list,proto3" json:"list,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DrainRequest) Reset() {
 	*x = DrainRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2884,7 +3199,7 @@ func (x *DrainRequest) String() string {
 func (*DrainRequest) ProtoMessage() {}
 
 func (x *DrainRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[33]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2897,7 +3212,7 @@ func (x *DrainRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainRequest.ProtoReflect.Descriptor instead.
 func (*DrainRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{33}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *DrainRequest) GetConcurrency() uint32 {
@@ -2921,14 +3236,23 @@ func (x *DrainRequest) GetStopAfter() bool {
 	return false
 }
 
-// DrainEvent is one message of a drain's stream: progress events, then one
-// report.
+func (x *DrainRequest) GetList() bool {
+	if x != nil {
+		return x.List
+	}
+	return false
+}
+
+// DrainEvent is one message of a drain's stream: progress, then one report,
+// then (DrainRequest.list) the pages of the full list. Every message is
+// bounded, whatever the node holds.
 type DrainEvent struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Event:
 	//
 	//	*DrainEvent_Progress
 	//	*DrainEvent_Report
+	//	*DrainEvent_Page
 	Event         isDrainEvent_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2936,7 +3260,7 @@ type DrainEvent struct {
 
 func (x *DrainEvent) Reset() {
 	*x = DrainEvent{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2948,7 +3272,7 @@ func (x *DrainEvent) String() string {
 func (*DrainEvent) ProtoMessage() {}
 
 func (x *DrainEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[34]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2961,7 +3285,7 @@ func (x *DrainEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainEvent.ProtoReflect.Descriptor instead.
 func (*DrainEvent) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{34}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *DrainEvent) GetEvent() isDrainEvent_Event {
@@ -2989,6 +3313,15 @@ func (x *DrainEvent) GetReport() *DrainReport {
 	return nil
 }
 
+func (x *DrainEvent) GetPage() *DrainPage {
+	if x != nil {
+		if x, ok := x.Event.(*DrainEvent_Page); ok {
+			return x.Page
+		}
+	}
+	return nil
+}
+
 type isDrainEvent_Event interface {
 	isDrainEvent_Event()
 }
@@ -3001,14 +3334,84 @@ type DrainEvent_Report struct {
 	Report *DrainReport `protobuf:"bytes,2,opt,name=report,proto3,oneof"`
 }
 
+type DrainEvent_Page struct {
+	Page *DrainPage `protobuf:"bytes,3,opt,name=page,proto3,oneof"`
+}
+
 func (*DrainEvent_Progress) isDrainEvent_Event() {}
 
 func (*DrainEvent_Report) isDrainEvent_Event() {}
 
+func (*DrainEvent_Page) isDrainEvent_Event() {}
+
+// DrainPage is one page of the full list of a drain (DrainRequest.list): at
+// most 1,000 objects; last says no page follows.
+type DrainPage struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Moved         []*DrainedObject       `protobuf:"bytes,1,rep,name=moved,proto3" json:"moved,omitempty"`
+	Failed        []*DrainFailure        `protobuf:"bytes,2,rep,name=failed,proto3" json:"failed,omitempty"`
+	Last          bool                   `protobuf:"varint,3,opt,name=last,proto3" json:"last,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DrainPage) Reset() {
+	*x = DrainPage{}
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DrainPage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DrainPage) ProtoMessage() {}
+
+func (x *DrainPage) ProtoReflect() protoreflect.Message {
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DrainPage.ProtoReflect.Descriptor instead.
+func (*DrainPage) Descriptor() ([]byte, []int) {
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *DrainPage) GetMoved() []*DrainedObject {
+	if x != nil {
+		return x.Moved
+	}
+	return nil
+}
+
+func (x *DrainPage) GetFailed() []*DrainFailure {
+	if x != nil {
+		return x.Failed
+	}
+	return nil
+}
+
+func (x *DrainPage) GetLast() bool {
+	if x != nil {
+		return x.Last
+	}
+	return false
+}
+
 // DrainProgress is one step of a drain.
 type DrainProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// started, moved, retry or failed.
+	// started (remaining: the objects hosted at the start), progress (the
+	// running totals, at most a few times a second), or failed (one object
+	// will not be moved; at most the first 100 are sent as events).
 	Kind   string `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
 	Object string `protobuf:"bytes,2,opt,name=object,proto3" json:"object,omitempty"`
 	// The target owner pair, "id@generation".
@@ -3031,7 +3434,7 @@ type DrainProgress struct {
 
 func (x *DrainProgress) Reset() {
 	*x = DrainProgress{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3043,7 +3446,7 @@ func (x *DrainProgress) String() string {
 func (*DrainProgress) ProtoMessage() {}
 
 func (x *DrainProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[35]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3056,7 +3459,7 @@ func (x *DrainProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainProgress.ProtoReflect.Descriptor instead.
 func (*DrainProgress) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{35}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *DrainProgress) GetKind() string {
@@ -3151,7 +3554,7 @@ type DrainedObject struct {
 
 func (x *DrainedObject) Reset() {
 	*x = DrainedObject{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3163,7 +3566,7 @@ func (x *DrainedObject) String() string {
 func (*DrainedObject) ProtoMessage() {}
 
 func (x *DrainedObject) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[36]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3176,7 +3579,7 @@ func (x *DrainedObject) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainedObject.ProtoReflect.Descriptor instead.
 func (*DrainedObject) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{36}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *DrainedObject) GetObject() string {
@@ -3228,7 +3631,7 @@ type DrainFailure struct {
 
 func (x *DrainFailure) Reset() {
 	*x = DrainFailure{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3240,7 +3643,7 @@ func (x *DrainFailure) String() string {
 func (*DrainFailure) ProtoMessage() {}
 
 func (x *DrainFailure) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[37]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3253,7 +3656,7 @@ func (x *DrainFailure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainFailure.ProtoReflect.Descriptor instead.
 func (*DrainFailure) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{37}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *DrainFailure) GetObject() string {
@@ -3284,29 +3687,37 @@ func (x *DrainFailure) GetAttempts() uint32 {
 	return 0
 }
 
-// DrainReport ends a drain.
+// DrainReport ends a drain: counts, and at most the first 100 objects not
+// moved (DrainRequest.list asks for the full list, in pages after it).
 type DrainReport struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The drained owner pair, "id@generation".
-	Owner         string           `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Moved         []*DrainedObject `protobuf:"bytes,2,rep,name=moved,proto3" json:"moved,omitempty"`
-	Failed        []*DrainFailure  `protobuf:"bytes,3,rep,name=failed,proto3" json:"failed,omitempty"`
-	StartedUnixMs int64            `protobuf:"varint,4,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
-	DurationUs    int64            `protobuf:"varint,5,opt,name=duration_us,json=durationUs,proto3" json:"duration_us,omitempty"`
+	Owner string `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Not sent (a report is bounded): the pages list them.
+	Moved []*DrainedObject `protobuf:"bytes,2,rep,name=moved,proto3" json:"moved,omitempty"`
+	// The first objects not moved, at most 100 (failed_count says how many).
+	Failed        []*DrainFailure `protobuf:"bytes,3,rep,name=failed,proto3" json:"failed,omitempty"`
+	StartedUnixMs int64           `protobuf:"varint,4,opt,name=started_unix_ms,json=startedUnixMs,proto3" json:"started_unix_ms,omitempty"`
+	DurationUs    int64           `protobuf:"varint,5,opt,name=duration_us,json=durationUs,proto3" json:"duration_us,omitempty"`
 	// Relocations started, retries included.
 	Relocations uint32 `protobuf:"varint,6,opt,name=relocations,proto3" json:"relocations,omitempty"`
 	// The node stops now.
 	Stopping bool `protobuf:"varint,7,opt,name=stopping,proto3" json:"stopping,omitempty"`
 	// Why the drain ended before every object was handled (deadline,
 	// cancelled, node stopping); empty when it finished.
-	EndedEarly    string `protobuf:"bytes,8,opt,name=ended_early,json=endedEarly,proto3" json:"ended_early,omitempty"`
+	EndedEarly  string `protobuf:"bytes,8,opt,name=ended_early,json=endedEarly,proto3" json:"ended_early,omitempty"`
+	MovedCount  uint32 `protobuf:"varint,9,opt,name=moved_count,json=movedCount,proto3" json:"moved_count,omitempty"`
+	FailedCount uint32 `protobuf:"varint,10,opt,name=failed_count,json=failedCount,proto3" json:"failed_count,omitempty"`
+	// Bulk moves the drain made (each many objects to one target on one
+	// stream).
+	Bulks         uint32 `protobuf:"varint,11,opt,name=bulks,proto3" json:"bulks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DrainReport) Reset() {
 	*x = DrainReport{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3318,7 +3729,7 @@ func (x *DrainReport) String() string {
 func (*DrainReport) ProtoMessage() {}
 
 func (x *DrainReport) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[38]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3331,7 +3742,7 @@ func (x *DrainReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DrainReport.ProtoReflect.Descriptor instead.
 func (*DrainReport) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{38}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *DrainReport) GetOwner() string {
@@ -3390,6 +3801,27 @@ func (x *DrainReport) GetEndedEarly() string {
 	return ""
 }
 
+func (x *DrainReport) GetMovedCount() uint32 {
+	if x != nil {
+		return x.MovedCount
+	}
+	return 0
+}
+
+func (x *DrainReport) GetFailedCount() uint32 {
+	if x != nil {
+		return x.FailedCount
+	}
+	return 0
+}
+
+func (x *DrainReport) GetBulks() uint32 {
+	if x != nil {
+		return x.Bulks
+	}
+	return 0
+}
+
 // TrafficRequest asks a node for the heaviest edges of the messages its
 // objects sent (AdminService.Traffic).
 type TrafficRequest struct {
@@ -3402,7 +3834,7 @@ type TrafficRequest struct {
 
 func (x *TrafficRequest) Reset() {
 	*x = TrafficRequest{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3846,7 @@ func (x *TrafficRequest) String() string {
 func (*TrafficRequest) ProtoMessage() {}
 
 func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[39]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3859,7 @@ func (x *TrafficRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficRequest.ProtoReflect.Descriptor instead.
 func (*TrafficRequest) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{39}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *TrafficRequest) GetLimit() uint32 {
@@ -3451,7 +3883,7 @@ type TrafficEdge struct {
 
 func (x *TrafficEdge) Reset() {
 	*x = TrafficEdge{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[40]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3463,7 +3895,7 @@ func (x *TrafficEdge) String() string {
 func (*TrafficEdge) ProtoMessage() {}
 
 func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[40]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3476,7 +3908,7 @@ func (x *TrafficEdge) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficEdge.ProtoReflect.Descriptor instead.
 func (*TrafficEdge) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{40}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *TrafficEdge) GetFrom() string {
@@ -3516,7 +3948,7 @@ type TrafficReply struct {
 
 func (x *TrafficReply) Reset() {
 	*x = TrafficReply{}
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[41]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3528,7 +3960,7 @@ func (x *TrafficReply) String() string {
 func (*TrafficReply) ProtoMessage() {}
 
 func (x *TrafficReply) ProtoReflect() protoreflect.Message {
-	mi := &file_meshloc_v1_meshloc_proto_msgTypes[41]
+	mi := &file_meshloc_v1_meshloc_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3541,7 +3973,7 @@ func (x *TrafficReply) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrafficReply.ProtoReflect.Descriptor instead.
 func (*TrafficReply) Descriptor() ([]byte, []int) {
-	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{41}
+	return file_meshloc_v1_meshloc_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *TrafficReply) GetEdges() []*TrafficEdge {
@@ -3721,7 +4153,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\aoutcome\x18\a \x01(\v2\x13.meshloc.v1.OutcomeH\x00R\aoutcome\x125\n" +
 	"\tprecopied\x18\b \x01(\v2\x15.meshloc.v1.PrecopiedH\x00R\tprecopied\x12,\n" +
 	"\x06sealed\x18\t \x01(\v2\x12.meshloc.v1.SealedH\x00R\x06sealedB\a\n" +
-	"\x05frame\"\xd7\x01\n" +
+	"\x05frame\"G\n" +
+	"\x10RelocationFrames\x123\n" +
+	"\x06frames\x18\x01 \x03(\v2\x1b.meshloc.v1.RelocationFrameR\x06frames\"\xd7\x01\n" +
 	"\n" +
 	"ReplyRelay\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12!\n" +
@@ -3731,7 +4165,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\trequester\x18\x04 \x01(\v2\x15.meshloc.v1.RequesterR\trequester\x12+\n" +
 	"\x05reply\x18\x05 \x01(\v2\x15.meshloc.v1.CallReplyR\x05reply\"5\n" +
 	"\rReplyRelayAck\x12$\n" +
-	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"\x98\x01\n" +
+	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\"\xb7\x01\n" +
 	"\x0fRelocateCommand\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
@@ -3740,7 +4174,9 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06detach\x18\x04 \x01(\bR\x06detach\x12\x1e\n" +
 	"\n" +
 	"foreground\x18\x05 \x01(\bR\n" +
-	"foreground\"\xeb\x04\n" +
+	"foreground\x12\x1d\n" +
+	"\n" +
+	"no_precopy\x18\x06 \x01(\bR\tnoPrecopy\"\xf9\x05\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -3760,7 +4196,30 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x10admitted_unix_us\x18\x0f \x01(\x03R\x0eadmittedUnixUs\x12#\n" +
 	"\rprecopy_bytes\x18\x10 \x01(\x04R\fprecopyBytes\x12!\n" +
 	"\fsealed_bytes\x18\x11 \x01(\x04R\vsealedBytes\x124\n" +
-	"\btimeline\x18\x12 \x03(\v2\x18.meshloc.v1.TimelineMarkR\btimeline\";\n" +
+	"\btimeline\x18\x12 \x03(\v2\x18.meshloc.v1.TimelineMarkR\btimeline\x12!\n" +
+	"\fbulk_objects\x18\x13 \x01(\rR\vbulkObjects\x12%\n" +
+	"\x0ebulk_completed\x18\x14 \x01(\rR\rbulkCompleted\x12!\n" +
+	"\fbulk_aborted\x18\x15 \x01(\rR\vbulkAborted\x12\x1f\n" +
+	"\vbulk_failed\x18\x16 \x01(\rR\n" +
+	"bulkFailed\"\xa7\x01\n" +
+	"\x13RelocateManyCommand\x12\x18\n" +
+	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x16\n" +
+	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x03 \x01(\x03R\ttimeoutMs\x12\x1f\n" +
+	"\vskip_pinned\x18\x04 \x01(\bR\n" +
+	"skipPinned\x12\x1e\n" +
+	"\n" +
+	"foreground\x18\x05 \x01(\bR\n" +
+	"foreground\"I\n" +
+	"\x12RelocateManyResult\x123\n" +
+	"\boutcomes\x18\x01 \x03(\v2\x17.meshloc.v1.BulkOutcomeR\boutcomes\"\xa4\x01\n" +
+	"\vBulkOutcome\x12\x16\n" +
+	"\x06object\x18\x01 \x01(\tR\x06object\x12\x18\n" +
+	"\aoutcome\x18\x02 \x01(\tR\aoutcome\x12$\n" +
+	"\x04code\x18\x03 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12#\n" +
+	"\rrelocation_id\x18\x05 \x01(\fR\frelocationId\";\n" +
 	"\fTimelineMark\x12\x12\n" +
 	"\x04step\x18\x01 \x01(\tR\x04step\x12\x17\n" +
 	"\aunix_us\x18\x02 \x01(\x03R\x06unixUs\".\n" +
@@ -3793,19 +4252,25 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"relocation\x18\x05 \x01(\v2\x1c.meshloc.v1.RelocationStatusR\n" +
 	"relocation\"Y\n" +
 	"\x17ListRelocationsResponse\x12>\n" +
-	"\vrelocations\x18\x01 \x03(\v2\x1c.meshloc.v1.RelocationStatusR\vrelocations\"\x82\x01\n" +
+	"\vrelocations\x18\x01 \x03(\v2\x1c.meshloc.v1.RelocationStatusR\vrelocations\"\x96\x01\n" +
 	"\fDrainRequest\x12 \n" +
 	"\vconcurrency\x18\x01 \x01(\rR\vconcurrency\x12\x1d\n" +
 	"\n" +
 	"timeout_ms\x18\x02 \x01(\x03R\ttimeoutMs\x12\"\n" +
 	"\n" +
-	"stop_after\x18\x03 \x01(\bH\x00R\tstopAfter\x88\x01\x01B\r\n" +
-	"\v_stop_after\"\x81\x01\n" +
+	"stop_after\x18\x03 \x01(\bH\x00R\tstopAfter\x88\x01\x01\x12\x12\n" +
+	"\x04list\x18\x04 \x01(\bR\x04listB\r\n" +
+	"\v_stop_after\"\xae\x01\n" +
 	"\n" +
 	"DrainEvent\x127\n" +
 	"\bprogress\x18\x01 \x01(\v2\x19.meshloc.v1.DrainProgressH\x00R\bprogress\x121\n" +
-	"\x06report\x18\x02 \x01(\v2\x17.meshloc.v1.DrainReportH\x00R\x06reportB\a\n" +
-	"\x05event\"\xc7\x02\n" +
+	"\x06report\x18\x02 \x01(\v2\x17.meshloc.v1.DrainReportH\x00R\x06report\x12+\n" +
+	"\x04page\x18\x03 \x01(\v2\x15.meshloc.v1.DrainPageH\x00R\x04pageB\a\n" +
+	"\x05event\"\x82\x01\n" +
+	"\tDrainPage\x12/\n" +
+	"\x05moved\x18\x01 \x03(\v2\x19.meshloc.v1.DrainedObjectR\x05moved\x120\n" +
+	"\x06failed\x18\x02 \x03(\v2\x18.meshloc.v1.DrainFailureR\x06failed\x12\x12\n" +
+	"\x04last\x18\x03 \x01(\bR\x04last\"\xc7\x02\n" +
 	"\rDrainProgress\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -3829,7 +4294,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12$\n" +
 	"\x04code\x18\x02 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1a\n" +
-	"\battempts\x18\x04 \x01(\rR\battempts\"\xae\x02\n" +
+	"\battempts\x18\x04 \x01(\rR\battempts\"\x88\x03\n" +
 	"\vDrainReport\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12/\n" +
 	"\x05moved\x18\x02 \x03(\v2\x19.meshloc.v1.DrainedObjectR\x05moved\x120\n" +
@@ -3840,7 +4305,12 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\vrelocations\x18\x06 \x01(\rR\vrelocations\x12\x1a\n" +
 	"\bstopping\x18\a \x01(\bR\bstopping\x12\x1f\n" +
 	"\vended_early\x18\b \x01(\tR\n" +
-	"endedEarly\"&\n" +
+	"endedEarly\x12\x1f\n" +
+	"\vmoved_count\x18\t \x01(\rR\n" +
+	"movedCount\x12!\n" +
+	"\ffailed_count\x18\n" +
+	" \x01(\rR\vfailedCount\x12\x14\n" +
+	"\x05bulks\x18\v \x01(\rR\x05bulks\"&\n" +
 	"\x0eTrafficRequest\x12\x14\n" +
 	"\x05limit\x18\x01 \x01(\rR\x05limit\"G\n" +
 	"\vTrafficEdge\x12\x12\n" +
@@ -3852,7 +4322,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x1d\n" +
 	"\n" +
 	"cross_node\x18\x03 \x01(\x04R\tcrossNode\x12\x1a\n" +
-	"\bcapacity\x18\x04 \x01(\rR\bcapacity*\x8a\x05\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity*\xa3\x05\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -3881,7 +4351,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x17CODE_RESOURCE_EXHAUSTED\x10\x17\x12\x1a\n" +
 	"\x16CODE_PERMISSION_DENIED\x10\x18\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\x19\x12\x17\n" +
-	"\x13CODE_ALREADY_EXISTS\x10\x1aB:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x13CODE_ALREADY_EXISTS\x10\x1a\x12\x17\n" +
+	"\x13CODE_CORRUPT_RECORD\x10\x1bB:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once
@@ -3896,7 +4367,7 @@ func file_meshloc_v1_meshloc_proto_rawDescGZIP() []byte {
 }
 
 var file_meshloc_v1_meshloc_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_meshloc_v1_meshloc_proto_msgTypes = make([]protoimpl.MessageInfo, 47)
 var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(Code)(0),                       // 0: meshloc.v1.Code
 	(*Fence)(nil),                   // 1: meshloc.v1.Fence
@@ -3920,34 +4391,39 @@ var file_meshloc_v1_meshloc_proto_goTypes = []any{
 	(*ParticipantState)(nil),        // 19: meshloc.v1.ParticipantState
 	(*Envelope)(nil),                // 20: meshloc.v1.Envelope
 	(*RelocationFrame)(nil),         // 21: meshloc.v1.RelocationFrame
-	(*ReplyRelay)(nil),              // 22: meshloc.v1.ReplyRelay
-	(*ReplyRelayAck)(nil),           // 23: meshloc.v1.ReplyRelayAck
-	(*RelocateCommand)(nil),         // 24: meshloc.v1.RelocateCommand
-	(*RelocationStatus)(nil),        // 25: meshloc.v1.RelocationStatus
-	(*TimelineMark)(nil),            // 26: meshloc.v1.TimelineMark
-	(*WatchEventsRequest)(nil),      // 27: meshloc.v1.WatchEventsRequest
-	(*NodeEvent)(nil),               // 28: meshloc.v1.NodeEvent
-	(*NodeStats)(nil),               // 29: meshloc.v1.NodeStats
-	(*ListRelocationsRequest)(nil),  // 30: meshloc.v1.ListRelocationsRequest
-	(*GroupCommand)(nil),            // 31: meshloc.v1.GroupCommand
-	(*GroupStatus)(nil),             // 32: meshloc.v1.GroupStatus
-	(*ListRelocationsResponse)(nil), // 33: meshloc.v1.ListRelocationsResponse
-	(*DrainRequest)(nil),            // 34: meshloc.v1.DrainRequest
-	(*DrainEvent)(nil),              // 35: meshloc.v1.DrainEvent
-	(*DrainProgress)(nil),           // 36: meshloc.v1.DrainProgress
-	(*DrainedObject)(nil),           // 37: meshloc.v1.DrainedObject
-	(*DrainFailure)(nil),            // 38: meshloc.v1.DrainFailure
-	(*DrainReport)(nil),             // 39: meshloc.v1.DrainReport
-	(*TrafficRequest)(nil),          // 40: meshloc.v1.TrafficRequest
-	(*TrafficEdge)(nil),             // 41: meshloc.v1.TrafficEdge
-	(*TrafficReply)(nil),            // 42: meshloc.v1.TrafficReply
-	(*SessionRef)(nil),              // 43: meshloc.v1.SessionRef
-	(*SessionJournal)(nil),          // 44: meshloc.v1.SessionJournal
+	(*RelocationFrames)(nil),        // 22: meshloc.v1.RelocationFrames
+	(*ReplyRelay)(nil),              // 23: meshloc.v1.ReplyRelay
+	(*ReplyRelayAck)(nil),           // 24: meshloc.v1.ReplyRelayAck
+	(*RelocateCommand)(nil),         // 25: meshloc.v1.RelocateCommand
+	(*RelocationStatus)(nil),        // 26: meshloc.v1.RelocationStatus
+	(*RelocateManyCommand)(nil),     // 27: meshloc.v1.RelocateManyCommand
+	(*RelocateManyResult)(nil),      // 28: meshloc.v1.RelocateManyResult
+	(*BulkOutcome)(nil),             // 29: meshloc.v1.BulkOutcome
+	(*TimelineMark)(nil),            // 30: meshloc.v1.TimelineMark
+	(*WatchEventsRequest)(nil),      // 31: meshloc.v1.WatchEventsRequest
+	(*NodeEvent)(nil),               // 32: meshloc.v1.NodeEvent
+	(*NodeStats)(nil),               // 33: meshloc.v1.NodeStats
+	(*ListRelocationsRequest)(nil),  // 34: meshloc.v1.ListRelocationsRequest
+	(*GroupCommand)(nil),            // 35: meshloc.v1.GroupCommand
+	(*GroupStatus)(nil),             // 36: meshloc.v1.GroupStatus
+	(*ListRelocationsResponse)(nil), // 37: meshloc.v1.ListRelocationsResponse
+	(*DrainRequest)(nil),            // 38: meshloc.v1.DrainRequest
+	(*DrainEvent)(nil),              // 39: meshloc.v1.DrainEvent
+	(*DrainPage)(nil),               // 40: meshloc.v1.DrainPage
+	(*DrainProgress)(nil),           // 41: meshloc.v1.DrainProgress
+	(*DrainedObject)(nil),           // 42: meshloc.v1.DrainedObject
+	(*DrainFailure)(nil),            // 43: meshloc.v1.DrainFailure
+	(*DrainReport)(nil),             // 44: meshloc.v1.DrainReport
+	(*TrafficRequest)(nil),          // 45: meshloc.v1.TrafficRequest
+	(*TrafficEdge)(nil),             // 46: meshloc.v1.TrafficEdge
+	(*TrafficReply)(nil),            // 47: meshloc.v1.TrafficReply
+	(*SessionRef)(nil),              // 48: meshloc.v1.SessionRef
+	(*SessionJournal)(nil),          // 49: meshloc.v1.SessionJournal
 }
 var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 0: meshloc.v1.Location.fence:type_name -> meshloc.v1.Fence
 	3,  // 1: meshloc.v1.CallRequest.requester:type_name -> meshloc.v1.Requester
-	43, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
+	48, // 2: meshloc.v1.CallRequest.session:type_name -> meshloc.v1.SessionRef
 	5,  // 3: meshloc.v1.CallRequest.sender:type_name -> meshloc.v1.MessageSender
 	1,  // 4: meshloc.v1.MessageSender.fence:type_name -> meshloc.v1.Fence
 	0,  // 5: meshloc.v1.CallReply.code:type_name -> meshloc.v1.Code
@@ -3964,7 +4440,7 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	1,  // 16: meshloc.v1.Outcome.committed:type_name -> meshloc.v1.Fence
 	9,  // 17: meshloc.v1.ParticipantState.participant:type_name -> meshloc.v1.Participant
 	4,  // 18: meshloc.v1.ParticipantState.queued:type_name -> meshloc.v1.CallRequest
-	44, // 19: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
+	49, // 19: meshloc.v1.ParticipantState.sessions:type_name -> meshloc.v1.SessionJournal
 	19, // 20: meshloc.v1.Envelope.participants:type_name -> meshloc.v1.ParticipantState
 	10, // 21: meshloc.v1.RelocationFrame.prepare:type_name -> meshloc.v1.Prepare
 	13, // 22: meshloc.v1.RelocationFrame.chunk:type_name -> meshloc.v1.StateChunk
@@ -3975,27 +4451,33 @@ var file_meshloc_v1_meshloc_proto_depIdxs = []int32{
 	18, // 27: meshloc.v1.RelocationFrame.outcome:type_name -> meshloc.v1.Outcome
 	11, // 28: meshloc.v1.RelocationFrame.precopied:type_name -> meshloc.v1.Precopied
 	12, // 29: meshloc.v1.RelocationFrame.sealed:type_name -> meshloc.v1.Sealed
-	3,  // 30: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
-	6,  // 31: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
-	0,  // 32: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
-	0,  // 33: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
-	26, // 34: meshloc.v1.RelocationStatus.timeline:type_name -> meshloc.v1.TimelineMark
-	25, // 35: meshloc.v1.NodeEvent.relocation:type_name -> meshloc.v1.RelocationStatus
-	29, // 36: meshloc.v1.NodeEvent.stats:type_name -> meshloc.v1.NodeStats
-	25, // 37: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
-	25, // 38: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
-	36, // 39: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
-	39, // 40: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
-	0,  // 41: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
-	0,  // 42: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
-	37, // 43: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
-	38, // 44: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
-	41, // 45: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
-	46, // [46:46] is the sub-list for method output_type
-	46, // [46:46] is the sub-list for method input_type
-	46, // [46:46] is the sub-list for extension type_name
-	46, // [46:46] is the sub-list for extension extendee
-	0,  // [0:46] is the sub-list for field type_name
+	21, // 30: meshloc.v1.RelocationFrames.frames:type_name -> meshloc.v1.RelocationFrame
+	3,  // 31: meshloc.v1.ReplyRelay.requester:type_name -> meshloc.v1.Requester
+	6,  // 32: meshloc.v1.ReplyRelay.reply:type_name -> meshloc.v1.CallReply
+	0,  // 33: meshloc.v1.ReplyRelayAck.code:type_name -> meshloc.v1.Code
+	0,  // 34: meshloc.v1.RelocationStatus.code:type_name -> meshloc.v1.Code
+	30, // 35: meshloc.v1.RelocationStatus.timeline:type_name -> meshloc.v1.TimelineMark
+	29, // 36: meshloc.v1.RelocateManyResult.outcomes:type_name -> meshloc.v1.BulkOutcome
+	0,  // 37: meshloc.v1.BulkOutcome.code:type_name -> meshloc.v1.Code
+	26, // 38: meshloc.v1.NodeEvent.relocation:type_name -> meshloc.v1.RelocationStatus
+	33, // 39: meshloc.v1.NodeEvent.stats:type_name -> meshloc.v1.NodeStats
+	26, // 40: meshloc.v1.GroupStatus.relocation:type_name -> meshloc.v1.RelocationStatus
+	26, // 41: meshloc.v1.ListRelocationsResponse.relocations:type_name -> meshloc.v1.RelocationStatus
+	41, // 42: meshloc.v1.DrainEvent.progress:type_name -> meshloc.v1.DrainProgress
+	44, // 43: meshloc.v1.DrainEvent.report:type_name -> meshloc.v1.DrainReport
+	40, // 44: meshloc.v1.DrainEvent.page:type_name -> meshloc.v1.DrainPage
+	42, // 45: meshloc.v1.DrainPage.moved:type_name -> meshloc.v1.DrainedObject
+	43, // 46: meshloc.v1.DrainPage.failed:type_name -> meshloc.v1.DrainFailure
+	0,  // 47: meshloc.v1.DrainProgress.code:type_name -> meshloc.v1.Code
+	0,  // 48: meshloc.v1.DrainFailure.code:type_name -> meshloc.v1.Code
+	42, // 49: meshloc.v1.DrainReport.moved:type_name -> meshloc.v1.DrainedObject
+	43, // 50: meshloc.v1.DrainReport.failed:type_name -> meshloc.v1.DrainFailure
+	46, // 51: meshloc.v1.TrafficReply.edges:type_name -> meshloc.v1.TrafficEdge
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_meshloc_v1_meshloc_proto_init() }
@@ -4016,14 +4498,15 @@ func file_meshloc_v1_meshloc_proto_init() {
 		(*RelocationFrame_Precopied)(nil),
 		(*RelocationFrame_Sealed)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[27].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[31].OneofWrappers = []any{
 		(*NodeEvent_Relocation)(nil),
 		(*NodeEvent_Stats)(nil),
 	}
-	file_meshloc_v1_meshloc_proto_msgTypes[33].OneofWrappers = []any{}
-	file_meshloc_v1_meshloc_proto_msgTypes[34].OneofWrappers = []any{
+	file_meshloc_v1_meshloc_proto_msgTypes[37].OneofWrappers = []any{}
+	file_meshloc_v1_meshloc_proto_msgTypes[38].OneofWrappers = []any{
 		(*DrainEvent_Progress)(nil),
 		(*DrainEvent_Report)(nil),
+		(*DrainEvent_Page)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -4031,7 +4514,7 @@ func file_meshloc_v1_meshloc_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_meshloc_v1_meshloc_proto_rawDesc), len(file_meshloc_v1_meshloc_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   42,
+			NumMessages:   47,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -133,6 +133,7 @@ var CallService_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	AdminService_Relocate_FullMethodName        = "/meshloc.rpc.v1.AdminService/Relocate"
+	AdminService_RelocateMany_FullMethodName    = "/meshloc.rpc.v1.AdminService/RelocateMany"
 	AdminService_ListRelocations_FullMethodName = "/meshloc.rpc.v1.AdminService/ListRelocations"
 	AdminService_WatchEvents_FullMethodName     = "/meshloc.rpc.v1.AdminService/WatchEvents"
 	AdminService_Drain_FullMethodName           = "/meshloc.rpc.v1.AdminService/Drain"
@@ -150,6 +151,9 @@ const (
 type AdminServiceClient interface {
 	// Relocate moves an object hosted by this node and returns when it ended.
 	Relocate(ctx context.Context, in *v1.RelocateCommand, opts ...grpc.CallOption) (*v1.RelocationStatus, error)
+	// RelocateMany moves many hosted objects to one target as bulk moves and
+	// answers each one's outcome (the rebalancer's moves).
+	RelocateMany(ctx context.Context, in *v1.RelocateManyCommand, opts ...grpc.CallOption) (*v1.RelocateManyResult, error)
 	ListRelocations(ctx context.Context, in *v1.ListRelocationsRequest, opts ...grpc.CallOption) (*v1.ListRelocationsResponse, error)
 	// WatchEvents streams what the node does, as it happens: each relocation
 	// when it starts and when it ends (either role, with its timeline), and
@@ -189,6 +193,16 @@ func (c *adminServiceClient) Relocate(ctx context.Context, in *v1.RelocateComman
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(v1.RelocationStatus)
 	err := c.cc.Invoke(ctx, AdminService_Relocate_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminServiceClient) RelocateMany(ctx context.Context, in *v1.RelocateManyCommand, opts ...grpc.CallOption) (*v1.RelocateManyResult, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.RelocateManyResult)
+	err := c.cc.Invoke(ctx, AdminService_RelocateMany_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -291,6 +305,9 @@ func (c *adminServiceClient) Traffic(ctx context.Context, in *v1.TrafficRequest,
 type AdminServiceServer interface {
 	// Relocate moves an object hosted by this node and returns when it ended.
 	Relocate(context.Context, *v1.RelocateCommand) (*v1.RelocationStatus, error)
+	// RelocateMany moves many hosted objects to one target as bulk moves and
+	// answers each one's outcome (the rebalancer's moves).
+	RelocateMany(context.Context, *v1.RelocateManyCommand) (*v1.RelocateManyResult, error)
 	ListRelocations(context.Context, *v1.ListRelocationsRequest) (*v1.ListRelocationsResponse, error)
 	// WatchEvents streams what the node does, as it happens: each relocation
 	// when it starts and when it ends (either role, with its timeline), and
@@ -328,6 +345,9 @@ type UnimplementedAdminServiceServer struct{}
 
 func (UnimplementedAdminServiceServer) Relocate(context.Context, *v1.RelocateCommand) (*v1.RelocationStatus, error) {
 	return nil, status.Error(codes.Unimplemented, "method Relocate not implemented")
+}
+func (UnimplementedAdminServiceServer) RelocateMany(context.Context, *v1.RelocateManyCommand) (*v1.RelocateManyResult, error) {
+	return nil, status.Error(codes.Unimplemented, "method RelocateMany not implemented")
 }
 func (UnimplementedAdminServiceServer) ListRelocations(context.Context, *v1.ListRelocationsRequest) (*v1.ListRelocationsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRelocations not implemented")
@@ -385,6 +405,24 @@ func _AdminService_Relocate_Handler(srv interface{}, ctx context.Context, dec fu
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(AdminServiceServer).Relocate(ctx, req.(*v1.RelocateCommand))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _AdminService_RelocateMany_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.RelocateManyCommand)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServiceServer).RelocateMany(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: AdminService_RelocateMany_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServiceServer).RelocateMany(ctx, req.(*v1.RelocateManyCommand))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -513,6 +551,10 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _AdminService_Relocate_Handler,
 		},
 		{
+			MethodName: "RelocateMany",
+			Handler:    _AdminService_RelocateMany_Handler,
+		},
+		{
 			MethodName: "ListRelocations",
 			Handler:    _AdminService_ListRelocations_Handler,
 		},
@@ -550,6 +592,7 @@ var AdminService_ServiceDesc = grpc.ServiceDesc{
 
 const (
 	PeerService_Relocate_FullMethodName       = "/meshloc.rpc.v1.PeerService/Relocate"
+	PeerService_RelocateMany_FullMethodName   = "/meshloc.rpc.v1.PeerService/RelocateMany"
 	PeerService_RelayReply_FullMethodName     = "/meshloc.rpc.v1.PeerService/RelayReply"
 	PeerService_Forward_FullMethodName        = "/meshloc.rpc.v1.PeerService/Forward"
 	PeerService_SessionBind_FullMethodName    = "/meshloc.rpc.v1.PeerService/SessionBind"
@@ -566,6 +609,10 @@ const (
 // PeerService is the node-to-node service.
 type PeerServiceClient interface {
 	Relocate(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.RelocationFrame, v1.RelocationFrame], error)
+	// RelocateMany carries a bulk move: many relocations from one source to
+	// this target on one stream, their frames batched (each relocation the
+	// protocol of Relocate, under its own id and fences).
+	RelocateMany(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.RelocationFrames, v1.RelocationFrames], error)
 	RelayReply(ctx context.Context, in *v1.ReplyRelay, opts ...grpc.CallOption) (*v1.ReplyRelayAck, error)
 	// Forward carries a gateway's calls to an owner, many in flight on one
 	// stream (cheaper than a unary call each); the owner serves each as a
@@ -603,6 +650,19 @@ func (c *peerServiceClient) Relocate(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PeerService_RelocateClient = grpc.BidiStreamingClient[v1.RelocationFrame, v1.RelocationFrame]
 
+func (c *peerServiceClient) RelocateMany(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.RelocationFrames, v1.RelocationFrames], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[1], PeerService_RelocateMany_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[v1.RelocationFrames, v1.RelocationFrames]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_RelocateManyClient = grpc.BidiStreamingClient[v1.RelocationFrames, v1.RelocationFrames]
+
 func (c *peerServiceClient) RelayReply(ctx context.Context, in *v1.ReplyRelay, opts ...grpc.CallOption) (*v1.ReplyRelayAck, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(v1.ReplyRelayAck)
@@ -615,7 +675,7 @@ func (c *peerServiceClient) RelayReply(ctx context.Context, in *v1.ReplyRelay, o
 
 func (c *peerServiceClient) Forward(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[1], PeerService_Forward_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &PeerService_ServiceDesc.Streams[2], PeerService_Forward_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -683,6 +743,10 @@ func (c *peerServiceClient) SessionRoute(ctx context.Context, in *v1.SessionRout
 // PeerService is the node-to-node service.
 type PeerServiceServer interface {
 	Relocate(grpc.BidiStreamingServer[v1.RelocationFrame, v1.RelocationFrame]) error
+	// RelocateMany carries a bulk move: many relocations from one source to
+	// this target on one stream, their frames batched (each relocation the
+	// protocol of Relocate, under its own id and fences).
+	RelocateMany(grpc.BidiStreamingServer[v1.RelocationFrames, v1.RelocationFrames]) error
 	RelayReply(context.Context, *v1.ReplyRelay) (*v1.ReplyRelayAck, error)
 	// Forward carries a gateway's calls to an owner, many in flight on one
 	// stream (cheaper than a unary call each); the owner serves each as a
@@ -709,6 +773,9 @@ type UnimplementedPeerServiceServer struct{}
 
 func (UnimplementedPeerServiceServer) Relocate(grpc.BidiStreamingServer[v1.RelocationFrame, v1.RelocationFrame]) error {
 	return status.Error(codes.Unimplemented, "method Relocate not implemented")
+}
+func (UnimplementedPeerServiceServer) RelocateMany(grpc.BidiStreamingServer[v1.RelocationFrames, v1.RelocationFrames]) error {
+	return status.Error(codes.Unimplemented, "method RelocateMany not implemented")
 }
 func (UnimplementedPeerServiceServer) RelayReply(context.Context, *v1.ReplyRelay) (*v1.ReplyRelayAck, error) {
 	return nil, status.Error(codes.Unimplemented, "method RelayReply not implemented")
@@ -758,6 +825,13 @@ func _PeerService_Relocate_Handler(srv interface{}, stream grpc.ServerStream) er
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type PeerService_RelocateServer = grpc.BidiStreamingServer[v1.RelocationFrame, v1.RelocationFrame]
+
+func _PeerService_RelocateMany_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServiceServer).RelocateMany(&grpc.GenericServerStream[v1.RelocationFrames, v1.RelocationFrames]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type PeerService_RelocateManyServer = grpc.BidiStreamingServer[v1.RelocationFrames, v1.RelocationFrames]
 
 func _PeerService_RelayReply_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(v1.ReplyRelay)
@@ -910,6 +984,12 @@ var PeerService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Relocate",
 			Handler:       _PeerService_Relocate_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "RelocateMany",
+			Handler:       _PeerService_RelocateMany_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -1,0 +1,115 @@
+package peers
+
+import (
+	"context"
+	"io"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// fakeForwardStream feeds requests to a forwardServe and collects its
+// replies.
+type fakeForwardStream struct {
+	grpc.ServerStream
+	ctx  context.Context
+	reqs chan *pb.ForwardRequest
+	read atomic.Int64
+
+	mu   sync.Mutex
+	reps []*pb.ForwardReply
+}
+
+func (f *fakeForwardStream) Context() context.Context { return f.ctx }
+
+func (f *fakeForwardStream) Recv() (*pb.ForwardRequest, error) {
+	select {
+	case r, ok := <-f.reqs:
+		if !ok {
+			return nil, io.EOF
+		}
+		f.read.Add(1)
+		return r, nil
+	case <-f.ctx.Done():
+		return nil, f.ctx.Err()
+	}
+}
+
+func (f *fakeForwardStream) Send(r *pb.ForwardReply) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reps = append(f.reps, r)
+	return nil
+}
+
+// An owner runs at most MaxForwardsInFlight calls of one stream and reads
+// no further request meanwhile: a gateway (or anything with a node's
+// certificate) cannot make it start goroutines without bound. Once the
+// calls return, every request is answered under its own id.
+func TestForwardServeCapsCallsInFlight(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := &fakeForwardStream{ctx: ctx, reqs: make(chan *pb.ForwardRequest)}
+	release := make(chan struct{})
+	var running, peak atomic.Int64
+	fs := newForwardServe(ctx, st, func(_ context.Context, r *pb.ForwardRequest) *pb.CallReply {
+		peak.Store(max(peak.Load(), running.Add(1)))
+		<-release
+		running.Add(-1)
+		return &pb.CallReply{Code: pb.Code_CODE_OK, Message: r.GetCall().GetMethod()}
+	})
+	done := make(chan error, 1)
+	go func() { done <- fs.receive() }()
+	const total = MaxForwardsInFlight + 200
+	sent := make(chan int, 1)
+	go func() {
+		k := 0
+		defer func() { sent <- k }()
+		for i := range total {
+			select {
+			case st.reqs <- &pb.ForwardRequest{Id: uint64(i + 1), Call: &pb.CallRequest{Method: "m"}}:
+				k++
+			case <-release:
+				return
+			}
+		}
+	}()
+	// The receiver takes the first MaxForwardsInFlight and then waits for
+	// a free slot: the sender blocks on the next one.
+	for st.read.Load() < MaxForwardsInFlight {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond) // room to read more, had it not been capped
+	if r := st.read.Load(); r != MaxForwardsInFlight {
+		t.Fatalf("read %d requests with %d calls in flight, want %d", r, running.Load(), MaxForwardsInFlight)
+	}
+	close(release)
+	if k := <-sent; k < MaxForwardsInFlight {
+		t.Fatalf("sent %d", k)
+	}
+	close(st.reqs)
+	if err := <-done; err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	fs.close()
+	if p := peak.Load(); p > MaxForwardsInFlight {
+		t.Fatalf("%d calls in flight at once, cap %d", p, MaxForwardsInFlight)
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	seen := map[uint64]bool{}
+	for _, r := range st.reps {
+		if r.GetReply().GetCode() != pb.Code_CODE_OK || seen[r.GetId()] || r.GetId() == 0 || r.GetId() > total {
+			t.Fatalf("reply %v", r)
+		}
+		seen[r.GetId()] = true
+	}
+	if int64(len(seen)) != st.read.Load() {
+		t.Fatalf("%d replies for %d requests read", len(seen), st.read.Load())
+	}
+}
