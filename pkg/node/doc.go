@@ -5,8 +5,8 @@
 //
 //   - lifecycle (node.go): start, serve, stop, fenced; its settings are
 //     pkg/node/config;
-//   - call routing and fences (route.go, routes.go): where a call goes, the
-//     gateway's newest fence per object, relayed replies;
+//   - calls (route.go, routes.go): pkg/node/routing decides where a call
+//     goes; the node serves it here, forwards it, relays replies;
 //   - hosted objects (host.go, mailbox*.go): one mailbox per object, its
 //     activation, timers and de-duplication table, and the relocation
 //     actions on its queues (seal, capture, hold, reopen, drop, fail;
@@ -27,7 +27,7 @@
 //
 // Capabilities with a seam of their own live in packages under it:
 // config (settings and flags), peers (connections to live owners and the
-// forward stream), pacing (background relocations yield to calls), drain,
+// forward stream), routing (where a call goes, fences seen), pacing (background relocations yield to calls), drain,
 // gateway (sessions at their gateway), stages (bounds on relocation
 // streams, tombstones), durable (a durable object's persisted form),
 // reloclog (relocation statuses and the event stream), execlog (the

@@ -9,6 +9,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/routing"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -208,7 +209,7 @@ func (t *targetMailbox) checkEnvelope(env *pb.Envelope) error {
 		if got, want := ps.GetParticipant().GetObject(), p.GetParticipants()[i].GetObject(); got != want {
 			return fmt.Errorf("%w: payload participant %d is %q, PREPARE's %q", relocation.ErrProtocol, i, got, want)
 		}
-		if k := splitKind(ps.GetParticipant().GetObject()); k == keyspace.KindGroup && (ps.GetStateLength() != 0 || len(ps.GetQueued()) != 0) {
+		if k := routing.SplitKind(ps.GetParticipant().GetObject()); k == keyspace.KindGroup && (ps.GetStateLength() != 0 || len(ps.GetQueued()) != 0) {
 			return fmt.Errorf("%w: group participant %s carries state", relocation.ErrProtocol, ps.GetParticipant().GetObject())
 		}
 	}

@@ -177,5 +177,5 @@ func (n *Node) sendMessage(m actor.OutMessage, from *pb.MessageSender) *pb.CallR
 	ctx, cancel := context.WithTimeout(n.stopCtx, n.cfg.CallTimeout)
 	defer cancel()
 	req := &pb.CallRequest{Version: wire.Version, Object: m.To, Method: m.Method, Args: m.Args, OperationId: m.ID[:], Sender: from}
-	return n.call(ctx, req)
+	return n.router.Call(ctx, req)
 }

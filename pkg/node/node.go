@@ -12,17 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/meshloc/meshloc/pkg/node/stages"
-
-	"github.com/meshloc/meshloc/pkg/node/gateway"
-
-	"github.com/meshloc/meshloc/pkg/node/reloclog"
-
-	"github.com/meshloc/meshloc/pkg/node/execlog"
-	"github.com/meshloc/meshloc/pkg/node/pacing"
-
-	"github.com/meshloc/meshloc/pkg/node/peers"
-
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -39,6 +28,13 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/node/execlog"
+	"github.com/meshloc/meshloc/pkg/node/gateway"
+	"github.com/meshloc/meshloc/pkg/node/pacing"
+	"github.com/meshloc/meshloc/pkg/node/peers"
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
+	"github.com/meshloc/meshloc/pkg/node/routing"
+	"github.com/meshloc/meshloc/pkg/node/stages"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -75,8 +71,8 @@ type Node struct {
 	changeWanted bool
 	closing      bool
 
-	fmu    sync.Mutex
-	fences map[string]fenceGens // highest fence seen per object (gateway; route.go)
+	fences *routing.Fences // newest fence seen per object (gateway)
+	router *routing.Router // where a call goes (route.go; made at Start)
 
 	// relocations (source.go, target.go, routes.go, budget.go, status.go)
 	routes       *pendingRoutes
@@ -98,7 +94,7 @@ type Node struct {
 	groups       groupLocks // groups.go
 	joins        joinSet    // join.go
 
-	moved      movedAway
+	moved      *routing.Moved // where objects that left went, for stragglers
 	pacing     *pacing.Pacing
 	peerPacing pacing.Peers // what this node believes of its targets' pacing
 	// messages between objects (messages.go, traffic.go)
@@ -158,7 +154,7 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 	n := &Node{
 		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
 		reg: opts.Registry, clock: opts.Clock, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
-		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: map[string]fenceGens{},
+		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: routing.NewFences(acceptOlderFence), moved: routing.NewMoved(cfg.ForwardWindow),
 		stopped: make(chan struct{}), stopping: make(chan struct{}),
 		routes: newPendingRoutes(), budgets: stages.NewBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
 		tombstones: stages.NewTombstones(1024),
@@ -325,6 +321,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("node: %w", err)
 	}
 	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
+	n.router = n.newRouter()
 	if n.cfg.ExecLog != "" {
 		if n.xlog, err = execlog.Open(n.cfg.ExecLog, n.self, n.log, n.metrics.execLogErrors); err != nil {
 			return err

@@ -198,7 +198,7 @@ func (s *peerServer) RelayReply(ctx context.Context, m *pb.ReplyRelay) (*pb.Repl
 		}
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_NOT_FOUND}, nil
 	}
-	if f := m.GetReply().GetFence(); f != nil && !n.acceptFence(w.req.GetObject(), f) {
+	if f := m.GetReply().GetFence(); f != nil && !n.fences.Accept(w.req.GetObject(), f) {
 		n.metrics.staleRefused.Inc()
 		m.Reply = &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: "relayed reply older than a fence already seen"}
 	}

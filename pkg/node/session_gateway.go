@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 
-	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node/gateway"
 	"github.com/meshloc/meshloc/pkg/session"
@@ -55,21 +54,9 @@ func (n *Node) newGateway() *gateway.Gateway {
 // gatewayHost is the node as its sessions' gateway asks it.
 type gatewayHost struct{ n *Node }
 
-func (h gatewayHost) Route(obj keyspace.Object) string {
-	typ, err := h.n.reg.Lookup(obj.Type)
-	if err != nil {
-		typ = actor.Type{Name: obj.Type}
-	}
-	addr, _ := h.n.route(obj, typ)
-	return addr
-}
+func (h gatewayHost) Route(obj keyspace.Object) string { return h.n.router.Route(obj) }
 
-func (h gatewayHost) KnownType(name string) error {
-	if _, err := h.n.reg.Lookup(name); err != nil && !h.n.advertised(name) {
-		return err
-	}
-	return nil
-}
+func (h gatewayHost) KnownType(name string) error { return h.n.router.KnownType(name) }
 
 func (h gatewayHost) LiveRequester(rq *pb.Requester) bool {
 	_, ok := h.n.requesterAddress(rq)
