@@ -111,9 +111,19 @@ type Client struct {
 
 	tls    *mtls.Reloader // nil: plaintext
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]*nodeConn
 	fences map[string]authority.Fence
 	closed bool // Close ran: no new connection (it would never be closed)
+	// readers: the call streams' readers, waited by Close.
+	readers sync.WaitGroup
+}
+
+// nodeConn is the client's connection to one node, and the stream its
+// calls there share (CallService.CallStream; a large call, or a node
+// without it, goes unary).
+type nodeConn struct {
+	cc    *grpc.ClientConn
+	calls *transport.StreamConn
 }
 
 // New returns a client; with etcd it waits until its caches are loaded.
@@ -131,7 +141,7 @@ func New(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Client{cfg: cfg, keys: keys, conns: map[string]*grpc.ClientConn{}, fences: map[string]authority.Fence{}}
+	c := &Client{cfg: cfg, keys: keys, conns: map[string]*nodeConn{}, fences: map[string]authority.Fence{}}
 	if cfg.TLS.Enabled() {
 		if c.tls, err = mtls.Load(cfg.TLS); err != nil {
 			return nil, fmt.Errorf("%w: %w", ErrTLSFiles, err)
@@ -203,11 +213,13 @@ func (c *Client) Close() error {
 	c.wg.Wait()
 	c.mu.Lock()
 	c.closed = true
-	for a, cc := range c.conns {
-		cc.Close()
+	for a, nc := range c.conns {
+		nc.calls.Close()
+		nc.cc.Close()
 		delete(c.conns, a)
 	}
 	c.mu.Unlock()
+	c.readers.Wait()
 	var errs []error
 	if c.watch != nil {
 		errs = append(errs, c.watch.Close())
@@ -280,7 +292,7 @@ func (c *Client) CallBytes(ctx context.Context, op wire.OperationID, object, met
 			continue
 		}
 		req.Direct = direct
-		conn, err := c.conn(addr)
+		conn, err := c.nodeConn(addr)
 		if errors.Is(err, ErrClosed) {
 			return nil, err
 		}
@@ -288,7 +300,7 @@ func (c *Client) CallBytes(ctx context.Context, op wire.OperationID, object, met
 			last = err
 			continue
 		}
-		rep, err := rpcpb.NewCallServiceClient(conn).Call(ctx, req)
+		rep, err := conn.calls.Call(ctx, req, rpcpb.NewCallServiceClient(conn.cc).Call)
 		if err != nil {
 			if p := dialProblem(addr, err, c.tls != nil); p != nil {
 				if errors.Is(p, ErrTLSMismatch) {
@@ -399,10 +411,18 @@ func (c *Client) route(object string) (string, bool) {
 }
 
 func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	nc, err := c.nodeConn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return nc.cc, nil
+}
+
+func (c *Client) nodeConn(addr string) (*nodeConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cc, ok := c.conns[addr]; ok {
-		return cc, nil
+	if nc, ok := c.conns[addr]; ok {
+		return nc, nil
 	}
 	if c.closed {
 		return nil, ErrClosed
@@ -415,6 +435,7 @@ func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.conns[addr] = cc
-	return cc, nil
+	nc := &nodeConn{cc: cc, calls: transport.NewStreamConn(cc, rpcpb.NewCallServiceClient(cc).CallStream, &c.readers)}
+	c.conns[addr] = nc
+	return nc, nil
 }

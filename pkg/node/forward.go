@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -16,7 +17,12 @@ import (
 // gateway closes it, the stream breaks or the node stops; each request
 // runs as a unary Call would.
 func (s *peerServer) Forward(stream rpcpb.PeerService_ForwardServer) error {
-	n := s.n
+	return s.n.serveCallStream(stream)
+}
+
+// serveCallStream serves a stream of calls: a gateway's forwards, or a
+// client's calls (CallService.CallStream).
+func (n *Node) serveCallStream(stream grpc.BidiStreamingServer[pb.ForwardRequest, pb.ForwardReply]) error {
 	n.metrics.forwardStreams.Inc()
 	defer n.metrics.forwardStreams.Dec()
 	return peers.ServeForward(stream, n.serveForward, n.stopping,

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
+	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -70,5 +71,57 @@ func TestGatewayForwardsOnOneStream(t *testing.T) {
 	}
 	if ctx.Err() != nil {
 		t.Fatal("the owner's stop waited for the gateway's forward stream until it was forced")
+	}
+}
+
+// A client's calls to a node share one call stream (CallService.CallStream),
+// many in flight at once, each executed once; a large call goes unary beside
+// it; a client that closes ends its stream at the node.
+func TestClientCallsOnOneStream(t *testing.T) {
+	srv := etcdtest.Single(t)
+	m := &mesh{etcd: etcdtest.Client(t, srv.Endpoint()), ep: srv.Endpoint()}
+	n1 := m.add(t, "n1")
+	c := newClient(t, client.Config{Nodes: []string{n1.Address()}})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	const callers, perCaller = 16, 25
+	var wg sync.WaitGroup
+	errs := make(chan error, callers*perCaller)
+	for w := range callers {
+		wg.Go(func() {
+			for range perCaller {
+				if _, err := c.Call(ctx, fmt.Sprintf("actor/counter/cs%d", w%4), "add", "1"); err != nil {
+					errs <- err
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("a call on the stream: %v", err)
+	}
+	for o := range 4 {
+		r, err := c.Call(ctx, fmt.Sprintf("actor/counter/cs%d", o), "get")
+		if want := fmt.Sprintf(`{"value":%d}`, callers/4*perCaller); err != nil || string(r.Payload) != want {
+			t.Fatalf("counter %d: %v %v, want %s", o, r, err, want)
+		}
+	}
+	if s := m.metric(t, n1, "meshloc_forward_streams"); s != 1 {
+		t.Fatalf("node serves %v call streams, want 1 (the client's)", s)
+	}
+	big := string(bytes.Repeat([]byte("x"), 100<<10))
+	if _, err := c.Call(ctx, "actor/list/csbig", "append", big); err != nil {
+		t.Fatalf("a 100 KiB call: %v", err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for m.metric(t, n1, "meshloc_forward_streams") != 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the node still serves the closed client's call stream")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -32,6 +32,13 @@ func (s *callServer) Call(ctx context.Context, req *pb.CallRequest) (*pb.CallRep
 	return rep, nil
 }
 
+// CallStream serves a client's stream of calls (pkg/wire/transport's
+// StreamConn) as the forward stream of a gateway: each call runs as a
+// unary Call would, with the same checks, metrics and authorization.
+func (s *callServer) CallStream(stream rpcpb.CallService_CallStreamServer) error {
+	return s.n.serveCallStream(stream)
+}
+
 // peerServer is the node-to-node service; relocation fills it in.
 type peerServer struct {
 	rpcpb.UnimplementedPeerServiceServer

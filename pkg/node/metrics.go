@@ -82,7 +82,7 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		callSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_call_seconds", Help: "Time to answer a call on this node (routing included).",
 			ConstLabels: l, Buckets: prometheus.ExponentialBuckets(50e-6, 2, 18)}),
 		forwards:       prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_forwards_total", Help: "Calls forwarded to another node.", ConstLabels: l}),
-		forwardStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_forward_streams", Help: "Gateways' forward streams this node serves as an owner (one per gateway connection).", ConstLabels: l}),
+		forwardStreams: prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_forward_streams", Help: "Streams of calls this node serves: gateways' forward streams and clients' call streams (one per connection).", ConstLabels: l}),
 		hosted:         prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_hosted_objects", Help: "Objects hosted on this node.", ConstLabels: l}),
 		activations:    prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activations_total", Help: "Objects activated on this node.", ConstLabels: l}),
 		recoveries:     prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_recoveries_total", Help: "Orphaned objects re-created on this node (state lost).", ConstLabels: l}),

@@ -1,19 +1,18 @@
 // Package peers owns a node's connections to the other nodes: one gRPC
 // connection per live owner's address (etcd's owner directory names the
 // addresses; an address a message names is never dialled on its word),
-// mutual TLS pinned to the owner etcd names there, and both sides of the
-// forward stream a gateway's calls to one owner share (a unary call for a
-// large request, or an owner without forward streams).
+// mutual TLS pinned to the owner etcd names there, and the forward stream
+// a gateway's calls to one owner share (a unary call for a large request,
+// or an owner without forward streams): the owner's side here, the
+// gateway's in pkg/wire/transport.StreamConn, which clients use too.
 package peers
 
 import (
 	"context"
-	"errors"
 	"sync"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/status"
 
 	"github.com/meshloc/meshloc/pkg/mtls"
@@ -44,11 +43,8 @@ type Pool struct {
 
 type peerConn struct {
 	cc    *grpc.ClientConn
-	owner string // the owner id the connection was made to reach
-
-	mu    sync.Mutex
-	fwd   *forwardStream // nil until the first forwarded call; replaced once broken
-	unary bool           // the owner has no forward stream (an older version)
+	owner string                // the owner id the connection was made to reach
+	fwd   *transport.StreamConn // the forward stream of the gateway's calls
 }
 
 // New is an empty pool: it dials nothing until SetLive names live owners.
@@ -111,63 +107,24 @@ func (p *Pool) peer(addr string) (*peerConn, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &peerConn{cc: cc, owner: owner}
+	c := &peerConn{cc: cc, owner: owner, fwd: transport.NewStreamConn(cc, rpcpb.NewPeerServiceClient(cc).Forward, &p.readers)}
 	p.conns[addr] = c
 	return c, nil
 }
 
 // Call sends req to the owner at addr: on the connection's forward stream
-// (forward.go), or as a unary call when it is large or the owner has no
-// forward stream.
+// (pkg/wire/transport.StreamConn), or as a unary call when it is large or
+// the owner has no forward stream.
 func (p *Pool) Call(ctx context.Context, addr string, req *pb.CallRequest) (*pb.CallReply, error) {
 	c, err := p.peer(addr)
 	if err != nil {
 		return nil, err
 	}
-	if streamable(req) {
-		if f := c.forward(&p.readers); f != nil {
-			rep, err := f.call(ctx, req)
-			if !errors.Is(err, errForwardUnsupported) {
-				return rep, err
-			}
-			c.mu.Lock()
-			c.unary = true
-			c.mu.Unlock()
-		}
-	}
-	return rpcpb.NewCallServiceClient(c.cc).Call(ctx, req)
-}
-
-// forward is c's forward stream, opened when there is none or it broke;
-// nil when the owner has none, or the connection is not ready (opening a
-// stream would wait for it regardless of the caller's deadline: the unary
-// call waits within it, or reports why it cannot).
-func (c *peerConn) forward(readers *sync.WaitGroup) *forwardStream {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.unary {
-		return nil
-	}
-	if c.fwd == nil || c.fwd.broken() {
-		if c.cc.GetState() != connectivity.Ready {
-			c.cc.Connect()
-			return nil
-		}
-		f, err := openForward(c.cc, readers)
-		if err != nil {
-			return nil
-		}
-		c.fwd = f
-	}
-	return c.fwd
+	return c.fwd.Call(ctx, req, rpcpb.NewCallServiceClient(c.cc).Call)
 }
 
 func (c *peerConn) close() {
-	c.mu.Lock()
-	if c.fwd != nil {
-		c.fwd.cancel()
-	}
-	c.mu.Unlock()
+	c.fwd.Close()
 	c.cc.Close()
 }
 

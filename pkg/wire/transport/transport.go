@@ -23,6 +23,10 @@
 //
 // A meshnode also accepts plain "proto" (no subtype): tools like grpcurl
 // work; only they go without the check.
+//
+// StreamConn (callstream.go) is the caller's side of a stream of calls, on
+// which a gateway's forwards to one owner, and a client's calls to one
+// node, share one gRPC stream.
 package transport
 
 import (

@@ -29,9 +29,11 @@ var File_meshloc_rpc_v1_services_proto protoreflect.FileDescriptor
 
 const file_meshloc_rpc_v1_services_proto_rawDesc = "" +
 	"\n" +
-	"\x1dmeshloc/rpc/v1/services.proto\x12\x0emeshloc.rpc.v1\x1a\x18meshloc/v1/meshloc.proto\x1a\x18meshloc/v1/session.proto2E\n" +
+	"\x1dmeshloc/rpc/v1/services.proto\x12\x0emeshloc.rpc.v1\x1a\x18meshloc/v1/meshloc.proto\x1a\x18meshloc/v1/session.proto2\x8d\x01\n" +
 	"\vCallService\x126\n" +
-	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply2\x8b\x05\n" +
+	"\x04Call\x12\x17.meshloc.v1.CallRequest\x1a\x15.meshloc.v1.CallReply\x12F\n" +
+	"\n" +
+	"CallStream\x12\x1a.meshloc.v1.ForwardRequest\x1a\x18.meshloc.v1.ForwardReply(\x010\x012\x8b\x05\n" +
 	"\fAdminService\x12E\n" +
 	"\bRelocate\x12\x1b.meshloc.v1.RelocateCommand\x1a\x1c.meshloc.v1.RelocationStatus\x12O\n" +
 	"\fRelocateMany\x12\x1f.meshloc.v1.RelocateManyCommand\x1a\x1e.meshloc.v1.RelocateManyResult\x12Z\n" +
@@ -60,17 +62,17 @@ const file_meshloc_rpc_v1_services_proto_rawDesc = "" +
 
 var file_meshloc_rpc_v1_services_proto_goTypes = []any{
 	(*v1.CallRequest)(nil),             // 0: meshloc.v1.CallRequest
-	(*v1.RelocateCommand)(nil),         // 1: meshloc.v1.RelocateCommand
-	(*v1.RelocateManyCommand)(nil),     // 2: meshloc.v1.RelocateManyCommand
-	(*v1.ListRelocationsRequest)(nil),  // 3: meshloc.v1.ListRelocationsRequest
-	(*v1.WatchEventsRequest)(nil),      // 4: meshloc.v1.WatchEventsRequest
-	(*v1.DrainRequest)(nil),            // 5: meshloc.v1.DrainRequest
-	(*v1.GroupCommand)(nil),            // 6: meshloc.v1.GroupCommand
-	(*v1.TrafficRequest)(nil),          // 7: meshloc.v1.TrafficRequest
-	(*v1.RelocationFrame)(nil),         // 8: meshloc.v1.RelocationFrame
-	(*v1.RelocationFrames)(nil),        // 9: meshloc.v1.RelocationFrames
-	(*v1.ReplyRelay)(nil),              // 10: meshloc.v1.ReplyRelay
-	(*v1.ForwardRequest)(nil),          // 11: meshloc.v1.ForwardRequest
+	(*v1.ForwardRequest)(nil),          // 1: meshloc.v1.ForwardRequest
+	(*v1.RelocateCommand)(nil),         // 2: meshloc.v1.RelocateCommand
+	(*v1.RelocateManyCommand)(nil),     // 3: meshloc.v1.RelocateManyCommand
+	(*v1.ListRelocationsRequest)(nil),  // 4: meshloc.v1.ListRelocationsRequest
+	(*v1.WatchEventsRequest)(nil),      // 5: meshloc.v1.WatchEventsRequest
+	(*v1.DrainRequest)(nil),            // 6: meshloc.v1.DrainRequest
+	(*v1.GroupCommand)(nil),            // 7: meshloc.v1.GroupCommand
+	(*v1.TrafficRequest)(nil),          // 8: meshloc.v1.TrafficRequest
+	(*v1.RelocationFrame)(nil),         // 9: meshloc.v1.RelocationFrame
+	(*v1.RelocationFrames)(nil),        // 10: meshloc.v1.RelocationFrames
+	(*v1.ReplyRelay)(nil),              // 11: meshloc.v1.ReplyRelay
 	(*v1.SessionBindRequest)(nil),      // 12: meshloc.v1.SessionBindRequest
 	(*v1.SessionAckRequest)(nil),       // 13: meshloc.v1.SessionAckRequest
 	(*v1.SessionDelivery)(nil),         // 14: meshloc.v1.SessionDelivery
@@ -78,15 +80,15 @@ var file_meshloc_rpc_v1_services_proto_goTypes = []any{
 	(*v1.SessionRouteRequest)(nil),     // 16: meshloc.v1.SessionRouteRequest
 	(*v1.SessionClientFrame)(nil),      // 17: meshloc.v1.SessionClientFrame
 	(*v1.CallReply)(nil),               // 18: meshloc.v1.CallReply
-	(*v1.RelocationStatus)(nil),        // 19: meshloc.v1.RelocationStatus
-	(*v1.RelocateManyResult)(nil),      // 20: meshloc.v1.RelocateManyResult
-	(*v1.ListRelocationsResponse)(nil), // 21: meshloc.v1.ListRelocationsResponse
-	(*v1.NodeEvent)(nil),               // 22: meshloc.v1.NodeEvent
-	(*v1.DrainEvent)(nil),              // 23: meshloc.v1.DrainEvent
-	(*v1.GroupStatus)(nil),             // 24: meshloc.v1.GroupStatus
-	(*v1.TrafficReply)(nil),            // 25: meshloc.v1.TrafficReply
-	(*v1.ReplyRelayAck)(nil),           // 26: meshloc.v1.ReplyRelayAck
-	(*v1.ForwardReply)(nil),            // 27: meshloc.v1.ForwardReply
+	(*v1.ForwardReply)(nil),            // 19: meshloc.v1.ForwardReply
+	(*v1.RelocationStatus)(nil),        // 20: meshloc.v1.RelocationStatus
+	(*v1.RelocateManyResult)(nil),      // 21: meshloc.v1.RelocateManyResult
+	(*v1.ListRelocationsResponse)(nil), // 22: meshloc.v1.ListRelocationsResponse
+	(*v1.NodeEvent)(nil),               // 23: meshloc.v1.NodeEvent
+	(*v1.DrainEvent)(nil),              // 24: meshloc.v1.DrainEvent
+	(*v1.GroupStatus)(nil),             // 25: meshloc.v1.GroupStatus
+	(*v1.TrafficReply)(nil),            // 26: meshloc.v1.TrafficReply
+	(*v1.ReplyRelayAck)(nil),           // 27: meshloc.v1.ReplyRelayAck
 	(*v1.SessionBindReply)(nil),        // 28: meshloc.v1.SessionBindReply
 	(*v1.SessionAckReply)(nil),         // 29: meshloc.v1.SessionAckReply
 	(*v1.SessionDeliveryReply)(nil),    // 30: meshloc.v1.SessionDeliveryReply
@@ -96,47 +98,49 @@ var file_meshloc_rpc_v1_services_proto_goTypes = []any{
 }
 var file_meshloc_rpc_v1_services_proto_depIdxs = []int32{
 	0,  // 0: meshloc.rpc.v1.CallService.Call:input_type -> meshloc.v1.CallRequest
-	1,  // 1: meshloc.rpc.v1.AdminService.Relocate:input_type -> meshloc.v1.RelocateCommand
-	2,  // 2: meshloc.rpc.v1.AdminService.RelocateMany:input_type -> meshloc.v1.RelocateManyCommand
-	3,  // 3: meshloc.rpc.v1.AdminService.ListRelocations:input_type -> meshloc.v1.ListRelocationsRequest
-	4,  // 4: meshloc.rpc.v1.AdminService.WatchEvents:input_type -> meshloc.v1.WatchEventsRequest
-	5,  // 5: meshloc.rpc.v1.AdminService.Drain:input_type -> meshloc.v1.DrainRequest
-	6,  // 6: meshloc.rpc.v1.AdminService.CreateGroup:input_type -> meshloc.v1.GroupCommand
-	6,  // 7: meshloc.rpc.v1.AdminService.JoinGroup:input_type -> meshloc.v1.GroupCommand
-	6,  // 8: meshloc.rpc.v1.AdminService.LeaveGroup:input_type -> meshloc.v1.GroupCommand
-	7,  // 9: meshloc.rpc.v1.AdminService.Traffic:input_type -> meshloc.v1.TrafficRequest
-	8,  // 10: meshloc.rpc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
-	9,  // 11: meshloc.rpc.v1.PeerService.RelocateMany:input_type -> meshloc.v1.RelocationFrames
-	10, // 12: meshloc.rpc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
-	11, // 13: meshloc.rpc.v1.PeerService.Forward:input_type -> meshloc.v1.ForwardRequest
-	12, // 14: meshloc.rpc.v1.PeerService.SessionBind:input_type -> meshloc.v1.SessionBindRequest
-	13, // 15: meshloc.rpc.v1.PeerService.SessionAck:input_type -> meshloc.v1.SessionAckRequest
-	14, // 16: meshloc.rpc.v1.PeerService.SessionDeliver:input_type -> meshloc.v1.SessionDelivery
-	15, // 17: meshloc.rpc.v1.PeerService.SessionSeal:input_type -> meshloc.v1.SessionSealRequest
-	16, // 18: meshloc.rpc.v1.PeerService.SessionRoute:input_type -> meshloc.v1.SessionRouteRequest
-	17, // 19: meshloc.rpc.v1.SessionService.Open:input_type -> meshloc.v1.SessionClientFrame
-	18, // 20: meshloc.rpc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
-	19, // 21: meshloc.rpc.v1.AdminService.Relocate:output_type -> meshloc.v1.RelocationStatus
-	20, // 22: meshloc.rpc.v1.AdminService.RelocateMany:output_type -> meshloc.v1.RelocateManyResult
-	21, // 23: meshloc.rpc.v1.AdminService.ListRelocations:output_type -> meshloc.v1.ListRelocationsResponse
-	22, // 24: meshloc.rpc.v1.AdminService.WatchEvents:output_type -> meshloc.v1.NodeEvent
-	23, // 25: meshloc.rpc.v1.AdminService.Drain:output_type -> meshloc.v1.DrainEvent
-	24, // 26: meshloc.rpc.v1.AdminService.CreateGroup:output_type -> meshloc.v1.GroupStatus
-	24, // 27: meshloc.rpc.v1.AdminService.JoinGroup:output_type -> meshloc.v1.GroupStatus
-	24, // 28: meshloc.rpc.v1.AdminService.LeaveGroup:output_type -> meshloc.v1.GroupStatus
-	25, // 29: meshloc.rpc.v1.AdminService.Traffic:output_type -> meshloc.v1.TrafficReply
-	8,  // 30: meshloc.rpc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
-	9,  // 31: meshloc.rpc.v1.PeerService.RelocateMany:output_type -> meshloc.v1.RelocationFrames
-	26, // 32: meshloc.rpc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
-	27, // 33: meshloc.rpc.v1.PeerService.Forward:output_type -> meshloc.v1.ForwardReply
-	28, // 34: meshloc.rpc.v1.PeerService.SessionBind:output_type -> meshloc.v1.SessionBindReply
-	29, // 35: meshloc.rpc.v1.PeerService.SessionAck:output_type -> meshloc.v1.SessionAckReply
-	30, // 36: meshloc.rpc.v1.PeerService.SessionDeliver:output_type -> meshloc.v1.SessionDeliveryReply
-	31, // 37: meshloc.rpc.v1.PeerService.SessionSeal:output_type -> meshloc.v1.SessionSealReply
-	32, // 38: meshloc.rpc.v1.PeerService.SessionRoute:output_type -> meshloc.v1.SessionRouteReply
-	33, // 39: meshloc.rpc.v1.SessionService.Open:output_type -> meshloc.v1.SessionServerFrame
-	20, // [20:40] is the sub-list for method output_type
-	0,  // [0:20] is the sub-list for method input_type
+	1,  // 1: meshloc.rpc.v1.CallService.CallStream:input_type -> meshloc.v1.ForwardRequest
+	2,  // 2: meshloc.rpc.v1.AdminService.Relocate:input_type -> meshloc.v1.RelocateCommand
+	3,  // 3: meshloc.rpc.v1.AdminService.RelocateMany:input_type -> meshloc.v1.RelocateManyCommand
+	4,  // 4: meshloc.rpc.v1.AdminService.ListRelocations:input_type -> meshloc.v1.ListRelocationsRequest
+	5,  // 5: meshloc.rpc.v1.AdminService.WatchEvents:input_type -> meshloc.v1.WatchEventsRequest
+	6,  // 6: meshloc.rpc.v1.AdminService.Drain:input_type -> meshloc.v1.DrainRequest
+	7,  // 7: meshloc.rpc.v1.AdminService.CreateGroup:input_type -> meshloc.v1.GroupCommand
+	7,  // 8: meshloc.rpc.v1.AdminService.JoinGroup:input_type -> meshloc.v1.GroupCommand
+	7,  // 9: meshloc.rpc.v1.AdminService.LeaveGroup:input_type -> meshloc.v1.GroupCommand
+	8,  // 10: meshloc.rpc.v1.AdminService.Traffic:input_type -> meshloc.v1.TrafficRequest
+	9,  // 11: meshloc.rpc.v1.PeerService.Relocate:input_type -> meshloc.v1.RelocationFrame
+	10, // 12: meshloc.rpc.v1.PeerService.RelocateMany:input_type -> meshloc.v1.RelocationFrames
+	11, // 13: meshloc.rpc.v1.PeerService.RelayReply:input_type -> meshloc.v1.ReplyRelay
+	1,  // 14: meshloc.rpc.v1.PeerService.Forward:input_type -> meshloc.v1.ForwardRequest
+	12, // 15: meshloc.rpc.v1.PeerService.SessionBind:input_type -> meshloc.v1.SessionBindRequest
+	13, // 16: meshloc.rpc.v1.PeerService.SessionAck:input_type -> meshloc.v1.SessionAckRequest
+	14, // 17: meshloc.rpc.v1.PeerService.SessionDeliver:input_type -> meshloc.v1.SessionDelivery
+	15, // 18: meshloc.rpc.v1.PeerService.SessionSeal:input_type -> meshloc.v1.SessionSealRequest
+	16, // 19: meshloc.rpc.v1.PeerService.SessionRoute:input_type -> meshloc.v1.SessionRouteRequest
+	17, // 20: meshloc.rpc.v1.SessionService.Open:input_type -> meshloc.v1.SessionClientFrame
+	18, // 21: meshloc.rpc.v1.CallService.Call:output_type -> meshloc.v1.CallReply
+	19, // 22: meshloc.rpc.v1.CallService.CallStream:output_type -> meshloc.v1.ForwardReply
+	20, // 23: meshloc.rpc.v1.AdminService.Relocate:output_type -> meshloc.v1.RelocationStatus
+	21, // 24: meshloc.rpc.v1.AdminService.RelocateMany:output_type -> meshloc.v1.RelocateManyResult
+	22, // 25: meshloc.rpc.v1.AdminService.ListRelocations:output_type -> meshloc.v1.ListRelocationsResponse
+	23, // 26: meshloc.rpc.v1.AdminService.WatchEvents:output_type -> meshloc.v1.NodeEvent
+	24, // 27: meshloc.rpc.v1.AdminService.Drain:output_type -> meshloc.v1.DrainEvent
+	25, // 28: meshloc.rpc.v1.AdminService.CreateGroup:output_type -> meshloc.v1.GroupStatus
+	25, // 29: meshloc.rpc.v1.AdminService.JoinGroup:output_type -> meshloc.v1.GroupStatus
+	25, // 30: meshloc.rpc.v1.AdminService.LeaveGroup:output_type -> meshloc.v1.GroupStatus
+	26, // 31: meshloc.rpc.v1.AdminService.Traffic:output_type -> meshloc.v1.TrafficReply
+	9,  // 32: meshloc.rpc.v1.PeerService.Relocate:output_type -> meshloc.v1.RelocationFrame
+	10, // 33: meshloc.rpc.v1.PeerService.RelocateMany:output_type -> meshloc.v1.RelocationFrames
+	27, // 34: meshloc.rpc.v1.PeerService.RelayReply:output_type -> meshloc.v1.ReplyRelayAck
+	19, // 35: meshloc.rpc.v1.PeerService.Forward:output_type -> meshloc.v1.ForwardReply
+	28, // 36: meshloc.rpc.v1.PeerService.SessionBind:output_type -> meshloc.v1.SessionBindReply
+	29, // 37: meshloc.rpc.v1.PeerService.SessionAck:output_type -> meshloc.v1.SessionAckReply
+	30, // 38: meshloc.rpc.v1.PeerService.SessionDeliver:output_type -> meshloc.v1.SessionDeliveryReply
+	31, // 39: meshloc.rpc.v1.PeerService.SessionSeal:output_type -> meshloc.v1.SessionSealReply
+	32, // 40: meshloc.rpc.v1.PeerService.SessionRoute:output_type -> meshloc.v1.SessionRouteReply
+	33, // 41: meshloc.rpc.v1.SessionService.Open:output_type -> meshloc.v1.SessionServerFrame
+	21, // [21:42] is the sub-list for method output_type
+	0,  // [0:21] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

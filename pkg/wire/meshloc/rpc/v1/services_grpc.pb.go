@@ -24,7 +24,8 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CallService_Call_FullMethodName = "/meshloc.rpc.v1.CallService/Call"
+	CallService_Call_FullMethodName       = "/meshloc.rpc.v1.CallService/Call"
+	CallService_CallStream_FullMethodName = "/meshloc.rpc.v1.CallService/CallStream"
 )
 
 // CallServiceClient is the client API for CallService service.
@@ -35,6 +36,12 @@ const (
 // owner (executes).
 type CallServiceClient interface {
 	Call(ctx context.Context, in *v1.CallRequest, opts ...grpc.CallOption) (*v1.CallReply, error)
+	// CallStream carries many calls on one stream, each served exactly as a
+	// unary Call: a client's calls to one node share it instead of paying a
+	// new HTTP/2 stream each. Replies come in the order the calls finish,
+	// matched by id. A node without it answers Unimplemented, having run
+	// nothing; the client then calls unary.
+	CallStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply], error)
 }
 
 type callServiceClient struct {
@@ -55,6 +62,19 @@ func (c *callServiceClient) Call(ctx context.Context, in *v1.CallRequest, opts .
 	return out, nil
 }
 
+func (c *callServiceClient) CallStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CallService_ServiceDesc.Streams[0], CallService_CallStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[v1.ForwardRequest, v1.ForwardReply]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CallService_CallStreamClient = grpc.BidiStreamingClient[v1.ForwardRequest, v1.ForwardReply]
+
 // CallServiceServer is the server API for CallService service.
 // All implementations must embed UnimplementedCallServiceServer
 // for forward compatibility.
@@ -63,6 +83,12 @@ func (c *callServiceClient) Call(ctx context.Context, in *v1.CallRequest, opts .
 // owner (executes).
 type CallServiceServer interface {
 	Call(context.Context, *v1.CallRequest) (*v1.CallReply, error)
+	// CallStream carries many calls on one stream, each served exactly as a
+	// unary Call: a client's calls to one node share it instead of paying a
+	// new HTTP/2 stream each. Replies come in the order the calls finish,
+	// matched by id. A node without it answers Unimplemented, having run
+	// nothing; the client then calls unary.
+	CallStream(grpc.BidiStreamingServer[v1.ForwardRequest, v1.ForwardReply]) error
 	mustEmbedUnimplementedCallServiceServer()
 }
 
@@ -75,6 +101,9 @@ type UnimplementedCallServiceServer struct{}
 
 func (UnimplementedCallServiceServer) Call(context.Context, *v1.CallRequest) (*v1.CallReply, error) {
 	return nil, status.Error(codes.Unimplemented, "method Call not implemented")
+}
+func (UnimplementedCallServiceServer) CallStream(grpc.BidiStreamingServer[v1.ForwardRequest, v1.ForwardReply]) error {
+	return status.Error(codes.Unimplemented, "method CallStream not implemented")
 }
 func (UnimplementedCallServiceServer) mustEmbedUnimplementedCallServiceServer() {}
 func (UnimplementedCallServiceServer) testEmbeddedByValue()                     {}
@@ -115,6 +144,13 @@ func _CallService_Call_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CallService_CallStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CallServiceServer).CallStream(&grpc.GenericServerStream[v1.ForwardRequest, v1.ForwardReply]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CallService_CallStreamServer = grpc.BidiStreamingServer[v1.ForwardRequest, v1.ForwardReply]
+
 // CallService_ServiceDesc is the grpc.ServiceDesc for CallService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -127,7 +163,14 @@ var CallService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _CallService_Call_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "CallStream",
+			Handler:       _CallService_CallStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "meshloc/rpc/v1/services.proto",
 }
 

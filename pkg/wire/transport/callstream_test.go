@@ -1,8 +1,9 @@
-package peers
+package transport
 
 import (
 	"context"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,10 +25,10 @@ func (o *unaryOnlyOwner) Call(context.Context, *pb.CallRequest) (*pb.CallReply, 
 	return &pb.CallReply{Code: pb.Code_CODE_OK}, nil
 }
 
-// An owner without the forward stream (an older version during a rolling
-// upgrade) answers Unimplemented, having run nothing: the gateway sends
-// that call, and every later one, as a unary call.
-func TestConnPoolFallsBackToUnary(t *testing.T) {
+// A node without call streams (an older version during a rolling upgrade)
+// answers Unimplemented, having run nothing: the caller sends that call,
+// and every later one, as a unary call.
+func TestStreamConnFallsBackToUnary(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -37,13 +38,19 @@ func TestConnPoolFallsBackToUnary(t *testing.T) {
 	rpcpb.RegisterCallServiceServer(srv, owner)
 	go func() { _ = srv.Serve(lis) }()
 	defer srv.Stop()
-	p := New()
-	defer p.Close()
-	addr := lis.Addr().String()
-	p.SetLive(map[string]string{addr: "old"})
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cc.Close()
+	var readers sync.WaitGroup
+	c := NewStreamConn(cc, rpcpb.NewCallServiceClient(cc).CallStream, &readers)
+	defer readers.Wait()
+	defer c.Close()
+	unary := rpcpb.NewCallServiceClient(cc).Call
 	for i := range 5 {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		rep, err := p.Call(ctx, addr, &pb.CallRequest{Object: "actor/counter/x", Method: "get"})
+		rep, err := c.Call(ctx, &pb.CallRequest{Object: "actor/counter/x", Method: "get"}, unary)
 		cancel()
 		if err != nil || rep.GetCode() != pb.Code_CODE_OK {
 			t.Fatalf("call %d: %v %v", i, rep, err)
@@ -52,10 +59,9 @@ func TestConnPoolFallsBackToUnary(t *testing.T) {
 	if n := owner.calls.Load(); n != 5 {
 		t.Fatalf("owner ran %d calls, want 5", n)
 	}
-	c, _ := p.peer(addr)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.unary {
-		t.Fatal("the pool did not remember that the owner has no forward stream")
+		t.Fatal("the connection did not remember that the node has no call stream")
 	}
 }
