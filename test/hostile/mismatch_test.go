@@ -48,3 +48,43 @@ func TestClientTLSMismatchSaidAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// A proxy (or load balancer) whose node is gone accepts a connection and
+// closes it before anything is said, as a node of the other TLS mind
+// does. That is no mismatch: the client keeps retrying, for a plaintext
+// and a secured client alike, and its call ends at its deadline as
+// unavailable, never as ErrTLSMismatch.
+func TestClientBehindAClosingProxyIsNoTLSMismatch(t *testing.T) {
+	c := cluster(t, 1, chaos.Config{TLS: true})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			conn, err := l.Accept()
+			if err != nil {
+				return
+			}
+			conn.Close()
+		}
+	}()
+	for name, cfg := range map[string]client.Config{
+		"plaintext client": {Nodes: []string{l.Addr().String()}},
+		"secured client":   {Nodes: []string{l.Addr().String()}, TLS: c.Files("admin")},
+	} {
+		cfg.Timeout = 2 * time.Second
+		cl, err := client.New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = cl.Call(context.Background(), "actor/counter/x", "get")
+		cl.Close()
+		if err == nil || errors.Is(err, client.ErrTLSMismatch) {
+			t.Errorf("%s: %v, want the deadline, not a TLS mismatch", name, err)
+		} else {
+			t.Logf("%s: %v", name, err)
+		}
+	}
+}
