@@ -275,14 +275,23 @@ func HashKVEqual(ctx context.Context, endpoints []string, rev int64) error {
 		return err
 	}
 	defer cli.Close()
-	if rev <= 0 {
+	for rev <= 0 {
+		// Asked again until ctx ends: one slow answer (a machine busy
+		// checking a history) is no difference between members.
 		gctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 		resp, err := cli.Get(gctx, "etcdfault-revision", clientv3.WithCountOnly())
 		cancel()
-		if err != nil {
+		switch {
+		case err == nil:
+			rev = resp.Header.Revision
+		case ctx.Err() != nil:
 			return fmt.Errorf("etcdfault: current revision: %w", err)
+		default:
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
 		}
-		rev = resp.Header.Revision
 	}
 	names := map[uint64]string{}
 	mctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
