@@ -51,7 +51,7 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 		h.markReady()
 		return nil, rep
 	}
-	n.metrics.hosted.Inc()
+	n.metrics.Hosted.Inc()
 	h.markReady()
 	h.kickDelivery() // a durable object re-activated with messages to send
 	return h, rep
@@ -79,7 +79,7 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			}
 			n.cache.Observe(res.Snapshot)
 			if res.Won {
-				n.metrics.activations.Inc()
+				n.metrics.Activations.Inc()
 				h.install(res.Snapshot)
 				if h.typ.Durable {
 					return n.freshDurable(ctx, h)
@@ -118,7 +118,7 @@ func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
 			n.cache.Observe(w.Snapshot)
 		}
 		if w.Written {
-			n.metrics.recoveries.Inc()
+			n.metrics.Recoveries.Inc()
 			h.install(w.Snapshot)
 			if h.typ.Durable {
 				// Its state survived its owner in etcd: restored, no StateLost.
@@ -204,7 +204,7 @@ func (n *Node) noteChangeLocked() {
 // unhost removes a serving h from the hosted objects (forget, counted).
 func (n *Node) unhost(h *hosted) {
 	if n.forget(h) {
-		n.metrics.hosted.Dec()
+		n.metrics.Hosted.Dec()
 	}
 }
 

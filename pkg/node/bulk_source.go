@@ -100,7 +100,7 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 	b := &relocator.BulkSource{Self: n.self, LeaseID: n.keeper.LeaseID(), Store: n.store, Peer: peer, Watch: n.cache,
 		Clock: n.clock, Budget: n.budgets.Chunk(addr), MaxBatchBytes: n.cfg.ChunkBytes, Stop: stopCtx.Done(),
 		Out:  &relocator.Outbox{},
-		Late: func(*pb.RelocationFrame) { n.metrics.lateFrames.Inc() }}
+		Late: func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() }}
 	tref := relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
 	reps := make([]*bulkReporter, len(held))

@@ -34,7 +34,7 @@ func (s *peerServer) RelocateMany(stream rpcpb.PeerService_RelocateManyServer) e
 		Self: n.self, Node: n.selfNode, Peer: &serverBulkPeer{s: stream},
 		Clock: n.clock, Draining: n.draining.Load, Stop: n.stopping,
 		MaxBatchBytes: wire.MaxMessageBytes - 64<<10,
-		Late:          func(*pb.RelocationFrame) { n.metrics.lateFrames.Inc() },
+		Late:          func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() },
 		Stage: func(ev relocation.PrepareEvent, send func(*pb.RelocationFrame)) *relocator.BulkStage {
 			st := n.newStage(stream.Context(), ev, true, send)
 			if st == nil {
@@ -111,15 +111,15 @@ func (r *bulkReporter) Phase(string) {}
 func (r *bulkReporter) Sealed(at time.Time, _ int) { r.sealed = at }
 
 func (r *bulkReporter) Chunk(size int) {
-	r.n.metrics.chunks.Inc()
-	r.n.metrics.bytes.Add(float64(size))
+	r.n.metrics.Chunks.Inc()
+	r.n.metrics.Bytes.Add(float64(size))
 }
 
 func (r *bulkReporter) Admitted(at time.Time) {
 	switch {
 	case r.role == "source" && !r.sealed.IsZero():
 		r.interruption = at.Sub(r.sealed)
-		r.n.metrics.interruption.Observe(r.interruption.Seconds())
+		r.n.metrics.Interruption.Observe(r.interruption.Seconds())
 	case r.role == "target" && r.sealedUs != nil:
 		if us := r.sealedUs(); us > 0 && at.UnixMicro() > us {
 			r.interruption = time.Duration(at.UnixMicro()-us) * time.Microsecond
@@ -129,7 +129,7 @@ func (r *bulkReporter) Admitted(at time.Time) {
 
 func (r *bulkReporter) Finished(f relocation.Finish) {
 	r.outcome, r.code, r.message = f.Outcome, f.Code, f.Message
-	r.n.metrics.relocations.WithLabelValues(r.role, f.Outcome.String()).Inc()
+	r.n.metrics.Relocations.WithLabelValues(r.role, f.Outcome.String()).Inc()
 }
 
 func (r *bulkReporter) Failed(err error) {

@@ -8,8 +8,6 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/node/drain"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
@@ -184,7 +182,7 @@ func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drain.Run)
 		n.awaitOwnState(ctx, lease.StateDraining, 2*time.Second)
 	}
 	rep := drain.Execute(ctx, drainHost{n}, drain.Params{Owner: n.self.String(), Concurrency: conc, Timeout: timeout, Attempts: attempts,
-		RelocationTimeout: n.cfg.RelocationTimeout, Clock: n.clock, Log: n.log, Outcomes: n.metrics.drained}, run)
+		RelocationTimeout: n.cfg.RelocationTimeout, Clock: n.clock, Log: n.log, Outcomes: n.metrics.Drained}, run)
 	ev := n.log.Info()
 	if len(rep.Failed) > 0 {
 		ev = n.log.Warn()
@@ -223,17 +221,6 @@ func (n *Node) refuseActivation(name string) *pb.CallReply {
 		return nil
 	}
 	return &pb.CallReply{Code: pb.Code_CODE_SHUTTING_DOWN, Message: "node " + n.cfg.Name + " is draining: it activates nothing new (" + name + "); route to a serving node"}
-}
-
-func registerDrainMetrics(reg *prometheus.Registry, l prometheus.Labels) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_drain_objects_total",
-		Help:        "Objects handled by drains of this node, by outcome: moved, failed (lost when the node stops), retried (an attempt that did not move it).",
-		ConstLabels: l}, []string{"outcome"})
-	for _, o := range []string{"moved", "failed", "retried"} {
-		c.WithLabelValues(o)
-	}
-	reg.MustRegister(c)
-	return c
 }
 
 // ---------------------------------------------------------------- AdminService

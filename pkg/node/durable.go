@@ -102,7 +102,7 @@ func (h *hosted) initialDurable(stateRev int64, window time.Duration, entries in
 func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	rev, err := n.store.ReadStateVersion(ctx, h.obj)
 	if err != nil {
-		n.metrics.durable.Loads.WithLabelValues("failed").Inc()
+		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return unavailable("read the state of "+h.name, err)
 	}
 	if rev != 0 {
@@ -111,14 +111,14 @@ func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	if h.dur, err = h.initialDurable(rev, 0, 0); err != nil {
 		return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 	}
-	n.metrics.durable.Loads.WithLabelValues("empty").Inc()
+	n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 	return nil
 }
 
 // dataLost is the answer for an object whose persisted state cannot be
 // used: it is not served (and not overwritten) until an operator repairs it.
 func (h *hosted) dataLost(what string, err error) *pb.CallReply {
-	h.n.metrics.durable.Loads.WithLabelValues("failed").Inc()
+	h.n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 	return h.reply(pb.Code_CODE_DATA_LOST, nil, fmt.Sprintf("%s: %s cannot be read (%v); not served", h.name, what, err))
 }
 
@@ -133,13 +133,13 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	case errors.Is(err, authority.ErrInvalidState):
 		return h.dataLost("its persisted state", err)
 	case err != nil:
-		n.metrics.durable.Loads.WithLabelValues("failed").Inc()
+		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return unavailable("read the state of "+h.name, err)
 	case !rd.Found:
 		if h.dur, err = h.initialDurable(0, 0, 0); err != nil {
 			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 		}
-		n.metrics.durable.Loads.WithLabelValues("empty").Inc()
+		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 		return nil
 	}
 	v := rd.Value
@@ -159,7 +159,7 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	h.mu.Unlock()
 	h.setOutbox(outbox) // delivered once the object is ready (hostedOrActivate)
 	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq}
-	n.metrics.durable.Loads.WithLabelValues("restored").Inc()
+	n.metrics.Durable.Loads.WithLabelValues("restored").Inc()
 	n.log.Info().Str("object", h.name).Uint64("seq", v.Seq).Int64("stateVersion", rd.StateVersion).Int("replies", len(rd.Replies)).
 		Str("writtenBy", v.Owner.String()).Int64("writtenUnderObjectGeneration", v.ObjectGeneration).Msg("restored a durable object from etcd")
 	if timers != nil {
@@ -185,7 +185,7 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 	case errors.Is(err, authority.ErrInvalidState):
 		return h.dataLost("its persisted state", err)
 	case err != nil:
-		n.metrics.durable.Loads.WithLabelValues("failed").Inc()
+		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
 	case !rd.Found:
 		h.mu.Lock()
@@ -194,7 +194,7 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 		if h.dur, err = h.initialDurable(0, w, m); err != nil {
 			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 		}
-		n.metrics.durable.Loads.WithLabelValues("empty").Inc()
+		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 		return nil
 	}
 	t, err := durable.RestoreReplies(rd)
@@ -203,7 +203,7 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 	}
 	v := rd.Value
 	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq}
-	n.metrics.durable.Loads.WithLabelValues("restored").Inc()
+	n.metrics.Durable.Loads.WithLabelValues("restored").Inc()
 	return nil
 }
 
@@ -217,7 +217,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	var state []byte
 	err := h.guard("Snapshot", func() (err error) { state, err = h.inst.Snapshot(); return err })
 	if err != nil {
-		n.metrics.durable.Writes.WithLabelValues("error").Inc()
+		n.metrics.Durable.Writes.WithLabelValues("error").Inc()
 		h.dropDurable("snapshot failed: " + err.Error())
 		return h.reply(pb.Code_CODE_INTERNAL, nil, fmt.Sprintf("%s: snapshot: %v; the change was not persisted", h.name, err))
 	}
@@ -227,7 +227,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	fence, version := h.fence, h.version
 	h.mu.Unlock()
 	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) {
-		n.metrics.durable.Writes.WithLabelValues("unchanged").Inc()
+		n.metrics.Durable.Writes.WithLabelValues("unchanged").Inc()
 		return nil
 	}
 	v := authority.StateValue{
@@ -241,7 +241,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		req.Reply = &authority.StateReply{ID: durable.ReplyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
 	}
 	if size := req.Size() + durable.PersistSlack; size > n.cfg.DurableMaxBytes {
-		n.metrics.durable.Writes.WithLabelValues("too_large").Inc()
+		n.metrics.Durable.Writes.WithLabelValues("too_large").Inc()
 		msg := fmt.Sprintf("%s: the change would persist %d bytes (state %d), over this node's limit of %d (--durable-max-bytes; etcd's request limit bounds it); refused, the state is unchanged",
 			h.name, size, len(state), n.cfg.DurableMaxBytes)
 		if err := h.rollbackDurable(); err != nil {
@@ -264,22 +264,22 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	for range 4 {
 		start := n.now()
 		res, err := n.store.PersistState(ctx, req)
-		n.metrics.durable.Seconds.Observe(n.now().Sub(start).Seconds())
+		n.metrics.Durable.Seconds.Observe(n.now().Sub(start).Seconds())
 		if err != nil {
-			n.metrics.durable.Writes.WithLabelValues("uncertain").Inc()
+			n.metrics.Durable.Writes.WithLabelValues("uncertain").Inc()
 			h.dropDurable("persist: " + err.Error())
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: persisting the change: %v; retry with the same operation id", h.name, err))
 		}
 		switch res.Outcome {
 		case authority.PersistWritten:
-			n.metrics.durable.Writes.WithLabelValues("written").Inc()
-			n.metrics.durable.Bytes.Observe(float64(req.Size()))
+			n.metrics.Durable.Writes.WithLabelValues("written").Inc()
+			n.metrics.Durable.Bytes.Observe(float64(req.Size()))
 			d.state, d.timers, d.outbox, d.stateRev, d.seq = state, timers, outbox, res.StateVersion, v.Seq
 			return nil
 		case authority.PersistMoved:
 			// Our own intent or preserve rewrote the record: same fence
 			// (PersistState checked it), newer store version.
-			n.metrics.durable.Writes.WithLabelValues("moved").Inc()
+			n.metrics.Durable.Writes.WithLabelValues("moved").Inc()
 			req.StoreVersion = res.Current.StoreVersion
 			h.mu.Lock()
 			if h.fence == fence {
@@ -288,7 +288,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 			h.mu.Unlock()
 			continue
 		case authority.PersistSuperseded:
-			n.metrics.durable.Writes.WithLabelValues("superseded").Inc()
+			n.metrics.Durable.Writes.WithLabelValues("superseded").Inc()
 			h.dropDurable("superseded")
 			if res.Found {
 				n.cache.Observe(res.Current)
@@ -298,11 +298,11 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 			}
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record is gone; the change was not persisted")
 		case authority.PersistOwnerGone:
-			n.metrics.durable.Writes.WithLabelValues("owner_gone").Inc()
+			n.metrics.Durable.Writes.WithLabelValues("owner_gone").Inc()
 			h.dropDurable("owner key gone")
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner "+fence.Owner.String()+" lost its lease: the change to "+h.name+" was not persisted")
 		default: // state moved, not written
-			n.metrics.durable.Writes.WithLabelValues(durable.OutcomeLabel(res.Outcome)).Inc()
+			n.metrics.Durable.Writes.WithLabelValues(durable.OutcomeLabel(res.Outcome)).Inc()
 			h.dropDurable("persist " + res.Outcome.String())
 			if res.NoSpace { // etcdspace.go: no write will be until the alarm is disarmed
 				r := n.noSpaceReply(h.name + ": the change was not persisted: " + authority.ErrNoSpace.Error())
@@ -311,7 +311,7 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: the change was not persisted (%s); retry with the same operation id", h.name, res.Outcome))
 		}
 	}
-	n.metrics.durable.Writes.WithLabelValues("not_written").Inc()
+	n.metrics.Durable.Writes.WithLabelValues("not_written").Inc()
 	h.dropDurable("the record kept moving")
 	return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record kept moving; the change was not persisted")
 }

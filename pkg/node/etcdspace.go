@@ -34,7 +34,7 @@ func (n *Node) followAlarms(ctx context.Context) {
 	for _, t := range etcdalarm.Types {
 		g.WithLabelValues(t).Set(0)
 	}
-	n.metrics.reg.MustRegister(g)
+	n.metrics.Reg.MustRegister(g)
 	n.alarms = etcdalarm.New(n.etcd, alarmEvery, n.log, func(as []etcdalarm.Alarm) {
 		for _, t := range etcdalarm.Types {
 			v := 0.0

@@ -35,7 +35,7 @@ var (
 func (n *Node) stats() *pb.NodeStats {
 	return &pb.NodeStats{
 		UnixMs:              n.now().UnixMilli(),
-		CallsTotal:          uint64(sumCounter(n.metrics.calls)),
+		CallsTotal:          uint64(sumCounter(n.metrics.Calls)),
 		HostedObjects:       uint32(n.Hosted()),
 		RelocationsInFlight: uint32(n.relocs.InFlight("")),
 	}

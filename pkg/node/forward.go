@@ -23,8 +23,8 @@ func (s *peerServer) Forward(stream rpcpb.PeerService_ForwardServer) error {
 // serveCallStream serves a stream of calls: a gateway's forwards, or a
 // client's calls (CallService.CallStream).
 func (n *Node) serveCallStream(stream grpc.BidiStreamingServer[pb.ForwardRequest, pb.ForwardReply]) error {
-	n.metrics.forwardStreams.Inc()
-	defer n.metrics.forwardStreams.Dec()
+	n.metrics.ForwardStreams.Inc()
+	defer n.metrics.ForwardStreams.Dec()
 	return peers.ServeForward(stream, n.serveForward, n.stopping,
 		func() error { return status.Errorf(codes.Unavailable, "node: %s is stopping", n.self) }, &n.work)
 }

@@ -248,8 +248,8 @@ func (n *Node) hostJoined(snap authority.Snapshot) {
 	n.objects[h.name] = h
 	n.mu.Unlock()
 	h.install(snap)
-	n.metrics.activations.Inc()
-	n.metrics.hosted.Inc()
+	n.metrics.Activations.Inc()
+	n.metrics.Hosted.Inc()
 	h.markReady()
 }
 

@@ -60,11 +60,11 @@ func (n *Node) groupRecords(ctx context.Context, g keyspace.Object) (authority.S
 			if err := n.limits().CheckGroup(n.keys, g.String(), len(members), nil); err != nil {
 				return authority.Snapshot{}, nil, err
 			}
-			n.metrics.plans.WithLabelValues("cache").Inc()
+			n.metrics.Plans.WithLabelValues("cache").Inc()
 			return gs, members, nil
 		}
 	}
-	n.metrics.plans.WithLabelValues("etcd").Inc()
+	n.metrics.Plans.WithLabelValues("etcd").Inc()
 	gs, err := n.store.Read(ctx, g)
 	if err != nil {
 		return gs, nil, err

@@ -345,7 +345,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	}
 	now := n.now()
 	if st := n.leaseStatus(now); st != lease.Valid {
-		n.metrics.fencedRefusals.Inc()
+		n.metrics.FencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
 	if k := knownGeneration(w.req); k != 0 && k < h.fence.ObjectGeneration && !h.typ.Durable {
@@ -367,7 +367,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	case dup:
 		r := h.reply(pb.Code(prev.Code), prev.Payload, prev.Message)
 		r.Replayed = true
-		n.metrics.dedupHits.Inc()
+		n.metrics.DedupHits.Inc()
 		return r
 	}
 	var sess *boundSession
@@ -424,7 +424,7 @@ func (h *hosted) execute(w *work) *pb.CallReply {
 	}
 	// Check again just before the reply leaves (docs/design.md §5).
 	if st := n.leaseStatus(n.now()); st == lease.Expired || st == lease.Lost || st == lease.Closed {
-		n.metrics.fencedRefusals.Inc()
+		n.metrics.FencedRefusals.Inc()
 		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner lost its lease before replying")
 	}
 	if h.isLost() { // etcd moved it away while the handler ran: no reply under our fence

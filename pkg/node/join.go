@@ -103,7 +103,7 @@ func (n *Node) joinMetric() *prometheus.CounterVec {
 		j.retired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_join_cleanups_total",
 			Help: "Actor Join source clean-ups retired on this node (exactly one per join), by the relocation's outcome."},
 			[]string{"outcome"})
-		if err := n.metrics.reg.Register(j.retired); err != nil {
+		if err := n.metrics.Reg.Register(j.retired); err != nil {
 			if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
 				j.retired = are.ExistingCollector.(*prometheus.CounterVec)
 			}

@@ -32,7 +32,7 @@ func TestSeedBug26_JoinRetiredOnce(t *testing.T) {
 	if n.PendingJoins() != 0 || len(n.RecentJoins()) != 1 {
 		t.Fatalf("pending %d, tombstones %d", n.PendingJoins(), len(n.RecentJoins()))
 	}
-	mfs, err := n.metrics.reg.Gather()
+	mfs, err := n.metrics.Reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

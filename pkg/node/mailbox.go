@@ -284,7 +284,7 @@ func (h *hosted) admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 			ws = append(ws, &work{req: q, op: op, relay: relayOf(q, id[:])})
 		}
 	}
-	n.metrics.replayed.Add(float64(len(ws)))
+	n.metrics.Replayed.Add(float64(len(ws)))
 	h.mu.Lock()
 	h.takeRecordLocked(snap)
 	h.mode = modeServing
@@ -300,7 +300,7 @@ func (h *hosted) admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 		h.running = true
 	}
 	h.mu.Unlock()
-	n.metrics.hosted.Inc()
+	n.metrics.Hosted.Inc()
 	n.noteChange()
 	if start {
 		h.startDrain()

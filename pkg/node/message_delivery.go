@@ -131,7 +131,7 @@ func (h *hosted) deliverOutbox() {
 		for i, m := range send {
 			out := md.d.Result(m.ID, replies[i].GetCode(), now)
 			if out == actor.OutcomeRetry {
-				n.metrics.messages.retried.Inc()
+				n.metrics.Messages.Retried.Inc()
 				continue
 			}
 			answers = append(answers, messageAnswer{msg: m, reply: replies[i], outcome: out})

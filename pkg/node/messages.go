@@ -83,7 +83,7 @@ func (c *handlerCtx) send(to, method string, args [][]byte, ask bool) error {
 	depth := h.outbox.Len()
 	h.mu.Unlock()
 	if !fits {
-		h.n.metrics.messages.full.Inc()
+		h.n.metrics.Messages.Full.Inc()
 		return fmt.Errorf("%w: %s holds %d messages (at most %d messages, %d bytes: --outbox-messages, --outbox-bytes), %d more in this turn",
 			actor.ErrOutboxFull, h.name, depth, cfg.OutboxMessages, cfg.OutboxBytes, len(c.sends))
 	}
@@ -107,7 +107,7 @@ func (h *hosted) recordSends(sends []actor.OutMessage) error {
 	if err != nil {
 		return err
 	}
-	h.n.metrics.messages.sent.Add(float64(len(sends)))
+	h.n.metrics.Messages.Sent.Add(float64(len(sends)))
 	h.n.outboxes.note(h)
 	return nil
 }
@@ -245,7 +245,7 @@ func (n *Node) checkSender(ms *pb.MessageSender) *pb.CallReply {
 	if !ok || loc.ObjectGeneration <= ms.GetFence().GetObjectGeneration() {
 		return nil
 	}
-	n.metrics.messages.staleSenders.Inc()
+	n.metrics.Messages.StaleSenders.Inc()
 	// No fence: the sender must not take this for a superseded owner.
 	return &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("a message from %s under object generation %d, re-created since with %d",
 		ms.GetObject(), ms.GetFence().GetObjectGeneration(), loc.ObjectGeneration)}

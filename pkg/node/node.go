@@ -30,6 +30,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/node/execlog"
 	"github.com/meshloc/meshloc/pkg/node/gateway"
+	"github.com/meshloc/meshloc/pkg/node/nodemetrics"
 	"github.com/meshloc/meshloc/pkg/node/pacing"
 	"github.com/meshloc/meshloc/pkg/node/peers"
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
@@ -105,7 +106,7 @@ type Node struct {
 	grpc     *grpc.Server
 	lis      net.Listener
 	httpSrv  *http.Server
-	metrics  *metrics
+	metrics  *nodemetrics.Node
 	alarms   *etcdalarm.Monitor // etcd's alarms (etcdspace.go)
 	xlog     *execlog.Log       // execution log (--exec-log); nil: off
 
@@ -169,12 +170,12 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 			collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	}
 	n.relocs = reloclog.NewLog(&n.events, n.noteChange)
-	n.metrics = newMetrics(reg)
-	n.relocMetrics = &reloclog.Metrics{Chunks: n.metrics.chunks, Bytes: n.metrics.bytes, Interruption: n.metrics.interruption, Relocations: n.metrics.relocations}
+	n.metrics = nodemetrics.New(reg)
+	n.relocMetrics = &reloclog.Metrics{Chunks: n.metrics.Chunks, Bytes: n.metrics.Bytes, Interruption: n.metrics.Interruption, Relocations: n.metrics.Relocations}
 	n.pacing = pacing.New(cfg.Pacing(), pacing.Deps{Clock: n.clock, Log: n.log, Metrics: reg,
 		Draining: n.draining.Load, Stopping: n.stopping, ErrStopping: ErrStopping})
 	n.traffic = newNodeTraffic(cfg)
-	n.metrics.messages = registerMessageMetrics(reg, nil, n)
+	n.metrics.Messages = nodemetrics.RegisterMessages(reg, nil, outboxGauges{n})
 	n.peers = peers.New()
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
 	n.life = context.Background()
@@ -323,7 +324,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.self = authority.OwnerRef{ID: n.cfg.Name, Generation: n.keeper.Generation()}
 	n.router = n.newRouter()
 	if n.cfg.ExecLog != "" {
-		if n.xlog, err = execlog.Open(n.cfg.ExecLog, n.self, n.log, n.metrics.execLogErrors); err != nil {
+		if n.xlog, err = execlog.Open(n.cfg.ExecLog, n.self, n.log, n.metrics.ExecLogErrors); err != nil {
 			return err
 		}
 	}
@@ -351,7 +352,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("node: listen http %s: %w", n.cfg.HTTP, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.Reg, promhttp.HandlerOpts{}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if st := n.keeper.Status(n.now()); st != lease.Valid {
 				http.Error(w, "lease "+st.String(), http.StatusServiceUnavailable)
@@ -427,7 +428,7 @@ func (n *Node) dropAll() {
 	for _, h := range hs {
 		h.close()
 	}
-	n.metrics.hosted.Set(0)
+	n.metrics.Hosted.Set(0)
 }
 
 // Run is Start, then Stop when ctx ends (or a drain asked through

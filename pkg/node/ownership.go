@@ -59,7 +59,7 @@ func (n *Node) checkOwnership(name string) {
 	}
 	n.unhost(h)
 	h.close()
-	n.metrics.ownershipLost.Inc()
+	n.metrics.OwnershipLost.Inc()
 	if f := n.opts.onLost; f != nil {
 		n.work.Go(func() { f(name) })
 	}

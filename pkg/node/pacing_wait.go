@@ -94,5 +94,5 @@ func (n *Node) endUnstarted(rec *reloclog.Record, outcome relocation.Outcome, co
 		s.Phase, s.Outcome, s.Code, s.Message, s.EndedUnixMs = "done", outcome.String(), code, msg, now.UnixMilli()
 		s.Timeline = append(s.Timeline, &pb.TimelineMark{Step: "done", UnixUs: now.UnixMicro()})
 	})
-	n.metrics.relocations.WithLabelValues("source", outcome.String()).Inc()
+	n.metrics.Relocations.WithLabelValues("source", outcome.String()).Inc()
 }

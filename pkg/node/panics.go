@@ -20,7 +20,7 @@ import (
 // panicked logs and counts panic p of obj's code in what, and returns it
 // as an error.
 func (n *Node) panicked(obj, what string, p any) error {
-	n.metrics.panics.Inc()
+	n.metrics.Panics.Inc()
 	n.log.Error().Str("object", obj).Str("in", what).Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).
 		Msg("object code panicked: answered as an internal error, the node goes on")
 	return fmt.Errorf("%w: %s of %s: %v", actor.ErrPanicked, what, obj, p)

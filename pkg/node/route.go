@@ -20,8 +20,8 @@ import (
 func (n *Node) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	start := n.now()
 	rep := n.router.Call(ctx, req)
-	n.metrics.calls.WithLabelValues(wire.CodeName(rep.GetCode())).Inc()
-	n.metrics.callSeconds.Observe(n.now().Sub(start).Seconds())
+	n.metrics.Calls.WithLabelValues(wire.CodeName(rep.GetCode())).Inc()
+	n.metrics.CallSeconds.Observe(n.now().Sub(start).Seconds())
 	return rep
 }
 
@@ -31,7 +31,7 @@ func (n *Node) newRouter() *routing.Router {
 	return routing.New(routing.Config{CallTimeout: n.cfg.CallTimeout, DedupWindow: n.cfg.DedupWindow, LeaseTTL: n.cfg.LeaseTTL},
 		routing.Deps{Clock: n.clock, Registry: n.reg, Dir: n.dir, Cache: n.cache, Self: n.self,
 			Fences: n.fences, Moved: n.moved, Host: routeHost{n},
-			Forwards: n.metrics.forwards, StaleRefused: n.metrics.staleRefused})
+			Forwards: n.metrics.Forwards, StaleRefused: n.metrics.StaleRefused})
 }
 
 // routeHost is the node as its router sees it.

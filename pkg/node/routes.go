@@ -130,7 +130,7 @@ func (n *Node) relayReply(w *work, r *pb.CallReply) {
 		// The requester names no live owner: a stale or forged address
 		// (it came in a payload or a DATA frame). Nothing is dialled; the
 		// caller, if it exists, retries and gets the de-duplicated reply.
-		n.metrics.relayed.WithLabelValues("not_an_owner").Inc()
+		n.metrics.Relayed.WithLabelValues("not_an_owner").Inc()
 		return
 	}
 	msg := &pb.ReplyRelay{RelocationId: rr.relocationID, OperationId: rr.op, ReplyRoute: rr.route, Requester: rr.requester, Reply: r}
@@ -138,14 +138,14 @@ func (n *Node) relayReply(w *work, r *pb.CallReply) {
 		for attempt := range relayAttempts {
 			ack, err := n.sendRelay(n.life, addr, msg)
 			if err == nil {
-				n.metrics.relayed.WithLabelValues(wire.CodeName(ack.GetCode())).Inc()
+				n.metrics.Relayed.WithLabelValues(wire.CodeName(ack.GetCode())).Inc()
 				return
 			}
 			if n.life.Err() != nil || !clock.Sleep(n.clock, time.Duration(attempt+1)*relayBackoff, n.life.Done()) {
 				break
 			}
 		}
-		n.metrics.relayed.WithLabelValues("failed").Inc()
+		n.metrics.Relayed.WithLabelValues("failed").Inc()
 	})
 }
 
@@ -184,7 +184,7 @@ func (s *peerServer) RelayReply(ctx context.Context, m *pb.ReplyRelay) (*pb.Repl
 	n := s.n
 	rq := m.GetRequester()
 	if rq.GetOwnerId() != n.self.ID || rq.GetOwnerGeneration() != n.self.Generation || !n.rid.Equal(rq.GetRoutingId()) {
-		n.metrics.staleRefused.Inc()
+		n.metrics.StaleRefused.Inc()
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_STALE_FENCE}, nil
 	}
 	// Only the target the request was handed to may answer it (known with
@@ -199,7 +199,7 @@ func (s *peerServer) RelayReply(ctx context.Context, m *pb.ReplyRelay) (*pb.Repl
 		return &pb.ReplyRelayAck{Code: pb.Code_CODE_NOT_FOUND}, nil
 	}
 	if f := m.GetReply().GetFence(); f != nil && !n.fences.Accept(w.req.GetObject(), f) {
-		n.metrics.staleRefused.Inc()
+		n.metrics.StaleRefused.Inc()
 		m.Reply = &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: "relayed reply older than a fence already seen"}
 	}
 	select {

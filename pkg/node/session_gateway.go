@@ -46,7 +46,7 @@ func (n *Node) newGateway() *gateway.Gateway {
 	return gateway.New(gateway.Config{
 		Self:        session.Ref{Gateway: n.self.ID, Generation: n.self.Generation, RoutingID: n.rid, Address: n.selfNode.Address},
 		CallTimeout: n.cfg.CallTimeout, Clock: n.clock, Log: n.log, Peers: n.peers, Secured: n.tls != nil, Stopping: n.stopping,
-		Metrics: gateway.Metrics{Open: n.metrics.sessionsOpen, Opened: n.metrics.sessionsOpened, Closed: n.metrics.sessionsClosed},
+		Metrics: gateway.Metrics{Open: n.metrics.SessionsOpen, Opened: n.metrics.SessionsOpened, Closed: n.metrics.SessionsClosed},
 		Host:    gatewayHost{n},
 	})
 }

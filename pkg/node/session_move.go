@@ -62,7 +62,7 @@ func (m *sourceMailbox) sealSessions(ctx context.Context) {
 			req := &pb.SessionSealRequest{RelocationId: m.id[:], Object: s.h.name, Fence: fence, Session: s.ref.Proto(),
 				TargetId: m.target, TargetGeneration: m.targetGen}
 			code := n.seams.sessionSeal(ctx, s.ref, req)
-			n.metrics.sessionsSealed.WithLabelValues(wire.CodeName(code)).Inc()
+			n.metrics.SessionsSealed.WithLabelValues(wire.CodeName(code)).Inc()
 		})
 	}
 	wg.Wait()
@@ -115,7 +115,7 @@ func (h *hosted) routeSessions(relocationID []byte, commit bool) {
 	for _, r := range routes {
 		n.work.Go(func() {
 			code := n.seams.sessionRoute(r.b.j.Gateway, r.req)
-			n.metrics.sessionsRouted.WithLabelValues(wire.CodeName(code)).Inc()
+			n.metrics.SessionsRouted.WithLabelValues(wire.CodeName(code)).Inc()
 			if code == pb.Code_CODE_OK {
 				h.deliver(r.b)
 			}

@@ -96,7 +96,7 @@ func (h *hosted) commitPushes(s *boundSession, seq uint64, pushes []pendingPush)
 			}
 			if _, err := b.j.Push(p.payload); err != nil {
 				delete(h.sessions, b.j.Gateway.Session)
-				h.n.metrics.sessionsDropped.Inc()
+				h.n.metrics.SessionsDropped.Inc()
 				continue
 			}
 			kick = append(kick, b)
@@ -187,7 +187,7 @@ func (h *hosted) deliverPending(b *boundSession) {
 				b.gwHas = max(b.gwHas, r.GetDelivered())
 			}
 			h.mu.Unlock()
-			n.metrics.sessionPushes.Add(float64(len(pushes)))
+			n.metrics.SessionPushes.Add(float64(len(pushes)))
 			continue
 		case err == nil && (r.GetCode() == pb.Code_CODE_STALE_FENCE || r.GetCode() == pb.Code_CODE_NOT_FOUND):
 			// The gateway holds another binding (or has not taken this
@@ -271,13 +271,13 @@ func (s *peerServer) SessionBind(ctx context.Context, m *pb.SessionBindRequest) 
 		}
 		h.sessions[ref.Session] = b
 		binding = j.Gateway.Binding
-		n.metrics.sessionsBound.WithLabelValues("new").Inc()
+		n.metrics.SessionsBound.WithLabelValues("new").Inc()
 	} else {
 		if binding, err = b.j.Bind(ref, m.GetReceivedPush()); err != nil {
 			return &pb.SessionBindReply{Code: pb.Code_CODE_PROTOCOL_ERROR, Message: err.Error()}, nil
 		}
 		b.gwHas = m.GetReceivedPush()
-		n.metrics.sessionsBound.WithLabelValues("again").Inc()
+		n.metrics.SessionsBound.WithLabelValues("again").Inc()
 	}
 	out := &pb.SessionBindReply{Code: pb.Code_CODE_OK, Binding: binding, Fence: n.wireFence(h.fence, h.version, n.rid.Hex()), LastCall: b.j.LastCall}
 	n.work.Go(func() { h.deliver(b) })

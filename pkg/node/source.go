@@ -329,10 +329,10 @@ func (n *Node) relocateNow(ctx context.Context, obj keyspace.Object, opts Reloca
 // (stale_fence) before anything is sealed, the object serving on.
 func (n *Node) recordOf(ctx context.Context, h *hosted, obj keyspace.Object) (authority.Snapshot, error) {
 	if s, ok := n.servedRecord(h); ok {
-		n.metrics.plans.WithLabelValues("cache").Inc()
+		n.metrics.Plans.WithLabelValues("cache").Inc()
 		return s, nil
 	}
-	n.metrics.plans.WithLabelValues("etcd").Inc()
+	n.metrics.Plans.WithLabelValues("etcd").Inc()
 	return n.store.Read(ctx, obj)
 }
 

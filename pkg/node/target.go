@@ -32,7 +32,7 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	}
 	p := first.GetPrepare()
 	if p == nil {
-		n.metrics.lateFrames.Inc()
+		n.metrics.LateFrames.Inc()
 		return errProtocol("the first frame of a relocation stream must be PREPARE")
 	}
 	if _, err := wire.ParseRelocationIDBytes(p.GetRelocationId()); err != nil {
@@ -89,7 +89,7 @@ func (n *Node) newStage(ctx context.Context, ev relocation.PrepareEvent, bulk bo
 	}
 	key := stages.KeyOf(id, p)
 	if ans, ok := n.tombstones.Answer(key, relocation.Fingerprint(p)); ok {
-		n.metrics.lateFrames.Inc()
+		n.metrics.LateFrames.Inc()
 		send(ans)
 		return nil
 	}
@@ -103,7 +103,7 @@ func (n *Node) newStage(ctx context.Context, ev relocation.PrepareEvent, bulk bo
 	if busy != "" || dup {
 		// Refused before anything is staged or tracked: the machine's
 		// answer goes back.
-		n.metrics.stagesRefused.WithLabelValues(map[bool]string{true: "duplicate", false: "busy"}[dup]).Inc()
+		n.metrics.StagesRefused.WithLabelValues(map[bool]string{true: "duplicate", false: "busy"}[dup]).Inc()
 		relocator.Refuse(m, ev, func(f *pb.RelocationFrame) error { send(f); return nil })
 		release()
 		return nil
