@@ -52,6 +52,20 @@ func TestFileSizes(t *testing.T) {
 	})
 }
 
+// Packages split by capability: no package (a directory's non-test,
+// non-generated Go files) over 5,000 lines. pkg/node composes packages of
+// its own (pkg/node/internal/hosted, routing, drain, ...) instead of
+// growing past it.
+func TestPackageSizes(t *testing.T) {
+	lines := map[string]int{}
+	walkGo(t, func(rel string, src []byte) { lines[filepath.Dir(rel)] += bytes.Count(src, []byte("\n")) })
+	for dir, n := range lines {
+		if n > 5000 {
+			t.Errorf("package %s has %d lines of non-test Go: split a capability out of it (at most 5,000)", dir, n)
+		}
+	}
+}
+
 // Every package says what it owns: go doc prints a package comment.
 func TestPackageDocs(t *testing.T) {
 	cmd := exec.Command("go", "list", "-f", "{{.ImportPath}} {{if .Doc}}doc{{end}}", "./...")

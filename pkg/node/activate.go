@@ -12,6 +12,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/record"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -19,7 +20,7 @@ import (
 // hostedOrActivate returns the local instance of obj, activating or
 // recovering it on this node when etcd says it may. A non-nil reply is the
 // answer to give instead (a redirect or an error).
-func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ actor.Type) (*hosted, *pb.CallReply) {
+func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ actor.Type) (*hosted.Object, *pb.CallReply) {
 	name := obj.String()
 	n.mu.Lock()
 	if n.closing {
@@ -28,32 +29,32 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 	}
 	h, ok := n.objects[name]
 	if !ok {
-		h = newHosted(n, obj, typ)
-		n.objects[h.name] = h // the one copy of the name
+		h = hosted.New(n.env, obj, n.typeRef(typ))
+		n.objects[h.Name()] = h // the one copy of the name
 		n.noteChangeLocked()
 	}
 	n.mu.Unlock()
 	if ok {
 		select {
-		case <-h.readyCh():
+		case <-h.ReadyCh():
 		case <-ctx.Done():
 			return nil, &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "waiting for activation of " + name}
 		}
-		if h.failReply != nil {
-			return nil, h.failReply
+		if h.FailReply != nil {
+			return nil, h.FailReply
 		}
 		return h, nil
 	}
 	rep := n.activate(ctx, h)
 	if rep != nil && rep.Code != pb.Code_CODE_STATE_LOST {
-		h.failReply = rep
+		h.FailReply = rep
 		n.forget(h)
-		h.markReady()
+		h.MarkReady()
 		return nil, rep
 	}
 	n.metrics.Hosted.Inc()
-	h.markReady()
-	h.kickDelivery() // a durable object re-activated with messages to send
+	h.MarkReady()
+	h.KickDelivery() // a durable object re-activated with messages to send
 	return h, rep
 }
 
@@ -63,84 +64,80 @@ func (n *Node) canHost(typ string) bool {
 
 // activate decides, from etcd, whether this node may serve h's object:
 // activate (no record), host (our record), recover (owner gone) or redirect.
-func (n *Node) activate(ctx context.Context, h *hosted) *pb.CallReply {
+func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 	for range 8 {
-		snap, err := n.store.Read(ctx, h.obj)
+		snap, err := n.store.Read(ctx, h.Object())
 		if errors.Is(err, authority.ErrNotFound) {
-			if rep := n.refuseActivation(h.name); rep != nil { // drain.go
+			if rep := n.refuseActivation(h.Name()); rep != nil { // drain.go
 				return rep
 			}
-			if !n.canHost(h.typ.Name) {
-				return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("node %s does not host type %s", n.cfg.Name, h.typ.Name)}
+			if !n.canHost(h.Typ.Name) {
+				return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("node %s does not host type %s", n.cfg.Name, h.Typ.Name)}
 			}
-			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.obj, Owner: n.self, Node: n.selfNode})
+			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.Object(), Owner: n.self, Node: n.selfNode})
 			if err != nil {
-				return n.storeReply("activate "+h.name, err)
+				return n.storeReply("activate "+h.Name(), err)
 			}
 			n.cache.Observe(res.Snapshot)
 			if res.Won {
 				n.metrics.Activations.Inc()
-				h.install(res.Snapshot)
-				if h.typ.Durable {
-					return n.freshDurable(ctx, h)
+				h.Install(res.Snapshot)
+				if h.Typ.Durable {
+					return h.FreshDurable(ctx)
 				}
 				return nil
 			}
 			snap = res.Snapshot
 		} else if err != nil {
-			return n.storeReply("read "+h.name, err)
+			return n.storeReply("read "+h.Name(), err)
 		}
 		n.cache.Observe(snap)
 		if snap.Record.Owner == n.self {
-			h.install(snap)
-			if h.typ.Durable {
-				return n.loadDurable(ctx, h) // its state is in etcd: nothing was lost
+			h.Install(snap)
+			if h.Typ.Durable {
+				return h.LoadDurable(ctx) // its state is in etcd: nothing was lost
 			}
 			return n.recreatedHere(h, snap)
 		}
 		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
 			return n.notOwner(snap)
 		}
-		if rep := n.refuseActivation(h.name); rep != nil { // drain.go
+		if rep := n.refuseActivation(h.Name()); rep != nil { // drain.go
 			return rep
 		}
-		if !n.canHost(h.typ.Name) {
-			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s is orphaned and node %s does not host type %s", h.name, n.cfg.Name, h.typ.Name)}
+		if !n.canHost(h.Typ.Name) {
+			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s is orphaned and node %s does not host type %s", h.Name(), n.cfg.Name, h.Typ.Name)}
 		}
 		w, err := n.store.Recover(ctx, authority.RecoverRequest{Seen: snap, NewOwner: n.self, Node: n.selfNode})
 		if err != nil {
-			return n.storeReply("recover "+h.name, err)
+			return n.storeReply("recover "+h.Name(), err)
 		}
 		if w.NoSpace {
-			return n.noSpaceReply("recover " + h.name + ": " + authority.ErrNoSpace.Error())
+			return n.noSpaceReply("recover " + h.Name() + ": " + authority.ErrNoSpace.Error())
 		}
 		if w.Found {
 			n.cache.Observe(w.Snapshot)
 		}
 		if w.Written {
 			n.metrics.Recoveries.Inc()
-			h.install(w.Snapshot)
-			if h.typ.Durable {
+			h.Install(w.Snapshot)
+			if h.Typ.Durable {
 				// Its state survived its owner in etcd: restored, no StateLost.
-				return n.loadDurable(ctx, h)
+				return h.LoadDurable(ctx)
 			}
-			h.lostGen = w.Snapshot.Record.ObjectGeneration
-			n.log.Warn().Str("object", h.name).Str("deadOwner", snap.Record.Owner.String()).
+			h.LostGen = w.Snapshot.Record.ObjectGeneration
+			n.log.Warn().Str("object", h.Name()).Str("deadOwner", snap.Record.Owner.String()).
 				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
-			return stateLost(h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
+			return stateLost(h.Reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 				"%s: owner %s died with its state; re-created with object generation %d; the request was not executed",
-				h.name, snap.Record.Owner, w.Snapshot.Record.ObjectGeneration)))
+				h.Name(), snap.Record.Owner, w.Snapshot.Record.ObjectGeneration)))
 		}
 		if w.Found && w.OwnerAlive {
 			return n.notOwner(w.Snapshot)
 		}
 		// The record moved under us: read again.
 	}
-	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.name + " kept racing"}
-}
-
-func unavailable(what string, err error) *pb.CallReply {
-	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: what + ": " + err.Error()}
+	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.Name() + " kept racing"}
 }
 
 // notOwner is the redirect to the owner named in snap.
@@ -164,13 +161,13 @@ func (n *Node) notOwnerAt(obj keyspace.Object, loc record.Location) *pb.CallRepl
 // forget removes h from the hosted objects if it is still the one
 // registered (and wakes whoever waits for a removal: placeRestored); it
 // reports whether it was.
-func (n *Node) forget(h *hosted) bool {
+func (n *Node) forget(h *hosted.Object) bool {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.objects[h.name] != h {
+	if n.objects[h.Name()] != h {
 		return false
 	}
-	delete(n.objects, h.name)
+	delete(n.objects, h.Name())
 	n.noteChangeLocked()
 	return true
 }
@@ -202,7 +199,7 @@ func (n *Node) noteChangeLocked() {
 }
 
 // unhost removes a serving h from the hosted objects (forget, counted).
-func (n *Node) unhost(h *hosted) {
+func (n *Node) unhost(h *hosted.Object) {
 	if n.forget(h) {
 		n.metrics.Hosted.Dec()
 	}

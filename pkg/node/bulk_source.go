@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 
 	"github.com/meshloc/meshloc/internal/relocator"
@@ -15,7 +16,6 @@ import (
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
-	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -55,7 +55,7 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 		timeout = n.cfg.RelocationTimeout
 	}
 	out := make([]BulkOutcome, len(names))
-	var held []*hosted
+	var held []*hosted.Object
 	var idx []int
 	var snaps []authority.Snapshot
 	for i, name := range names {
@@ -87,7 +87,7 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 	defer cancel()
 	stopCtx, stopped := context.WithCancel(n.stopCtx)
 	defer stopped()
-	peer, err := n.openBulk(rctx, addr)
+	peer, err := n.peers.OpenBulk(rctx, addr)
 	if err != nil {
 		for _, i := range idx {
 			out[i].Code, out[i].Message = pb.Code_CODE_UNAVAILABLE, "cannot reach the target: "+err.Error()
@@ -103,24 +103,25 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 		Late: func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() }}
 	tref := relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
-	reps := make([]*bulkReporter, len(held))
+	reps := make([]*reloclog.BulkReporter, len(held))
 	for k, h := range held {
 		id := wire.NewRelocationID()
 		m := relocation.NewSource(relocation.SourceConfig{ID: id, Object: snaps[k], Self: n.self, SelfRoutingID: n.rid,
 			Target: tref, AppVersion: n.cfg.ApplicationVersion, DeadlineMs: deadline.UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
 			Nonce: wire.NewNonce(), EagerMaxBytes: n.cfg.EagerCutoverBytes, PrecopyMinBytes: -1})
-		mb := &sourceMailbox{n: n, id: id, primary: h.obj, target: target.Descriptor.OwnerID, targetGen: target.Generation, units: []*hosted{h}}
+		mb := &hosted.SourceMailbox{Env: n.env, ID: id, Primary: h.Object(), Target: target.Descriptor.OwnerID, TargetGen: target.Generation, Units: []*hosted.Object{h}}
 		store, unitPeer, mailbox := n.seams.source(mb, b.Out.Peer())
-		reps[k] = &bulkReporter{n: n, role: "source"}
+		reps[k] = reloclog.NewBulkReporter("source", n.relocMetrics, n.log, nil)
 		out[idx[k]].ID = id
-		b.Units = append(b.Units, relocator.BulkSourceUnit{Machine: m, Objects: []keyspace.Object{h.obj}, Store: store,
-			Mailbox: mailbox, Peer: unitPeer, Report: &countingReporter{bulkReporter: reps[k], rec: rec}})
+		b.Units = append(b.Units, relocator.BulkSourceUnit{Machine: m, Objects: []keyspace.Object{h.Object()}, Store: store,
+			Mailbox: mailbox, Peer: unitPeer, Report: reps[k].CountingIn(rec)})
 	}
 	b.Run(rctx)
 	for k, i := range idx {
 		r := reps[k]
-		out[i].Outcome, out[i].Code, out[i].Message, out[i].Interruption = r.outcome.String(), r.code, r.message, r.interruption
-		if r.outcome == 0 {
+		f := r.Finish()
+		out[i].Outcome, out[i].Code, out[i].Message, out[i].Interruption = f.Outcome.String(), f.Code, f.Message, r.Interruption()
+		if f.Outcome == 0 {
 			out[i].Outcome, out[i].Code, out[i].Message = relocation.Shutdown.String(), pb.Code_CODE_SHUTTING_DOWN, "the bulk move ended before this relocation did"
 		}
 	}
@@ -134,7 +135,7 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 // serving here, not a group's member, not relocating, not pinned when
 // skipPinned (held: relocating, until the caller releases it), and its
 // record.
-func (n *Node) holdForBulk(ctx context.Context, name string, skipPinned bool) (*hosted, authority.Snapshot, error) {
+func (n *Node) holdForBulk(ctx context.Context, name string, skipPinned bool) (*hosted.Object, authority.Snapshot, error) {
 	obj, err := keyspace.ParseObject(name)
 	if err != nil {
 		return nil, authority.Snapshot{}, err
@@ -161,60 +162,4 @@ func (n *Node) holdForBulk(ctx context.Context, name string, skipPinned bool) (*
 		return nil, authority.Snapshot{}, err
 	}
 	return h, snap, nil
-}
-
-// openBulk opens a bulk stream to addr.
-func (n *Node) openBulk(ctx context.Context, addr string) (*clientBulkPeer, error) {
-	conn, err := n.peers.Get(addr)
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	stream, err := rpcpb.NewPeerServiceClient(conn).RelocateMany(sctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &clientBulkPeer{s: stream, cancel: cancel}, nil
-}
-
-// clientBulkPeer is the source's end of a bulk stream.
-type clientBulkPeer struct {
-	s      rpcpb.PeerService_RelocateManyClient
-	cancel context.CancelFunc
-}
-
-func (p *clientBulkPeer) Send(fs []*pb.RelocationFrame) error {
-	return p.s.Send(&pb.RelocationFrames{Frames: fs})
-}
-
-func (p *clientBulkPeer) Recv() ([]*pb.RelocationFrame, error) {
-	m, err := p.s.Recv()
-	if err != nil {
-		return nil, err
-	}
-	return m.GetFrames(), nil
-}
-
-func (p *clientBulkPeer) Close() { _ = p.s.CloseSend(); p.cancel() }
-
-// countingReporter counts the bulk's relocations as each ends, in its
-// listed status.
-type countingReporter struct {
-	*bulkReporter
-	rec *reloclog.Record
-}
-
-func (r *countingReporter) Finished(f relocation.Finish) {
-	r.bulkReporter.Finished(f)
-	r.rec.Set(func(s *pb.RelocationStatus) {
-		switch f.Outcome {
-		case relocation.Completed:
-			s.BulkCompleted++
-		case relocation.Aborted:
-			s.BulkAborted++
-		default:
-			s.BulkFailed++
-		}
-	})
 }

@@ -3,9 +3,10 @@ package node
 import (
 	"fmt"
 	"sync/atomic"
-	"time"
 
 	"github.com/meshloc/meshloc/internal/relocator"
+	"github.com/meshloc/meshloc/pkg/node/peers"
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
@@ -31,7 +32,7 @@ func (s *peerServer) RelocateMany(stream rpcpb.PeerService_RelocateManyServer) e
 		n.relocs.Untrack(rec)
 	}()
 	b := &relocator.BulkTarget{
-		Self: n.self, Node: n.selfNode, Peer: &serverBulkPeer{s: stream},
+		Self: n.self, Node: n.selfNode, Peer: peers.ServeBulk(stream),
 		Clock: n.clock, Draining: n.draining.Load, Stop: n.stopping,
 		MaxBatchBytes: wire.MaxMessageBytes - 64<<10,
 		Late:          func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() },
@@ -48,14 +49,14 @@ func (s *peerServer) RelocateMany(stream rpcpb.PeerService_RelocateManyServer) e
 					s.Source = fmt.Sprintf("%s@%d", c.GetOwnerId(), c.GetOwnerGeneration())
 				}
 			})
-			rep := &bulkReporter{n: n, role: "target", sealedUs: st.m.SealedUnixUs}
+			rep := reloclog.NewBulkReporter("target", n.relocMetrics, n.log, st.m.SealedUnixUs)
 			if st.err != nil {
 				rep.Failed(st.err)
 			}
 			return &relocator.BulkStage{Machine: st.m, First: st.first, Store: st.store, Mailbox: st.mailbox, Report: rep,
 				Ended: func() {
 					st.end()
-					switch rep.outcome {
+					switch rep.Finish().Outcome {
 					case relocation.Completed:
 						completed.Add(1)
 					case relocation.Aborted:
@@ -68,70 +69,4 @@ func (s *peerServer) RelocateMany(stream rpcpb.PeerService_RelocateManyServer) e
 	}
 	b.Run(n.life)
 	return nil
-}
-
-// serverBulkPeer is the target's end of a bulk stream: the handler's
-// return ends it.
-type serverBulkPeer struct {
-	s rpcpb.PeerService_RelocateManyServer
-}
-
-func (p *serverBulkPeer) Send(fs []*pb.RelocationFrame) error {
-	return p.s.Send(&pb.RelocationFrames{Frames: fs})
-}
-
-func (p *serverBulkPeer) Recv() ([]*pb.RelocationFrame, error) {
-	m, err := p.s.Recv()
-	if err != nil {
-		return nil, err
-	}
-	return m.GetFrames(), nil
-}
-
-func (p *serverBulkPeer) Close() {}
-
-// bulkReporter is the Reporter of one relocation of a bulk move: the
-// node's metrics and log, and its outcome (the bulk is listed as one
-// relocation; each object's outcome goes to whoever moved it).
-type bulkReporter struct {
-	n    *Node
-	role string
-	// sealed: the source's seal; sealedUs: the target's copy of it.
-	sealed   time.Time
-	sealedUs func() int64
-	// What happened: its outcome and the interruption (seal to admission).
-	outcome      relocation.Outcome
-	code         pb.Code
-	message      string
-	interruption time.Duration
-}
-
-func (r *bulkReporter) Phase(string) {}
-
-func (r *bulkReporter) Sealed(at time.Time, _ int) { r.sealed = at }
-
-func (r *bulkReporter) Chunk(size int) {
-	r.n.metrics.Chunks.Inc()
-	r.n.metrics.Bytes.Add(float64(size))
-}
-
-func (r *bulkReporter) Admitted(at time.Time) {
-	switch {
-	case r.role == "source" && !r.sealed.IsZero():
-		r.interruption = at.Sub(r.sealed)
-		r.n.metrics.Interruption.Observe(r.interruption.Seconds())
-	case r.role == "target" && r.sealedUs != nil:
-		if us := r.sealedUs(); us > 0 && at.UnixMicro() > us {
-			r.interruption = time.Duration(at.UnixMicro()-us) * time.Microsecond
-		}
-	}
-}
-
-func (r *bulkReporter) Finished(f relocation.Finish) {
-	r.outcome, r.code, r.message = f.Outcome, f.Code, f.Message
-	r.n.metrics.Relocations.WithLabelValues(r.role, f.Outcome.String()).Inc()
-}
-
-func (r *bulkReporter) Failed(err error) {
-	r.n.log.Warn().Err(err).Str("role", r.role).Msg("bulk relocation step refused")
 }

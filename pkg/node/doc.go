@@ -7,34 +7,36 @@
 //     pkg/node/config;
 //   - calls (route.go, routes.go): pkg/node/routing decides where a call
 //     goes; the node serves it here, forwards it, relays replies;
-//   - hosted objects (host.go, mailbox*.go): one mailbox per object, its
-//     activation, timers and de-duplication table, and the relocation
-//     actions on its queues (seal, capture, hold, reopen, drop, fail;
-//     restore, admit, discard) — the relocator's Mailbox seam;
+//   - hosted objects: internal/hosted owns each one (mailbox, instance,
+//     timers, de-duplication table, outbox, sessions, durable writes, the
+//     relocation actions on its queues); the node activates them
+//     (activate.go), keeps their table and gives them what they ask of it
+//     (hosting.go); the target's mailbox (mailbox_target.go) registers
+//     restored objects;
 //   - relocations (source.go, target.go, targets.go): the one way a source
 //     relocation starts, the target stage's admission, the target rule
 //     (placement.Eligible), each run by internal/relocator;
-//   - groups and Actor Join (groups.go, join.go), durable state
-//     (durable.go), ownership noticed from etcd (ownership.go,
-//     recovered.go);
+//   - groups and Actor Join (groups.go, join.go), ownership noticed from
+//     etcd (ownership.go, recovered.go);
 //   - drain: pkg/node/drain decides what moves where and when; the node
 //     carries its moves out (drain.go, drain_host.go);
-//   - messages between objects (messages.go, message_delivery.go): the
-//     outbox recorded in the sender's turn, its delivery as pkg/actor's
-//     Delivery decides it, answers applied in the sender's mailbox
-//     (docs/design.md §13); the traffic sketch and AdminService.Traffic
-//     (traffic.go) for co-location.
+//   - messages between objects: recorded, delivered and answered in
+//     internal/hosted (docs/design.md §13); the node sends them like calls
+//     and checks their senders (hosting.go), and keeps the traffic sketch
+//     for co-location (traffic.go, AdminService.Traffic).
 //
 // Capabilities with a seam of their own live in packages under it:
-// config (settings and flags), peers (connections to live owners and the
-// forward stream), routing (where a call goes, fences seen), pacing (background relocations yield to calls), drain,
-// gateway (sessions at their gateway), stages (bounds on relocation
-// streams, tombstones), durable (a durable object's persisted form),
-// reloclog (relocation statuses and the event stream), execlog (the
-// execution log).
+// internal/hosted (the hosted objects), config (settings and flags), peers
+// (connections to live owners, the forward and relocation streams),
+// routing (where a call goes, fences seen), pacing (background relocations
+// yield to calls), drain, gateway (sessions at their gateway), stages
+// (bounds on relocation streams, tombstones), durable (a durable object's
+// persisted form), reloclog (relocation statuses, Actor Join profiles, the
+// event stream), execlog (the execution log), nodemetrics (its metrics),
+// faults (test builds only: the relocation seams' faults).
 //
 // What it must not do: decide a relocation's outcome (the machines do),
 // keep a fault or planted bug in a production build (they wrap its seams
-// in faults_on.go, compiled only with -tags failpoints), read the time but
+// in faults_on.go and faults, compiled only with -tags failpoints), read the time but
 // through its clock (Options.Clock), or start a goroutine nobody waits for.
 package node

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/node/drain"
 	"github.com/meshloc/meshloc/pkg/placement"
@@ -81,32 +80,4 @@ func (n *Node) isHosted(name string) bool {
 	defer n.mu.Unlock()
 	_, ok := n.objects[name]
 	return ok
-}
-
-// Name is h's object name; Object its parsed name (a drain.Hosted).
-func (h *hosted) Name() string            { return h.name }
-func (h *hosted) Object() keyspace.Object { return h.obj }
-
-// StateBytes is h's state size as far as the node knows it.
-func (h *hosted) StateBytes() int { return h.knownStateBytes() }
-
-// Verdict says whether a drain may take h now.
-func (h *hosted) Verdict() drain.Verdict {
-	select {
-	case <-h.readyCh():
-	default:
-		return drain.Later // activating
-	}
-	if h.failReply != nil {
-		return drain.Gone
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	switch {
-	case h.closed:
-		return drain.Gone
-	case h.mode != modeServing || h.relocating:
-		return drain.Later
-	}
-	return drain.Now
 }

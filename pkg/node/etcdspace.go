@@ -15,11 +15,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/meshloc/meshloc/internal/etcdalarm"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/node/nodemetrics"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -28,13 +27,7 @@ const alarmEvery = 5 * time.Second
 
 // followAlarms starts the alarm monitor (until ctx ends) and its metric.
 func (n *Node) followAlarms(ctx context.Context) {
-	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "meshloc_etcd_alarm",
-		Help: "1 while etcd has an alarm of this type raised (NOSPACE: out of space, every write refused; CORRUPT), as this process last read etcd's alarm list."},
-		[]string{"type"})
-	for _, t := range etcdalarm.Types {
-		g.WithLabelValues(t).Set(0)
-	}
-	n.metrics.Reg.MustRegister(g)
+	g := nodemetrics.EtcdAlarms(n.metrics.Reg, etcdalarm.Types)
 	n.alarms = etcdalarm.New(n.etcd, alarmEvery, n.log, func(as []etcdalarm.Alarm) {
 		for _, t := range etcdalarm.Types {
 			v := 0.0

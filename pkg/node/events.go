@@ -4,10 +4,9 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 
+	"github.com/meshloc/meshloc/pkg/node/nodemetrics"
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -35,24 +34,10 @@ var (
 func (n *Node) stats() *pb.NodeStats {
 	return &pb.NodeStats{
 		UnixMs:              n.now().UnixMilli(),
-		CallsTotal:          uint64(sumCounter(n.metrics.Calls)),
+		CallsTotal:          uint64(nodemetrics.Sum(n.metrics.Calls)),
 		HostedObjects:       uint32(n.Hosted()),
 		RelocationsInFlight: uint32(n.relocs.InFlight("")),
 	}
-}
-
-// sumCounter adds up every series of c.
-func sumCounter(c prometheus.Collector) float64 {
-	ch := make(chan prometheus.Metric, 32)
-	go func() { c.Collect(ch); close(ch) }()
-	var sum float64
-	for m := range ch {
-		var d dto.Metric
-		if m.Write(&d) == nil && d.GetCounter() != nil {
-			sum += d.GetCounter().GetValue()
-		}
-	}
-	return sum
 }
 
 // WatchEvents serves AdminService.WatchEvents (see the bounds above): the

@@ -13,6 +13,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/node/faults"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/session"
@@ -26,9 +27,9 @@ import (
 
 func withFaults(s seams) seams {
 	source, targetPeer, target, relay := s.source, s.targetPeer, s.target, s.relayReply
-	s.source = func(mb *sourceMailbox, p relocator.Peer) (relocator.Store, relocator.Peer, relocator.SourceMailbox) {
+	s.source = func(mb *hosted.SourceMailbox, p relocator.Peer) (relocator.Store, relocator.Peer, relocator.SourceMailbox) {
 		st, p, m := source(mb, p)
-		return st, faults.SourcePeer(p), faults.SourceMailbox(m, mb.id)
+		return st, faults.SourcePeer(p), faults.SourceMailbox(m, mb.ID)
 	}
 	s.targetPeer = func(p relocator.Peer) relocator.Peer { return faults.TargetPeer(targetPeer(p)) }
 	s.target = func(m *relocation.Target, mb *targetMailbox) (relocator.Store, relocator.TargetMailbox) {
@@ -59,7 +60,7 @@ func withFaults(s seams) seams {
 		}
 		return r
 	}
-	s.relayReply = func(w *work, r *pb.CallReply) {
+	s.relayReply = func(w *hosted.Work, r *pb.CallReply) {
 		if failpoint.Hit(failpoint.TargetBeforeRelay) != nil {
 			return // the relay is lost: the caller's retry gets the reply from the de-duplication table
 		}
@@ -154,11 +155,11 @@ func ackBeforeCommit(m *relocation.Target, mb *targetMailbox, req authority.Comm
 	n, data := mb.n, m.Data()
 	pending := len(data)
 	for _, h := range mb.hidden {
-		h.mu.Lock()
-		if h.mv != nil {
-			pending += len(h.mv.captured)
+		h.Mu.Lock()
+		if h.Mv != nil {
+			pending += len(h.Mv.Captured)
 		}
-		h.mu.Unlock()
+		h.Mu.Unlock()
 	}
 	if pending == 0 {
 		return false
@@ -166,30 +167,30 @@ func ackBeforeCommit(m *relocation.Target, mb *targetMailbox, req authority.Comm
 	id := m.ID()
 	for _, h := range mb.hidden {
 		for _, p := range req.Participants {
-			if p.Expected.Object.String() == h.name {
+			if p.Expected.Object.String() == h.Name() {
 				planned := authority.Planned(p, n.self, n.selfNode, id.String())
-				h.mu.Lock()
-				h.fence, h.version = record.Snapshot{Object: p.Expected.Object, Record: planned}.Fence(), p.Expected.StoreVersion
-				h.mu.Unlock()
+				h.Mu.Lock()
+				h.Fence, h.Version = record.Snapshot{Object: p.Expected.Object, Record: planned}.Fence(), p.Expected.StoreVersion
+				h.Mu.Unlock()
 			}
 		}
-		var ws []*work
-		h.mu.Lock()
-		if h.mv != nil {
-			ws, h.mv.captured = h.mv.captured, nil
-			h.tidyLocked()
+		var ws []*hosted.Work
+		h.Mu.Lock()
+		if h.Mv != nil {
+			ws, h.Mv.Captured = h.Mv.Captured, nil
+			h.TidyLocked()
 		}
-		h.mu.Unlock()
+		h.Mu.Unlock()
 		for _, q := range data {
-			if q.GetObject() != h.name {
+			if q.GetObject() != h.Name() {
 				continue
 			}
 			if op, err := wire.ValidateCall(q); err == nil {
-				ws = append(ws, &work{req: q, op: op, relay: relayOf(q, id[:])})
+				ws = append(ws, &hosted.Work{Req: q, Op: op, Relay: hosted.RelayOf(q, id[:])})
 			}
 		}
 		for _, w := range ws {
-			h.answer(w, h.execute(w))
+			h.Answer(w, h.Execute(w))
 		}
 	}
 	return true

@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -194,7 +195,7 @@ func (n *Node) joinHere(ctx context.Context, gs authority.Snapshot, a keyspace.O
 		return nil, err
 	}
 	defer release()
-	var h *hosted
+	var h *hosted.Object
 	if actorExists {
 		// The actor must not be relocating: hold its relocation flag while
 		// the membership changes (its record's compare catches the rest).
@@ -244,13 +245,13 @@ func (n *Node) hostJoined(snap authority.Snapshot) {
 		n.mu.Unlock()
 		return
 	}
-	h := newHosted(n, snap.Object, typ)
-	n.objects[h.name] = h
+	h := hosted.New(n.env, snap.Object, n.typeRef(typ))
+	n.objects[h.Name()] = h
 	n.mu.Unlock()
-	h.install(snap)
+	h.Install(snap)
 	n.metrics.Activations.Inc()
 	n.metrics.Hosted.Inc()
-	h.markReady()
+	h.MarkReady()
 }
 
 func (n *Node) membershipDone(res authority.MembershipResult, what string) (*pb.GroupStatus, error) {
@@ -264,14 +265,14 @@ func (n *Node) membershipDone(res authority.MembershipResult, what string) (*pb.
 		return nil, fmt.Errorf("%w: %s of %s in %s: the records changed during it (retry)", ErrGroupBusy, what, res.Actor.Object, res.Group.Object)
 	}
 	if h := n.hostedObject(res.Actor.Object.String()); h != nil {
-		h.mu.Lock()
-		h.takeRecordLocked(res.Actor)
-		h.mu.Unlock()
+		h.Mu.Lock()
+		h.TakeRecordLocked(res.Actor)
+		h.Mu.Unlock()
 	}
 	return groupStatus(res.Group), nil
 }
 
-func (n *Node) hostedObject(name string) *hosted {
+func (n *Node) hostedObject(name string) *hosted.Object {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	return n.objects[name]
@@ -280,7 +281,7 @@ func (n *Node) hostedObject(name string) *hosted {
 // holdActor returns the hosted actor (activating it from its record, which
 // names this node, if it is not in memory) marked relocating, so that no
 // relocation of it starts; releaseActor undoes it.
-func (n *Node) holdActor(ctx context.Context, a keyspace.Object) (*hosted, error) {
+func (n *Node) holdActor(ctx context.Context, a keyspace.Object) (*hosted.Object, error) {
 	typ, err := n.reg.Lookup(a.Type)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", authority.ErrInvalidRequest, err)
@@ -294,7 +295,7 @@ func (n *Node) holdActor(ctx context.Context, a keyspace.Object) (*hosted, error
 
 // holdHosted is holdActor for an object in memory here: nothing is
 // activated.
-func (n *Node) holdHosted(ctx context.Context, a keyspace.Object) (*hosted, error) {
+func (n *Node) holdHosted(ctx context.Context, a keyspace.Object) (*hosted.Object, error) {
 	h := n.hostedObject(a.String())
 	if h == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNotHosted, a)
@@ -302,63 +303,30 @@ func (n *Node) holdHosted(ctx context.Context, a keyspace.Object) (*hosted, erro
 	return n.hold(ctx, h)
 }
 
-func (n *Node) hold(ctx context.Context, h *hosted) (*hosted, error) {
-	if err := n.waitAdmitted(ctx, h); err != nil {
+func (n *Node) hold(ctx context.Context, h *hosted.Object) (*hosted.Object, error) {
+	if err := h.WaitAdmitted(ctx, n.clock); err != nil {
 		return nil, err
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
 	switch {
-	case h.failReply != nil || h.closed:
-		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.name)
-	case h.relocating || h.mode == modeBoundary || h.mode == modeHold:
+	case h.FailReply != nil || h.Closed:
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.Name())
+	case h.Relocating || h.Mode == hosted.ModeBoundary || h.Mode == hosted.ModeHold:
 		// Held, or sealed by a relocation in flight (its group's, say).
-		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, h.name)
-	case h.mode != modeServing:
-		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.name)
+		return nil, fmt.Errorf("%w: %s", ErrAlreadyRelocating, h.Name())
+	case h.Mode != hosted.ModeServing:
+		return nil, fmt.Errorf("%w: %s", ErrNotHosted, h.Name())
 	}
-	h.relocating = true
+	h.Relocating = true
 	return h, nil
 }
 
-func (n *Node) releaseActor(h *hosted) {
-	h.mu.Lock()
-	h.relocating = false
-	h.mu.Unlock()
+func (n *Node) releaseActor(h *hosted.Object) {
+	h.Mu.Lock()
+	h.Relocating = false
+	h.Mu.Unlock()
 	n.noteChange()
-}
-
-// admitWait bounds how long a relocation waits for an object that just
-// arrived here to be admitted (moments after the commit that the previous
-// relocation waited for).
-const admitWait = 2 * time.Second
-
-// waitAdmitted waits, at most admitWait, until h is activated and, if it
-// just arrived here, admitted by its target stage.
-func (n *Node) waitAdmitted(ctx context.Context, h *hosted) error {
-	select {
-	case <-h.readyCh():
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	var unhidden chan struct{}
-	h.mu.Lock()
-	if h.mv != nil {
-		unhidden = h.mv.unhidden
-	}
-	h.mu.Unlock()
-	if unhidden == nil {
-		return nil
-	}
-	t := n.clock.NewTimer(admitWait)
-	defer t.Stop()
-	select {
-	case <-unhidden:
-	case <-t.C():
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return nil
 }
 
 // LeaveGroup removes actor from group; this node must own the group.

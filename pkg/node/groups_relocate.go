@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -170,7 +171,7 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	// Host every member (a member never called yet is activated from its
 	// record, which names this node) and hold it: no other relocation of
 	// it starts, and it is sealed with the others.
-	var hs []*hosted
+	var hs []*hosted.Object
 	defer func() {
 		for _, h := range hs {
 			n.releaseActor(h)

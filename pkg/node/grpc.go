@@ -4,8 +4,6 @@ import (
 	"context"
 	"strings"
 
-	"google.golang.org/grpc"
-
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -89,36 +87,4 @@ func rpcAction(fullMethod string) (mtls.Action, bool) {
 		return mtls.ActionRead, true // health and reflection (health.go): what anyone who may read may see
 	}
 	return "", false
-}
-
-// authorize checks the verified identity of an RPC's peer against
-// rpcAction: Unauthenticated without one, PermissionDenied for a role
-// that may not.
-func authorize(ctx context.Context, fullMethod string) error {
-	id, err := mtls.PeerIdentity(ctx)
-	if err != nil {
-		return status.Error(codes.Unauthenticated, err.Error())
-	}
-	a, ok := rpcAction(fullMethod)
-	if !ok {
-		return status.Errorf(codes.PermissionDenied, "mtls: %s is not an RPC of this node", fullMethod)
-	}
-	if err := mtls.Allowed(id, a); err != nil {
-		return status.Error(codes.PermissionDenied, err.Error())
-	}
-	return nil
-}
-
-func authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
-	if err := authorize(ctx, info.FullMethod); err != nil {
-		return nil, err
-	}
-	return h(ctx, req)
-}
-
-func authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) error {
-	if err := authorize(ss.Context(), info.FullMethod); err != nil {
-		return err
-	}
-	return h(srv, ss)
 }

@@ -3,13 +3,11 @@ package node
 import (
 	"context"
 	"fmt"
-	"slices"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -35,7 +33,7 @@ import (
 //     it stops relocations (bug 27); what is still pending then ends as
 //     shutdown and is still retired once.
 //   - After the commit the source's copy is detached: unhosted, its callers
-//     redirected to the group's node (bug 28: Drop, mailbox.go).
+//     redirected to the group's node (bug 28: Drop, internal/hosted).
 
 // JoinError: an Actor Join ended before READY; the actor stayed where it
 // was and is not a member. Status says how it ended.
@@ -53,119 +51,23 @@ func (e *JoinError) Error() string {
 // WireCode: the join ended before READY; the actor stays (wire.CodeOf).
 func (e *JoinError) WireCode() pb.Code { return pb.Code_CODE_CONFLICT }
 
-// joinSet holds the Actor Join profiles of this node (as the source).
-type joinSet struct {
-	mu       sync.Mutex
-	pending  map[wire.RelocationID]*joinProfile
-	recent   []JoinTombstone // retired, oldest first (bounded)
-	wg       sync.WaitGroup  // one per join source run
-	metricMu sync.Once
-	retired  *prometheus.CounterVec
-}
-
 // JoinTombstone is a retired Actor Join, kept (bounded) for inspection.
-type JoinTombstone struct {
-	RelocationID string
-	Actor, Group string
-	// Outcome of the relocation: completed, aborted, failed or shutdown.
-	Outcome string
-	// RetiredUnixMs: when the profile was retired (after the clean-up).
-	RetiredUnixMs int64
-}
-
-type joinProfile struct {
-	id           wire.RelocationID
-	actor, group string
-
-	readyOnce sync.Once
-	ready     chan struct{}        // closed at READY, or when the run ended before it
-	atReady   *pb.RelocationStatus // the status at READY
-	failure   *pb.RelocationStatus // the run ended before READY
-
-	retireOnce sync.Once
-	done       chan struct{} // closed when retired
-}
-
-// resolveReady answers the caller once: at READY (atReady), or with the
-// final status of a run that ended before it (failure).
-func (p *joinProfile) resolveReady(atReady, failure *pb.RelocationStatus) {
-	p.readyOnce.Do(func() {
-		p.atReady, p.failure = atReady, failure
-		close(p.ready)
-	})
-}
-
-func (j *joinSet) wait() { j.wg.Wait() }
-
-func (n *Node) joinMetric() *prometheus.CounterVec {
-	j := &n.joins
-	j.metricMu.Do(func() {
-		j.retired = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_join_cleanups_total",
-			Help: "Actor Join source clean-ups retired on this node (exactly one per join), by the relocation's outcome."},
-			[]string{"outcome"})
-		if err := n.metrics.Reg.Register(j.retired); err != nil {
-			if are, ok := err.(prometheus.AlreadyRegisteredError); ok {
-				j.retired = are.ExistingCollector.(*prometheus.CounterVec)
-			}
-		}
-	})
-	return j.retired
-}
+type JoinTombstone = reloclog.JoinTombstone
 
 // PendingJoins is the number of Actor Joins whose source clean-up has not
 // been retired yet.
-func (n *Node) PendingJoins() int {
-	n.joins.mu.Lock()
-	defer n.joins.mu.Unlock()
-	return len(n.joins.pending)
-}
+func (n *Node) PendingJoins() int { return n.joins.Pending() }
 
 // RecentJoins lists the retired Actor Joins (oldest first, at most 256).
-func (n *Node) RecentJoins() []JoinTombstone {
-	n.joins.mu.Lock()
-	defer n.joins.mu.Unlock()
-	return slices.Clone(n.joins.recent)
-}
-
-// retireJoin retires a profile once (docs/seed-bugs.md bug 26): its
-// clean-up ran (the source run ended), so it leaves the pending set, is
-// counted, and only then gets its tombstone.
-func (n *Node) retireJoin(p *joinProfile, final *pb.RelocationStatus) {
-	p.retireOnce.Do(func() {
-		n.joinMetric().WithLabelValues(final.GetOutcome()).Inc()
-		j := &n.joins
-		j.mu.Lock()
-		if j.pending[p.id] == p {
-			delete(j.pending, p.id)
-		}
-		j.recent = append(j.recent, JoinTombstone{RelocationID: p.id.String(), Actor: p.actor, Group: p.group,
-			Outcome: final.GetOutcome(), RetiredUnixMs: n.now().UnixMilli()})
-		if len(j.recent) > 256 {
-			j.recent = j.recent[len(j.recent)-256:]
-		}
-		j.mu.Unlock()
-		close(p.done)
-	})
-}
+func (n *Node) RecentJoins() []JoinTombstone { return n.joins.Recent() }
 
 // drainJoins waits, bounded by ctx, until every pending Actor Join's clean-up
 // is retired (docs/seed-bugs.md bug 27): Stop calls it before it stops the
 // relocations in flight, so a join answered at READY still ends as its commit
 // or preserve decides.
 func (n *Node) drainJoins(ctx context.Context) {
-	n.joins.mu.Lock()
-	ps := make([]*joinProfile, 0, len(n.joins.pending))
-	for _, p := range n.joins.pending {
-		ps = append(ps, p)
-	}
-	n.joins.mu.Unlock()
-	for _, p := range ps {
-		select {
-		case <-p.done:
-		case <-ctx.Done():
-			n.log.Warn().Int("pending", len(ps)).Msg("stop: Actor Join clean-ups still pending; they end as shutdown")
-			return
-		}
+	if pending := n.joins.Drain(ctx); pending > 0 {
+		n.log.Warn().Int("pending", pending).Msg("stop: Actor Join clean-ups still pending; they end as shutdown")
 	}
 }
 
@@ -205,47 +107,40 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 		n.releaseActor(h)
 		return nil, err
 	}
-	r := n.newSource(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, []*hosted{h}, target, timeout, nil)
+	r := n.newSource(as.Object, relocation.SourceConfig{Object: snap, JoinGroup: gs.Object.String()}, []*hosted.Object{h}, target, timeout, nil)
 	id, rec, src := r.id, r.rec, r.machine
-	p := &joinProfile{id: id, actor: as.Object.String(), group: gs.Object.String(), ready: make(chan struct{}), done: make(chan struct{})}
-	n.joins.mu.Lock()
-	if n.isClosing() {
-		n.joins.mu.Unlock()
+	p := reloclog.NewJoin(id, as.Object.String(), gs.Object.String())
+	if !n.joins.Add(p, n.isClosing) {
 		n.relocs.Untrack(rec)
 		n.releaseActor(h)
 		return nil, fmt.Errorf("%w: node %s is shutting down", ErrNoTarget, n.cfg.Name)
 	}
-	if n.joins.pending == nil {
-		n.joins.pending = map[wire.RelocationID]*joinProfile{}
-	}
-	n.joins.pending[id] = p
-	n.joins.wg.Add(1)
-	n.joins.mu.Unlock()
 	r.onReady = func() {
 		rec.Set(func(s *pb.RelocationStatus) { s.Phase = src.Phase().String() })
-		p.resolveReady(rec.Snapshot(), nil)
+		p.ResolveReady(rec.Snapshot(), nil)
 	}
 	go func() {
-		defer n.joins.wg.Done()
+		defer n.joins.Ran()
 		// Not the caller's ctx: the caller is answered at READY and leaves;
 		// the run ends by its deadline, or as shutdown when the node stops.
 		final := r.run()
 		n.releaseActor(h)
-		p.resolveReady(nil, final) // ended before READY: the caller gets the failure (bug 25)
-		n.retireJoin(p, final)
-		n.log.Debug().Str("relocation", id.String()).Str("object", p.actor).Str("group", p.group).Str("outcome", final.GetOutcome()).Msg("Actor Join retired")
+		p.ResolveReady(nil, final) // ended before READY: the caller gets the failure (bug 25)
+		n.joins.Retire(p, final)
+		n.log.Debug().Str("relocation", id.String()).Str("object", p.Actor).Str("group", p.Group).Str("outcome", final.GetOutcome()).Msg("Actor Join retired")
 	}()
 	select {
-	case <-p.ready:
+	case <-p.Ready():
 	case <-ctx.Done():
 		return nil, fmt.Errorf("join of %s to %s: no READY yet (%w); the join goes on: see the relocation %s", as.Object, gs.Object, ctx.Err(), id)
 	}
-	if p.failure != nil {
-		return nil, &JoinError{Actor: p.actor, Group: p.group, Status: p.failure}
+	atReady, failure := p.Outcome()
+	if failure != nil {
+		return nil, &JoinError{Actor: p.Actor, Group: p.Group, Status: failure}
 	}
 	st := groupStatus(gs)
 	st.Owner = target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation)
 	st.Members = authority.WithMember(gs.Record.Members, as.Object.String())
-	st.Relocation = p.atReady
+	st.Relocation = atReady
 	return st, nil
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -21,14 +22,13 @@ func TestSeedBug26_JoinRetiredOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &joinProfile{id: wire.NewRelocationID(), actor: "actor/counter/a", group: "group/g", ready: make(chan struct{}), done: make(chan struct{})}
-	n.joins.pending = map[wire.RelocationID]*joinProfile{p.id: p}
+	p := reloclog.NewJoin(wire.NewRelocationID(), "actor/counter/a", "group/g")
+	n.joins.Add(p, func() bool { return false })
 	var wg sync.WaitGroup
 	for range 16 {
-		wg.Go(func() { n.retireJoin(p, &pb.RelocationStatus{Outcome: "completed"}) })
+		wg.Go(func() { n.joins.Retire(p, &pb.RelocationStatus{Outcome: "completed"}) })
 	}
 	wg.Wait()
-	<-p.done
 	if n.PendingJoins() != 0 || len(n.RecentJoins()) != 1 {
 		t.Fatalf("pending %d, tombstones %d", n.PendingJoins(), len(n.RecentJoins()))
 	}

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/routing"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
@@ -21,7 +21,7 @@ import (
 type targetMailbox struct {
 	n      *Node
 	m      *relocation.Target // its PREPARE and id
-	hidden []*hosted
+	hidden []*hosted.Object
 	// release undoes what the stage holds until it ends (an Actor Join's
 	// lock on its group).
 	release []func()
@@ -52,7 +52,7 @@ func (t *targetMailbox) Restore(payload []byte) error {
 	if err := t.checkEnvelope(env); err != nil {
 		return err
 	}
-	var made []*hosted
+	var made []*hosted.Object
 	undo := func() { n.discard(made) }
 	for i, ps := range env.GetParticipants() {
 		obj, err := keyspace.ParseObject(ps.GetParticipant().GetObject())
@@ -78,46 +78,12 @@ func (t *targetMailbox) Restore(payload []byte) error {
 }
 
 // restoreHidden makes the hidden instance of one participant.
-func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state, relocationID []byte) (*hosted, error) {
+func (n *Node) restoreHidden(obj keyspace.Object, ps *pb.ParticipantState, state, relocationID []byte) (*hosted.Object, error) {
 	typ, err := n.reg.Lookup(obj.Type)
 	if err != nil || !n.hosts[obj.Type] {
 		return nil, fmt.Errorf("%w: this node does not host type %s", relocation.ErrProtocol, obj.Type)
 	}
-	h := newHosted(n, obj, typ)
-	h.markReady()
-	h.inst = typ.New()
-	if err := h.guard("Restore", func() error { return h.inst.Restore(state) }); err != nil {
-		return nil, fmt.Errorf("restore %s: %w", obj, err)
-	}
-	h.noteStateBytes(len(state)) // h is not shared yet
-	if h.replies, err = actor.DecodeReplyTable(ps.GetReplies()); err != nil {
-		return nil, fmt.Errorf("de-duplication table of %s: %w", obj, err)
-	}
-	if len(ps.GetTimers()) > 0 {
-		if h.timers, err = actor.DecodeTimers(ps.GetTimers()); err != nil {
-			return nil, fmt.Errorf("timers of %s: %w", obj, err)
-		}
-	}
-	if h.outbox, err = actor.DecodeOutbox(ps.GetOutbox()); err != nil {
-		return nil, fmt.Errorf("outbox of %s: %w", obj, err)
-	}
-	if h.outbox.Len() > 0 {
-		n.outboxes.note(h)
-	}
-	for _, q := range ps.GetQueued() {
-		op, err := wire.ValidateCall(q)
-		if err != nil {
-			return nil, fmt.Errorf("%w: captured request: %v", relocation.ErrProtocol, err)
-		}
-		m := h.moving()
-		m.captured = append(m.captured, &work{req: q, op: op, relay: relayOf(q, relocationID)})
-	}
-	if err := h.restoreSessions(ps.GetSessions()); err != nil {
-		return nil, fmt.Errorf("%w: sessions of %s: %v", relocation.ErrProtocol, obj, err)
-	}
-	h.mode = modeHidden
-	h.moving().unhidden = make(chan struct{})
-	return h, nil
+	return hosted.Restore(n.env, obj, n.typeRef(typ), ps, state, relocationID)
 }
 
 // placeRestoredWait bounds how long a restored object waits for this
@@ -130,13 +96,13 @@ const placeRestoredWait = 2 * time.Second
 // once): that copy goes once its source settles, which this waits for (a
 // change of the hosted objects wakes it), up to placeRestoredWait. Any other copy present is a
 // protocol error.
-func (n *Node) placeRestored(h *hosted) error {
+func (n *Node) placeRestored(h *hosted.Object) error {
 	var timeout <-chan time.Time
 	for {
 		n.mu.Lock()
-		cur, ok := n.objects[h.name]
+		cur, ok := n.objects[h.Name()]
 		if !ok || cur == nil {
-			n.objects[h.name] = h
+			n.objects[h.Name()] = h
 			n.noteChangeLocked()
 			n.mu.Unlock()
 			return nil
@@ -144,11 +110,11 @@ func (n *Node) placeRestored(h *hosted) error {
 		changed := n.changed
 		n.changeWanted = true
 		n.mu.Unlock()
-		cur.mu.Lock()
-		departing := cur.mode == modeBoundary || cur.mode == modeHold
-		cur.mu.Unlock()
+		cur.Mu.Lock()
+		departing := cur.Mode == hosted.ModeBoundary || cur.Mode == hosted.ModeHold
+		cur.Mu.Unlock()
 		if !departing {
-			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, h.name)
+			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, h.Name())
 		}
 		if timeout == nil {
 			t := n.clock.NewTimer(placeRestoredWait)
@@ -158,9 +124,9 @@ func (n *Node) placeRestored(h *hosted) error {
 		select {
 		case <-changed:
 		case <-timeout:
-			return fmt.Errorf("%w: %s is already present on this node (its departing copy stayed %s)", relocation.ErrProtocol, h.name, placeRestoredWait)
+			return fmt.Errorf("%w: %s is already present on this node (its departing copy stayed %s)", relocation.ErrProtocol, h.Name(), placeRestoredWait)
 		case <-n.stopping:
-			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, h.name)
+			return fmt.Errorf("%w: %s is already present on this node", relocation.ErrProtocol, h.Name())
 		}
 	}
 }
@@ -174,9 +140,9 @@ func (t *targetMailbox) Admit(a relocation.Admit) {
 		t.n.cache.Observe(snap)
 	}
 	for _, h := range t.hidden {
-		if snap, ok := a.Committed[h.name]; ok {
-			h.admit(snap, a.Data, id)
-			h.routeSessions(id[:], true) // the sessions are bound here now
+		if snap, ok := a.Committed[h.Name()]; ok {
+			h.Admit(snap, a.Data, id)
+			h.RouteSessions(id[:], true) // the sessions are bound here now
 		}
 	}
 	t.hidden = nil
@@ -189,10 +155,10 @@ func (t *targetMailbox) Discard() {
 
 // discard drops hidden instances; requests that waited for them are
 // redirected.
-func (n *Node) discard(hs []*hosted) {
+func (n *Node) discard(hs []*hosted.Object) {
 	for _, h := range hs {
 		n.forget(h)
-		h.close()
+		h.Close()
 	}
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/node/execlog"
 	"github.com/meshloc/meshloc/pkg/node/gateway"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/nodemetrics"
 	"github.com/meshloc/meshloc/pkg/node/pacing"
 	"github.com/meshloc/meshloc/pkg/node/peers"
@@ -65,7 +66,7 @@ type Node struct {
 	hosts    map[string]bool // types this node hosts
 
 	mu      sync.Mutex
-	objects map[string]*hosted
+	objects map[string]*hosted.Object
 	types   sync.Map      // type name → *actor.Type (typeRef)
 	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
 	// changeWanted: someone took changed since it was last closed.
@@ -76,7 +77,7 @@ type Node struct {
 	router *routing.Router // where a call goes (route.go; made at Start)
 
 	// relocations (source.go, target.go, routes.go, budget.go, status.go)
-	routes       *pendingRoutes
+	routes       *hosted.Routes
 	budgets      *stages.Budgets
 	relocs       *reloclog.Log
 	events       reloclog.Hub // WatchEvents (events.go)
@@ -90,17 +91,18 @@ type Node struct {
 	stopping     chan struct{}   // closed when Stop begins
 	stopCtx      context.Context // ends when Stop begins
 	stopCancel   context.CancelFunc
-	seams        seams      // the relocator's seams (faults in test builds: faults_on.go)
-	drain        drainState // drain.go
-	groups       groupLocks // groups.go
-	joins        joinSet    // join.go
+	seams        seams           // the relocator's seams (faults in test builds: faults_on.go)
+	drain        drainState      // drain.go
+	groups       groupLocks      // groups.go
+	joins        *reloclog.Joins // Actor Join profiles (join.go)
 
 	moved      *routing.Moved // where objects that left went, for stragglers
 	pacing     *pacing.Pacing
 	peerPacing pacing.Peers // what this node believes of its targets' pacing
-	// messages between objects (messages.go, traffic.go)
-	outboxes outboxSet
-	traffic  nodeTraffic
+	// messages between objects (internal/hosted; traffic.go)
+	outboxes *hosted.OutboxSet
+	env      *hosted.Env // what the objects share (hosting.go; made at Start)
+	traffic  *hosted.Traffic
 	peers    *peers.Pool
 	tls      *mtls.Reloader // nil: plaintext (no TLS flags)
 	grpc     *grpc.Server
@@ -155,10 +157,10 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 	n := &Node{
 		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
 		reg: opts.Registry, clock: opts.Clock, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
-		objects: map[string]*hosted{}, changed: make(chan struct{}), fences: routing.NewFences(acceptOlderFence), moved: routing.NewMoved(cfg.ForwardWindow),
+		objects: map[string]*hosted.Object{}, changed: make(chan struct{}), fences: routing.NewFences(acceptOlderFence), moved: routing.NewMoved(cfg.ForwardWindow),
 		stopped: make(chan struct{}), stopping: make(chan struct{}),
-		routes: newPendingRoutes(), budgets: stages.NewBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
-		tombstones: stages.NewTombstones(1024),
+		routes: hosted.NewRoutes(), budgets: stages.NewBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
+		tombstones: stages.NewTombstones(1024), outboxes: &hosted.OutboxSet{},
 	}
 	reg := opts.Metrics
 	if reg == nil {
@@ -171,10 +173,11 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 	}
 	n.relocs = reloclog.NewLog(&n.events, n.noteChange)
 	n.metrics = nodemetrics.New(reg)
+	n.joins = reloclog.NewJoins(n.metrics.JoinCleanups, n.now)
 	n.relocMetrics = &reloclog.Metrics{Chunks: n.metrics.Chunks, Bytes: n.metrics.Bytes, Interruption: n.metrics.Interruption, Relocations: n.metrics.Relocations}
 	n.pacing = pacing.New(cfg.Pacing(), pacing.Deps{Clock: n.clock, Log: n.log, Metrics: reg,
 		Draining: n.draining.Load, Stopping: n.stopping, ErrStopping: ErrStopping})
-	n.traffic = newNodeTraffic(cfg)
+	n.traffic = hosted.NewTraffic(cfg.TrafficEdges, cfg.TrafficHalfLife, cfg.TrafficSample)
 	n.metrics.Messages = nodemetrics.RegisterMessages(reg, nil, outboxGauges{n})
 	n.peers = peers.New()
 	n.stopCtx, n.stopCancel = context.WithCancel(context.Background())
@@ -328,14 +331,14 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	n.env = n.hostEnv()
 
 	sopts := append(transport.ServerOptions(),
 		// (Flow-control windows and buffers: transport.ServerOptions.)
 		grpc.MaxRecvMsgSize(n.cfg.MaxGRPCMessageBytes()), grpc.MaxSendMsgSize(wire.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(uint32(n.cfg.GRPCMaxStreams)))
 	if n.tls != nil {
-		sopts = append(sopts, grpc.Creds(n.tls.ServerCredentials()),
-			grpc.ChainUnaryInterceptor(authorizeUnary), grpc.ChainStreamInterceptor(authorizeStream))
+		sopts = append(append(sopts, grpc.Creds(n.tls.ServerCredentials())), mtls.Authorizer(rpcAction).ServerOptions()...)
 	}
 	n.grpc = grpc.NewServer(sopts...)
 	n.gw = n.newGateway()
@@ -418,15 +421,15 @@ func (n *Node) watchFence(ctx context.Context) {
 
 func (n *Node) dropAll() {
 	n.mu.Lock()
-	hs := make([]*hosted, 0, len(n.objects))
+	hs := make([]*hosted.Object, 0, len(n.objects))
 	for _, h := range n.objects {
 		hs = append(hs, h)
 	}
-	n.objects = map[string]*hosted{}
+	n.objects = map[string]*hosted.Object{}
 	n.noteChangeLocked()
 	n.mu.Unlock()
 	for _, h := range hs {
-		h.close()
+		h.Close()
 	}
 	n.metrics.Hosted.Set(0)
 }
@@ -496,7 +499,7 @@ func (n *Node) teardown(ctx context.Context) error {
 		_ = n.httpSrv.Shutdown(sctx)
 		cancel()
 	}
-	n.joins.wait() // join sources end (they see stopping) before their objects are dropped
+	n.joins.Wait() // join sources end (they see stopping) before their objects are dropped
 	n.detached.Wait()
 	n.dropAll()
 	n.work.Wait()
@@ -522,15 +525,6 @@ func (n *Node) teardown(ctx context.Context) error {
 		errs = append(errs, n.watch.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// fenceOf converts an authority snapshot of an object hosted here to a wire fence.
-func (n *Node) wireFence(f authority.Fence, storeVersion int64, rid string) *pb.Fence {
-	r, _ := wire.ParseRoutingIDHex(rid)
-	return &pb.Fence{
-		OwnerId: f.Owner.ID, OwnerGeneration: f.Owner.Generation, RoutingId: r[:],
-		ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.AuthorityGeneration, StoreVersion: storeVersion,
-	}
 }
 
 func fenceFromWire(f *pb.Fence) authority.Fence {

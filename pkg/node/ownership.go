@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 )
 
 // An owner that notices (docs/design.md §9.1). The location cache follows every
@@ -46,19 +47,19 @@ func (n *Node) checkOwnership(name string) {
 	if !ok {
 		return
 	}
-	h.mu.Lock()
-	judged := h.mode == modeServing && !h.closed && h.version > 0 && e.Version > h.version
-	lost := judged && (e.Deleted || e.Location.Owner != n.self || e.Location.ObjectGeneration != h.fence.ObjectGeneration)
+	h.Mu.Lock()
+	judged := h.Mode == hosted.ModeServing && !h.Closed && h.Version > 0 && e.Version > h.Version
+	lost := judged && (e.Deleted || e.Location.Owner != n.self || e.Location.ObjectGeneration != h.Fence.ObjectGeneration)
 	if lost {
-		h.lost = true
+		h.Lost = true
 	}
-	fence := h.fence
-	h.mu.Unlock()
+	fence := h.Fence
+	h.Mu.Unlock()
 	if !lost {
 		return
 	}
 	n.unhost(h)
-	h.close()
+	h.Close()
 	n.metrics.OwnershipLost.Inc()
 	if f := n.opts.onLost; f != nil {
 		n.work.Go(func() { f(name) })

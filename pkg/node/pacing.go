@@ -54,7 +54,7 @@ func (n *Node) relocationUnits(obj keyspace.Object) float64 {
 	bytes := 0
 	for _, name := range names {
 		if h := n.hostedObject(name); h != nil {
-			bytes += max(0, h.knownStateBytes())
+			bytes += max(0, h.KnownStateBytes())
 		}
 	}
 	return 1 + float64(bytes)/(1<<20)

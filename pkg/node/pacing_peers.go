@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node/pacing"
+	"github.com/meshloc/meshloc/pkg/node/peers"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 )
 
@@ -50,9 +51,9 @@ func (n *Node) admitIncoming(stream rpcpb.PeerService_RelocateServer) error {
 // by its own pacing first), and learns the target's rate. It fails the
 // relocation as deferred, with nothing done, when the headers do not come
 // in time.
-func (n *Node) awaitTarget(p *clientPeer, addr string, bound time.Duration) error {
-	t := n.clock.AfterFunc(bound, p.cancel)
-	h, err := p.s.Header()
+func (n *Node) awaitTarget(p *peers.RelocationStream, addr string, bound time.Duration) error {
+	t := n.clock.AfterFunc(bound, p.Cancel)
+	h, err := p.Header()
 	if !t.Stop() || err != nil {
 		n.pacing.Deferred()
 		return fmt.Errorf("%w: the target %s paces background relocations and did not admit this one within %s", ErrRelocationDeferred, addr, bound)
@@ -65,8 +66,8 @@ func (n *Node) awaitTarget(p *clientPeer, addr string, bound time.Duration) erro
 
 // learnTarget learns a target's rate from the headers of a background
 // relocation's stream that ended (they came with its first answer).
-func (n *Node) learnTarget(p *clientPeer, addr string) {
-	if h, err := p.s.Header(); err == nil {
+func (n *Node) learnTarget(p *peers.RelocationStream, addr string) {
+	if h, err := p.Header(); err == nil {
 		if r, ok := pacing.RateOf(h); ok {
 			n.peerPacing.Learn(addr, r, n.now())
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -21,12 +22,12 @@ import (
 // state. (A caller that knew the old generation would be told by execute's
 // generation check anyway; this also tells a caller that did not, such as a
 // one-shot meshctl call through a gateway.)
-func (n *Node) recreatedHere(h *hosted, snap authority.Snapshot) *pb.CallReply {
-	h.lostGen = snap.Record.ObjectGeneration
-	n.log.Warn().Str("object", h.name).Str("owner", snap.Record.Owner.String()).
+func (n *Node) recreatedHere(h *hosted.Object, snap authority.Snapshot) *pb.CallReply {
+	h.LostGen = snap.Record.ObjectGeneration
+	n.log.Warn().Str("object", h.Name()).Str("owner", snap.Record.Owner.String()).
 		Int64("objectGeneration", snap.Record.ObjectGeneration).
 		Msg("serving an object re-created on this node by the recovery controller: state of the previous generation lost")
-	return stateLost(h.reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
+	return stateLost(h.Reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
 		"%s: re-created on %s with object generation %d after its owner died (recovery controller): the state of the previous generation is lost; the request was not executed",
-		h.name, snap.Record.Owner, snap.Record.ObjectGeneration)))
+		h.Name(), snap.Record.Owner, snap.Record.ObjectGeneration)))
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/routing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -76,15 +77,15 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	if rep != nil {
 		return rep, wire.Retryable(rep.GetCode())
 	}
-	if r, ok := h.runInline(&work{req: req, op: op}); ok {
+	if r, ok := h.RunInline(&hosted.Work{Req: req, Op: op}); ok {
 		return beforeReply(r), false
 	}
-	w := &work{req: req, op: op, done: make(chan *pb.CallReply, 1)}
-	if !h.submit(w) {
+	w := &hosted.Work{Req: req, Op: op, Done: make(chan *pb.CallReply, 1)}
+	if !h.Submit(w) {
 		return n.notHere(obj), true
 	}
 	select {
-	case r := <-w.done:
+	case r := <-w.Done:
 		return beforeReply(r), false
 	case <-ctx.Done():
 		// The request stays queued and will run; the caller retries with the

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/clock"
@@ -27,101 +26,9 @@ import (
 
 // Session move bounds.
 const (
-	sessionSealWait = 2 * time.Second
-	routeAttempts   = 3
-	routeBackoff    = 100 * time.Millisecond
+	routeAttempts = 3
+	routeBackoff  = 100 * time.Millisecond
 )
-
-// sealSessions seals every session bound to the units before the seal of
-// the mailbox: no delivery from now on, and each gateway told, answers
-// awaited at most sessionSealWait.
-func (m *sourceMailbox) sealSessions(ctx context.Context) {
-	n := m.n
-	type seal struct {
-		h   *hosted
-		ref session.Ref
-	}
-	var seals []seal
-	for _, h := range m.units {
-		h.mu.Lock()
-		for _, b := range h.sessions {
-			b.sealed = true
-			seals = append(seals, seal{h, b.j.Gateway})
-		}
-		h.mu.Unlock()
-	}
-	if len(seals) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, sessionSealWait)
-	defer cancel()
-	var wg sync.WaitGroup
-	for _, s := range seals {
-		fence := n.wireFence(s.h.fence, s.h.version, n.rid.Hex())
-		wg.Go(func() {
-			req := &pb.SessionSealRequest{RelocationId: m.id[:], Object: s.h.name, Fence: fence, Session: s.ref.Proto(),
-				TargetId: m.target, TargetGeneration: m.targetGen}
-			code := n.seams.sessionSeal(ctx, s.ref, req)
-			n.metrics.SessionsSealed.WithLabelValues(wire.CodeName(code)).Inc()
-		})
-	}
-	wg.Wait()
-}
-
-// sessionJournalsLocked is the sessions' part of the capture (h.mu held).
-func (h *hosted) sessionJournalsLocked() []*pb.SessionJournal {
-	out := make([]*pb.SessionJournal, 0, len(h.sessions))
-	for _, b := range h.sessions {
-		out = append(out, b.j.Proto())
-	}
-	return out
-}
-
-// restoreSessions takes the journals of a payload into a hidden instance,
-// sealed until its admission.
-func (h *hosted) restoreSessions(js []*pb.SessionJournal) error {
-	for _, m := range js {
-		j, err := session.JournalOf(m)
-		if err != nil {
-			return err
-		}
-		if h.sessions == nil {
-			h.sessions = map[session.ID]*boundSession{}
-		}
-		h.sessions[j.Gateway.Session] = &boundSession{j: j, sealed: true, gwHas: j.AckedPush}
-	}
-	return nil
-}
-
-// routeSessions binds every session of h anew (h's owner now: the target
-// after a commit, the source after an abort) and tells its gateway, on
-// goroutines of the node's; then deliveries resume.
-func (h *hosted) routeSessions(relocationID []byte, commit bool) {
-	n := h.n
-	h.mu.Lock()
-	type route struct {
-		b   *boundSession
-		req *pb.SessionRouteRequest
-	}
-	var routes []route
-	fence := n.wireFence(h.fence, h.version, n.rid.Hex())
-	for _, b := range h.sessions {
-		b.j.Rebind()
-		b.sealed = false
-		routes = append(routes, route{b, &pb.SessionRouteRequest{RelocationId: relocationID, Object: h.name, Commit: commit,
-			Fence: fence, Address: n.selfNode.Address, Session: b.j.Gateway.Proto()}})
-	}
-	h.mu.Unlock()
-	for _, r := range routes {
-		n.work.Go(func() {
-			code := n.seams.sessionRoute(r.b.j.Gateway, r.req)
-			n.metrics.SessionsRouted.WithLabelValues(wire.CodeName(code)).Inc()
-			if code == pb.Code_CODE_OK {
-				h.deliver(r.b)
-			}
-		})
-	}
-}
 
 // sendSeal sends a seal once, within ctx.
 func (n *Node) sendSeal(ctx context.Context, ref session.Ref, req *pb.SessionSealRequest) pb.Code {

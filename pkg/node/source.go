@@ -6,18 +6,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
-	"github.com/meshloc/meshloc/pkg/node/pacing"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
-	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
-	"github.com/meshloc/meshloc/pkg/wire/transport"
 )
 
 // Errors of relocation requests.
@@ -71,7 +69,7 @@ type sourceRelocation struct {
 	id       wire.RelocationID
 	rec      *reloclog.Record
 	machine  *relocation.Source
-	mailbox  *sourceMailbox
+	mailbox  *hosted.SourceMailbox
 	target   lease.Owner
 	deadline time.Time
 	// onReady, when set, is called once READY passed (an Actor Join
@@ -87,7 +85,7 @@ type sourceRelocation struct {
 // and an Actor Join: Object, Members, JoinGroup), its mailbox over units
 // (the hosted objects moved, in participant order), and its tracked
 // status. timeout 0 is Config.RelocationTimeout.
-func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted, target lease.Owner, timeout time.Duration, paced *reloclog.Record) *sourceRelocation {
+func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, units []*hosted.Object, target lease.Owner, timeout time.Duration, paced *reloclog.Record) *sourceRelocation {
 	if timeout <= 0 {
 		timeout = n.cfg.RelocationTimeout
 	}
@@ -101,12 +99,12 @@ func (n *Node) newSource(primary keyspace.Object, cfg relocation.SourceConfig, u
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
 	cfg.AppVersion, cfg.DeadlineMs, cfg.ChunkSize = n.cfg.ApplicationVersion, now.Add(timeout).UnixMilli(), n.cfg.ChunkBytes
 	cfg.EagerMaxBytes = n.cfg.EagerCutoverBytes
-	mb := &sourceMailbox{n: n, id: id, primary: primary, target: target.Descriptor.OwnerID, targetGen: target.Generation,
-		group: primary.Kind == keyspace.KindGroup, units: units}
+	mb := &hosted.SourceMailbox{Env: n.env, ID: id, Primary: primary, Target: target.Descriptor.OwnerID, TargetGen: target.Generation,
+		Group: primary.Kind == keyspace.KindGroup, Units: units}
 	if cfg.PrecopyMinBytes == 0 { // < 0: this relocation never pre-copies
 		cfg.PrecopyMinBytes = n.cfg.PrecopyMinBytes
 	}
-	cfg.StateBytes = mb.stateBytes()
+	cfg.StateBytes = mb.StateBytes()
 	m := relocation.NewSource(cfg)
 	st := &pb.RelocationStatus{RelocationId: id[:], Object: primary.String(), Source: n.self.String(), Target: cfg.Target.Owner.String(),
 		Role: "source", Phase: m.Phase().String(), StartedUnixMs: now.UnixMilli()}
@@ -135,7 +133,7 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 	defer stopped()
 	addr := r.target.Descriptor.Address
 	wait := r.units > 0 && n.peerPacing.Paced(addr, n.now())
-	cp, err := n.openPeer(ctx, addr, r.units, wait)
+	cp, err := n.peers.OpenRelocation(ctx, addr, r.units, wait)
 	if err == nil && wait {
 		// The target paces: it admits this one before anything is written.
 		if err = n.awaitTarget(cp, addr, r.deadline.Sub(n.now())/4); err != nil {
@@ -154,10 +152,10 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 		defer n.learnTarget(cp, addr) // after the run: its headers came with its first answer
 	}
 	var peer relocator.Peer = cp
-	objects := []keyspace.Object{r.mailbox.primary}
-	if r.mailbox.group {
-		for _, h := range r.mailbox.units {
-			objects = append(objects, h.obj)
+	objects := []keyspace.Object{r.mailbox.Primary}
+	if r.mailbox.Group {
+		for _, h := range r.mailbox.Units {
+			objects = append(objects, h.Object())
 		}
 	}
 	store, peer, mailbox := n.seams.source(r.mailbox, peer)
@@ -170,60 +168,6 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 	s.Run(ctx)
 	return r.rec.Snapshot()
 }
-
-// openPeer opens the relocation stream to addr (before the seal: a seal is
-// never spent dialing); a background relocation's stream carries its
-// units, and whether its source waits for the target to admit it.
-func (n *Node) openPeer(ctx context.Context, addr string, units float64, wait bool) (*clientPeer, error) {
-	conn, err := n.peers.Get(addr)
-	if err != nil {
-		return nil, err
-	}
-	sctx, cancel := context.WithCancel(ctx)
-	if units > 0 {
-		sctx = pacing.WithBackground(sctx, units, wait)
-	}
-	stream, err := rpcpb.NewPeerServiceClient(conn).Relocate(sctx)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
-	return &clientPeer{s: stream, cancel: cancel}, nil
-}
-
-// clientPeer is the source's end of a relocation stream.
-type clientPeer struct {
-	s      rpcpb.PeerService_RelocateClient
-	cancel context.CancelFunc
-}
-
-func (p *clientPeer) Send(f *pb.RelocationFrame) error   { return p.s.Send(f) }
-func (p *clientPeer) Recv() (*pb.RelocationFrame, error) { return p.s.Recv() }
-func (p *clientPeer) Close()                             { _ = p.s.CloseSend(); p.cancel() }
-
-// serverPeer is the target's end: the handler's return ends the stream.
-type serverPeer struct {
-	s rpcpb.PeerService_RelocateServer
-	// bufs: the pooled buffers of the chunks received and not yet
-	// recycled; they go with the stream.
-	bufs transport.Recycler
-}
-
-func (p *serverPeer) Send(f *pb.RelocationFrame) error { return p.s.Send(f) }
-func (p *serverPeer) Close()                           {}
-
-// Recv receives a frame, a large chunk into a pooled buffer.
-func (p *serverPeer) Recv() (*pb.RelocationFrame, error) {
-	in := transport.PooledFrame{RelocationFrame: &pb.RelocationFrame{}}
-	if err := p.s.RecvMsg(&in); err != nil {
-		return nil, err
-	}
-	p.bufs.Track(&in)
-	return in.RelocationFrame, nil
-}
-
-// Recycle implements relocator.Recycler.
-func (p *serverPeer) Recycle(data []byte) { p.bufs.Recycle(data) }
 
 // RelocateOptions of one relocation.
 type RelocateOptions struct {
@@ -317,7 +261,7 @@ func (n *Node) relocateNow(ctx context.Context, obj keyspace.Object, opts Reloca
 	}
 	held := h
 	h = nil // released by launch
-	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted{held}, target, opts.Timeout, opts.paced)
+	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted.Object{held}, target, opts.Timeout, opts.paced)
 	r.units = units
 	return n.launch(r, opts.Detach, func() { n.releaseActor(held) }), nil
 }
@@ -327,7 +271,7 @@ func (n *Node) relocateNow(ctx context.Context, obj keyspace.Object, opts Reloca
 // a read of etcd per relocation; otherwise etcd's. A write the cache has
 // not seen yet fails the intent's compare: the relocation is aborted
 // (stale_fence) before anything is sealed, the object serving on.
-func (n *Node) recordOf(ctx context.Context, h *hosted, obj keyspace.Object) (authority.Snapshot, error) {
+func (n *Node) recordOf(ctx context.Context, h *hosted.Object, obj keyspace.Object) (authority.Snapshot, error) {
 	if s, ok := n.servedRecord(h); ok {
 		n.metrics.Plans.WithLabelValues("cache").Inc()
 		return s, nil
@@ -338,14 +282,14 @@ func (n *Node) recordOf(ctx context.Context, h *hosted, obj keyspace.Object) (au
 
 // servedRecord is the record h serves under, when the location cache has
 // seen no later write of it.
-func (n *Node) servedRecord(h *hosted) (authority.Snapshot, bool) {
-	h.mu.Lock()
-	s, v := h.rec.snapshot(h), h.version
-	h.mu.Unlock()
+func (n *Node) servedRecord(h *hosted.Object) (authority.Snapshot, bool) {
+	h.Mu.Lock()
+	s, v := h.Rec.Snapshot(h), h.Version
+	h.Mu.Unlock()
 	if s.StoreVersion == 0 || s.StoreVersion != v {
 		return authority.Snapshot{}, false
 	}
-	e, ok := n.cache.EntryOf(h.name)
+	e, ok := n.cache.EntryOf(h.Name())
 	return s, ok && !e.Deleted && e.Version == v
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 )
 
 // sweepReplies prunes every hosted object's de-duplication table once per
@@ -25,17 +26,13 @@ func (n *Node) sweepReplies(ctx context.Context) {
 			return
 		case now := <-t.C():
 			n.mu.Lock()
-			hs := make([]*hosted, 0, len(n.objects))
+			hs := make([]*hosted.Object, 0, len(n.objects))
 			for _, h := range n.objects {
 				hs = append(hs, h)
 			}
 			n.mu.Unlock()
 			for _, h := range hs {
-				h.mu.Lock()
-				if h.replies != nil {
-					h.replies.Prune(now)
-				}
-				h.mu.Unlock()
+				h.PruneReplies(now)
 			}
 		}
 	}

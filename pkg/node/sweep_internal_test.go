@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/clock"
+	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -28,25 +29,25 @@ func (tickTicker) Stop()                 {}
 // them, and keeps those still inside it.
 func TestSweepPrunesIdleReplies(t *testing.T) {
 	c := tickClock{Clock: clock.Real(), tick: make(chan time.Time)}
-	n := &Node{cfg: Config{DedupWindow: time.Minute}, clock: c, objects: map[string]*hosted{}}
+	n := &Node{cfg: Config{DedupWindow: time.Minute}, clock: c, objects: map[string]*hosted.Object{}}
 	t0 := time.Now()
-	old, young := &hosted{replies: actor.NewReplyTable(time.Minute, 0)}, &hosted{replies: actor.NewReplyTable(time.Minute, 0)}
-	old.replies.Record(wire.NewOperationID(), actor.Reply{}, t0)           // before the sweep runs
-	n.objects["a"], n.objects["b"], n.objects["c"] = old, young, &hosted{} // c: not activated, no table
+	old, young := &hosted.Object{Replies: actor.NewReplyTable(time.Minute, 0)}, &hosted.Object{Replies: actor.NewReplyTable(time.Minute, 0)}
+	old.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0)                  // before the sweep runs
+	n.objects["a"], n.objects["b"], n.objects["c"] = old, young, &hosted.Object{} // c: not activated, no table
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { n.sweepReplies(ctx) })
-	young.mu.Lock()
-	young.replies.Record(wire.NewOperationID(), actor.Reply{}, t0)
-	young.mu.Unlock()
+	young.Mu.Lock()
+	young.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0)
+	young.Mu.Unlock()
 	sweep := func(at time.Time) (int, int) {
 		c.tick <- at
 		c.tick <- at // the first sweep has ended when the loop takes the second
-		old.mu.Lock()
-		defer old.mu.Unlock()
-		young.mu.Lock()
-		defer young.mu.Unlock()
-		return old.replies.Len(), young.replies.Len()
+		old.Mu.Lock()
+		defer old.Mu.Unlock()
+		young.Mu.Lock()
+		defer young.Mu.Unlock()
+		return old.Replies.Len(), young.Replies.Len()
 	}
 	if a, b := sweep(t0.Add(30 * time.Second)); a != 1 || b != 1 {
 		t.Fatalf("inside the window: %d and %d replies kept, want 1 and 1", a, b)

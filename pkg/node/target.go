@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/meshloc/meshloc/pkg/node/peers"
 	"github.com/meshloc/meshloc/pkg/node/stages"
 
 	"github.com/meshloc/meshloc/pkg/mtls"
@@ -25,7 +26,7 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	if err := n.admitIncoming(stream); err != nil {
 		return err // a background relocation this node's pacing did not admit: nothing was received
 	}
-	peer := n.seams.targetPeer(&serverPeer{s: stream})
+	peer := n.seams.targetPeer(peers.ServeRelocation(stream))
 	first, err := peer.Recv()
 	if err != nil {
 		return err

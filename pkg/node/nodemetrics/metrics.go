@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/meshloc/meshloc/pkg/node/durable"
 )
@@ -45,6 +46,7 @@ type Node struct {
 	ExecLogErrors  prometheus.Counter
 	OwnershipLost  prometheus.Counter
 	StagesRefused  *prometheus.CounterVec
+	JoinCleanups   *prometheus.CounterVec
 	Durable        *durable.Metrics
 	Drained        *prometheus.CounterVec
 	Messages       *Messages
@@ -121,9 +123,11 @@ func New(reg *prometheus.Registry) *Node {
 			Help: "Hosted objects fenced and dropped because their record in etcd named another owner or object generation without a relocation of this node committing it.", ConstLabels: l}),
 		StagesRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_relocation_stages_refused_total",
 			Help: "Incoming relocation stages refused before anything was staged, by the bound reached.", ConstLabels: l}, []string{"reason"}),
+		JoinCleanups: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_join_cleanups_total",
+			Help: "Actor Join source clean-ups retired on this node (exactly one per join), by the relocation's outcome.", ConstLabels: l}, []string{"outcome"}),
 	}
 	reg.MustRegister(m.Calls, m.CallSeconds, m.Forwards, m.ForwardStreams, m.Hosted, m.Activations, m.Recoveries, m.Replayed, m.StaleRefused, m.FencedRefusals,
-		m.DedupHits, m.Relocations, m.Plans, m.Panics, m.Interruption, m.Bytes, m.Chunks, m.Relayed, m.LateFrames, m.ExecLogErrors, m.OwnershipLost, m.StagesRefused)
+		m.DedupHits, m.Relocations, m.Plans, m.Panics, m.Interruption, m.Bytes, m.Chunks, m.Relayed, m.LateFrames, m.ExecLogErrors, m.OwnershipLost, m.StagesRefused, m.JoinCleanups)
 	m.Durable = durable.RegisterMetrics(reg)
 	m.Drained = registerDrain(reg, l)
 	m.Sessions = registerSessions(reg, l)
@@ -184,4 +188,30 @@ func registerDrain(reg *prometheus.Registry, l prometheus.Labels) *prometheus.Co
 	}
 	reg.MustRegister(c)
 	return c
+}
+
+// Sum adds up every series of counter c.
+func Sum(c prometheus.Collector) float64 {
+	ch := make(chan prometheus.Metric, 32)
+	go func() { c.Collect(ch); close(ch) }()
+	var sum float64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil && d.GetCounter() != nil {
+			sum += d.GetCounter().GetValue()
+		}
+	}
+	return sum
+}
+
+// EtcdAlarms registers meshloc_etcd_alarm, every alarm type at 0.
+func EtcdAlarms(reg *prometheus.Registry, types []string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "meshloc_etcd_alarm",
+		Help: "1 while etcd has an alarm of this type raised (NOSPACE: out of space, every write refused; CORRUPT), as this process last read etcd's alarm list."},
+		[]string{"type"})
+	for _, t := range types {
+		g.WithLabelValues(t).Set(0)
+	}
+	reg.MustRegister(g)
+	return g
 }

@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"reflect"
@@ -14,23 +14,23 @@ import (
 // sendBoundary on one). The fire is refused, so the callback clears fireSet
 // and reopen can re-arm; requests are still kept in order.
 func TestTimerFireDuringSealIsNotKept(t *testing.T) {
-	for _, mode := range []hostMode{modeBoundary, modeHold} {
-		h := &hosted{mode: mode}
-		if h.submit(&work{timer: true}) {
+	for _, mode := range []Mode{ModeBoundary, ModeHold} {
+		h := &Object{Mode: mode}
+		if h.Submit(&Work{Timer: true}) {
 			t.Fatalf("mode %d: a timer fire was accepted", mode)
 		}
-		req := &work{req: &pb.CallRequest{}}
-		if !h.submit(req) {
+		req := &Work{Req: &pb.CallRequest{}}
+		if !h.Submit(req) {
 			t.Fatalf("mode %d: a request was refused", mode)
 		}
-		kept := append(append([]*work(nil), h.mv.boundary...), h.mv.held...)
+		kept := append(append([]*Work(nil), h.Mv.Boundary...), h.Mv.Held...)
 		if len(kept) != 1 || kept[0] != req {
 			t.Fatalf("mode %d: kept %v, want only the request", mode, kept)
 		}
 	}
 	// A hidden target keeps a fire: it runs after admission, as a tick.
-	h := &hosted{mode: modeHidden}
-	if !h.submit(&work{timer: true}) || len(h.mv.waiting) != 1 {
+	h := &Object{Mode: ModeHidden}
+	if !h.Submit(&Work{Timer: true}) || len(h.Mv.Waiting) != 1 {
 		t.Fatal("hidden: a timer fire was not kept for admission")
 	}
 }

@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"fmt"
@@ -14,9 +14,9 @@ import (
 // (a request, a timer tick, an OnReply): what its handler may use. Send and
 // Ask are in messages.go.
 type handlerCtx struct {
-	h       *hosted
+	h       *Object
 	now     time.Time
-	session *boundSession // the calling session (nil: none)
+	session *BoundSession // the calling session (nil: none)
 	pushes  []pendingPush // recorded with the call (commitPushes)
 	// op is the turn's operation id, the parent of the ids of the
 	// messages it sends (sends, recorded with the turn: messages.go).
@@ -46,30 +46,30 @@ func (c *handlerCtx) Publish(payload []byte) error {
 func (c *handlerCtx) Object() keyspace.Object { return c.h.obj }
 func (c *handlerCtx) Now() time.Time          { return c.now }
 func (c *handlerCtx) Fence() actor.Fence {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	f := c.h.fence
+	c.h.Mu.Lock()
+	defer c.h.Mu.Unlock()
+	f := c.h.Fence
 	return actor.Fence{OwnerID: f.Owner.ID, OwnerGeneration: f.Owner.Generation, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.AuthorityGeneration}
 }
 
 func (c *handlerCtx) SetTimer(spec actor.TimerSpec) error {
-	if _, ok := c.h.inst.(actor.TimerObject); !ok {
-		return fmt.Errorf("%w: type %s does not implement OnTimer", actor.ErrInvalidTimer, c.h.typ.Name)
+	if _, ok := c.h.Inst.(actor.TimerObject); !ok {
+		return fmt.Errorf("%w: type %s does not implement OnTimer", actor.ErrInvalidTimer, c.h.Typ.Name)
 	}
-	c.h.mu.Lock()
-	if c.h.timers == nil {
-		c.h.timers = actor.NewTimers()
+	c.h.Mu.Lock()
+	if c.h.Timers == nil {
+		c.h.Timers = actor.NewTimers()
 	}
-	err := c.h.timers.Set(spec, c.now)
-	c.h.mu.Unlock()
+	err := c.h.Timers.Set(spec, c.now)
+	c.h.Mu.Unlock()
 	if err == nil {
-		c.h.arm()
+		c.h.Arm()
 	}
 	return err
 }
 
 func (c *handlerCtx) CancelTimer(name string) bool {
-	c.h.mu.Lock()
-	defer c.h.mu.Unlock()
-	return c.h.timers != nil && c.h.timers.Cancel(name)
+	c.h.Mu.Lock()
+	defer c.h.Mu.Unlock()
+	return c.h.Timers != nil && c.h.Timers.Cancel(name)
 }

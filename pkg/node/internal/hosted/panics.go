@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"fmt"
@@ -19,7 +19,7 @@ import (
 
 // panicked logs and counts panic p of obj's code in what, and returns it
 // as an error.
-func (n *Node) panicked(obj, what string, p any) error {
+func (n *Env) panicked(obj, what string, p any) error {
 	n.metrics.Panics.Inc()
 	n.log.Error().Str("object", obj).Str("in", what).Str("panic", fmt.Sprint(p)).Bytes("stack", debug.Stack()).
 		Msg("object code panicked: answered as an internal error, the node goes on")
@@ -27,21 +27,21 @@ func (n *Node) panicked(obj, what string, p any) error {
 }
 
 // handle runs the object's handler for one request.
-func (h *hosted) handle(hc *handlerCtx, method string, args [][]byte) (out []byte, err error) {
+func (h *Object) handle(hc *handlerCtx, method string, args [][]byte) (out []byte, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			hc.sends, hc.pushes = nil, nil
-			out, err = nil, h.n.panicked(h.name, "Handle("+method+")", p)
+			out, err = nil, h.env.panicked(h.name, "Handle("+method+")", p)
 		}
 	}()
-	return h.inst.Handle(hc, method, args)
+	return h.Inst.Handle(hc, method, args)
 }
 
-// guard runs f, a call into h's code other than a request's handler.
-func (h *hosted) guard(what string, f func() error) (err error) {
+// Guard runs f, a call into h's code other than a request's handler.
+func (h *Object) Guard(what string, f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = h.n.panicked(h.name, what, p)
+			err = h.env.panicked(h.name, what, p)
 		}
 	}()
 	return f()

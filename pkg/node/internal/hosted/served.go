@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -26,15 +26,15 @@ type servedRec struct {
 
 // standardRecord is the record h serves under at fence f when it is
 // standard, with LastRelocation last.
-func (h *hosted) standardRecord(f authority.Fence, last string) record.Record {
+func (h *Object) standardRecord(f authority.Fence, last string) record.Record {
 	return record.Record{
 		Kind: h.obj.Kind, Type: h.obj.Type, ObjectGeneration: f.ObjectGeneration, AuthorityGeneration: f.AuthorityGeneration,
-		Owner: f.Owner, Node: h.n.selfNode, State: record.StateActive, LastRelocation: last,
+		Owner: f.Owner, Node: h.env.selfNode, State: record.StateActive, LastRelocation: last,
 	}
 }
 
-// compactRecord is snap in its compact form for h.
-func (h *hosted) compactRecord(snap authority.Snapshot) servedRec {
+// CompactRecord is snap in its compact form for h.
+func (h *Object) CompactRecord(snap authority.Snapshot) servedRec {
 	c := servedRec{version: snap.StoreVersion, revision: snap.Revision, last: snap.Record.LastRelocation}
 	if snap.Object != h.obj || !sameRecord(snap.Record, h.standardRecord(snap.Fence(), snap.Record.LastRelocation)) {
 		c.full = &snap
@@ -42,13 +42,13 @@ func (h *hosted) compactRecord(snap authority.Snapshot) servedRec {
 	return c
 }
 
-// snapshot is the record c stands for, whole.
-func (c servedRec) snapshot(h *hosted) authority.Snapshot {
+// Snapshot is the record c stands for, whole.
+func (c servedRec) Snapshot(h *Object) authority.Snapshot {
 	if c.full != nil {
 		return *c.full
 	}
 	return authority.Snapshot{
-		Object: h.obj, Record: h.standardRecord(h.fence, c.last), StoreVersion: c.version, Revision: c.revision,
+		Object: h.obj, Record: h.standardRecord(h.Fence, c.last), StoreVersion: c.version, Revision: c.revision,
 	}
 }
 

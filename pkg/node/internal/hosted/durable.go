@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"bytes"
@@ -75,19 +75,19 @@ type durableState struct {
 	seq      uint64            // StateValue.Seq of the last write
 }
 
-func (n *Node) durableCtx() (context.Context, context.CancelFunc) {
+func (n *Env) durableCtx() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.Background(), n.cfg.CallTimeout)
 }
 
 // initialDurable is the bookkeeping of an object with nothing persisted:
 // its initial state (what a restore from an absent key gives) and an empty
 // reply table with the given bounds (0: the node's).
-func (h *hosted) initialDurable(stateRev int64, window time.Duration, entries int) (*durableState, error) {
+func (h *Object) initialDurable(stateRev int64, window time.Duration, entries int) (*durableState, error) {
 	if window == 0 {
-		window = h.n.cfg.DedupWindow
+		window = h.env.cfg.DedupWindow
 	}
 	var state []byte
-	err := h.guard("Snapshot", func() (err error) { state, err = h.typ.New().Snapshot(); return err })
+	err := h.Guard("Snapshot", func() (err error) { state, err = h.Typ.New().Snapshot(); return err })
 	if err != nil {
 		return nil, fmt.Errorf("initial snapshot of %s: %w", h.name, err)
 	}
@@ -99,17 +99,17 @@ func (h *hosted) initialDurable(stateRev int64, window time.Duration, entries in
 // left by an earlier incarnation whose record is gone is not restored (the
 // catalog gave the object a new generation); its version is taken so that
 // the first write replaces it (and deletes its replies).
-func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
+func (n *Env) freshDurable(ctx context.Context, h *Object) *pb.CallReply {
 	rev, err := n.store.ReadStateVersion(ctx, h.obj)
 	if err != nil {
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
-		return unavailable("read the state of "+h.name, err)
+		return Unavailable("read the state of "+h.name, err)
 	}
 	if rev != 0 {
 		n.log.Warn().Str("object", h.name).Int64("stateVersion", rev).Msg("activated a durable object that has a persisted state but no record: starting from the initial state")
 	}
-	if h.dur, err = h.initialDurable(rev, 0, 0); err != nil {
-		return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
+	if h.Dur, err = h.initialDurable(rev, 0, 0); err != nil {
+		return h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 	}
 	n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 	return nil
@@ -117,9 +117,9 @@ func (n *Node) freshDurable(ctx context.Context, h *hosted) *pb.CallReply {
 
 // dataLost is the answer for an object whose persisted state cannot be
 // used: it is not served (and not overwritten) until an operator repairs it.
-func (h *hosted) dataLost(what string, err error) *pb.CallReply {
-	h.n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
-	return h.reply(pb.Code_CODE_DATA_LOST, nil, fmt.Sprintf("%s: %s cannot be read (%v); not served", h.name, what, err))
+func (h *Object) dataLost(what string, err error) *pb.CallReply {
+	h.env.metrics.Durable.Loads.WithLabelValues("failed").Inc()
+	return h.Reply(pb.Code_CODE_DATA_LOST, nil, fmt.Sprintf("%s: %s cannot be read (%v); not served", h.name, what, err))
 }
 
 // loadDurable restores a durable object from etcd on the node that serves it
@@ -127,17 +127,17 @@ func (h *hosted) dataLost(what string, err error) *pb.CallReply {
 // persisted replies, or the initial state if nothing was persisted yet. A
 // value that cannot be read is refused with CODE_DATA_LOST and left as it
 // is: the object is not served until an operator repairs it.
-func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
+func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
 	rd, err := n.store.ReadState(ctx, h.obj)
 	switch {
 	case errors.Is(err, authority.ErrInvalidState):
 		return h.dataLost("its persisted state", err)
 	case err != nil:
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
-		return unavailable("read the state of "+h.name, err)
+		return Unavailable("read the state of "+h.name, err)
 	case !rd.Found:
-		if h.dur, err = h.initialDurable(0, 0, 0); err != nil {
-			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
+		if h.Dur, err = h.initialDurable(0, 0, 0); err != nil {
+			return h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 		}
 		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 		return nil
@@ -147,37 +147,37 @@ func (n *Node) loadDurable(ctx context.Context, h *hosted) *pb.CallReply {
 	var timers *actor.Timers
 	var table, replies *actor.ReplyTable
 	var outbox *actor.Outbox
-	err = h.guard("Restore", func() (err error) {
-		inst, timers, table, replies, outbox, err = durable.Decode(*h.typ, rd)
+	err = h.Guard("Restore", func() (err error) {
+		inst, timers, table, replies, outbox, err = durable.Decode(*h.Typ, rd)
 		return err
 	})
 	if err != nil {
 		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
 	}
-	h.mu.Lock()
-	h.inst, h.replies, h.timers = inst, replies, timers
-	h.mu.Unlock()
-	h.setOutbox(outbox) // delivered once the object is ready (hostedOrActivate)
-	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq}
+	h.Mu.Lock()
+	h.Inst, h.Replies, h.Timers = inst, replies, timers
+	h.Mu.Unlock()
+	h.SetOutbox(outbox) // delivered once the object is ready (hostedOrActivate)
+	h.Dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq}
 	n.metrics.Durable.Loads.WithLabelValues("restored").Inc()
 	n.log.Info().Str("object", h.name).Uint64("seq", v.Seq).Int64("stateVersion", rd.StateVersion).Int("replies", len(rd.Replies)).
 		Str("writtenBy", v.Owner.String()).Int64("writtenUnderObjectGeneration", v.ObjectGeneration).Msg("restored a durable object from etcd")
 	if timers != nil {
-		h.arm()
+		h.Arm()
 	}
 	return nil
 }
 
-// ensureDurable makes sure h.dur is known before h runs anything: a
+// EnsureDurable makes sure h.dur is known before h runs anything: a
 // relocation target learns it from etcd on its first request (the commit
 // gave it the object; etcd holds what the source persisted: the state it
 // restored from the payload, and the persisted replies it extends). It
 // returns the answer to give instead when it cannot.
-func (h *hosted) ensureDurable() *pb.CallReply {
-	if h.dur != nil {
+func (h *Object) EnsureDurable() *pb.CallReply {
+	if h.Dur != nil {
 		return nil
 	}
-	n := h.n
+	n := h.env
 	ctx, cancel := n.durableCtx()
 	defer cancel()
 	rd, err := n.store.ReadState(ctx, h.obj)
@@ -186,13 +186,13 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 		return h.dataLost("its persisted state", err)
 	case err != nil:
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
-		return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
+		return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
 	case !rd.Found:
-		h.mu.Lock()
-		w, m := h.replies.Window(), h.replies.MaxEntries()
-		h.mu.Unlock()
-		if h.dur, err = h.initialDurable(0, w, m); err != nil {
-			return h.reply(pb.Code_CODE_INTERNAL, nil, err.Error())
+		h.Mu.Lock()
+		w, m := h.Replies.Window(), h.Replies.MaxEntries()
+		h.Mu.Unlock()
+		if h.Dur, err = h.initialDurable(0, w, m); err != nil {
+			return h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error())
 		}
 		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 		return nil
@@ -202,7 +202,7 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 		return h.dataLost("its persisted replies", err)
 	}
 	v := rd.Value
-	h.dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq}
+	h.Dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq}
 	n.metrics.Durable.Loads.WithLabelValues("restored").Inc()
 	return nil
 }
@@ -212,20 +212,20 @@ func (h *hosted) ensureDurable() *pb.CallReply {
 // change may be acknowledged (written, or nothing to write), or the answer
 // to give instead; then the change is undone: rolled back (too large) or
 // the instance dropped (every other failure).
-func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.Time) *pb.CallReply {
-	n, d := h.n, h.dur
+func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.Time) *pb.CallReply {
+	n, d := h.env, h.Dur
 	var state []byte
-	err := h.guard("Snapshot", func() (err error) { state, err = h.inst.Snapshot(); return err })
+	err := h.Guard("Snapshot", func() (err error) { state, err = h.Inst.Snapshot(); return err })
 	if err != nil {
 		n.metrics.Durable.Writes.WithLabelValues("error").Inc()
-		h.dropDurable("snapshot failed: " + err.Error())
-		return h.reply(pb.Code_CODE_INTERNAL, nil, fmt.Sprintf("%s: snapshot: %v; the change was not persisted", h.name, err))
+		h.DropDurable("snapshot failed: " + err.Error())
+		return h.Reply(pb.Code_CODE_INTERNAL, nil, fmt.Sprintf("%s: snapshot: %v; the change was not persisted", h.name, err))
 	}
-	h.mu.Lock()
-	timers := durable.EncodeTimers(h.timers)
-	outbox := h.outbox.Encode()
-	fence, version := h.fence, h.version
-	h.mu.Unlock()
+	h.Mu.Lock()
+	timers := durable.EncodeTimers(h.Timers)
+	outbox := h.Outbox.Encode()
+	fence, version := h.Fence, h.Version
+	h.Mu.Unlock()
 	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) {
 		n.metrics.Durable.Writes.WithLabelValues("unchanged").Inc()
 		return nil
@@ -245,9 +245,9 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		msg := fmt.Sprintf("%s: the change would persist %d bytes (state %d), over this node's limit of %d (--durable-max-bytes; etcd's request limit bounds it); refused, the state is unchanged",
 			h.name, size, len(state), n.cfg.DurableMaxBytes)
 		if err := h.rollbackDurable(); err != nil {
-			h.dropDurable("rollback failed: " + err.Error())
+			h.DropDurable("rollback failed: " + err.Error())
 		}
-		return h.reply(pb.Code_CODE_STATE_TOO_LARGE, nil, msg)
+		return h.Reply(pb.Code_CODE_STATE_TOO_LARGE, nil, msg)
 	}
 	if op != nil {
 		d.table.Record(*op, rec, now)
@@ -267,8 +267,8 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		n.metrics.Durable.Seconds.Observe(n.now().Sub(start).Seconds())
 		if err != nil {
 			n.metrics.Durable.Writes.WithLabelValues("uncertain").Inc()
-			h.dropDurable("persist: " + err.Error())
-			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: persisting the change: %v; retry with the same operation id", h.name, err))
+			h.DropDurable("persist: " + err.Error())
+			return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: persisting the change: %v; retry with the same operation id", h.name, err))
 		}
 		switch res.Outcome {
 		case authority.PersistWritten:
@@ -281,47 +281,47 @@ func (h *hosted) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 			// (PersistState checked it), newer store version.
 			n.metrics.Durable.Writes.WithLabelValues("moved").Inc()
 			req.StoreVersion = res.Current.StoreVersion
-			h.mu.Lock()
-			if h.fence == fence {
-				h.version = max(h.version, req.StoreVersion)
+			h.Mu.Lock()
+			if h.Fence == fence {
+				h.Version = max(h.Version, req.StoreVersion)
 			}
-			h.mu.Unlock()
+			h.Mu.Unlock()
 			continue
 		case authority.PersistSuperseded:
 			n.metrics.Durable.Writes.WithLabelValues("superseded").Inc()
-			h.dropDurable("superseded")
+			h.DropDurable("superseded")
 			if res.Found {
 				n.cache.Observe(res.Current)
 				r := n.notOwner(res.Current)
 				r.Message += "; this node's copy was superseded and its change not persisted: retry there with the same operation id"
 				return r
 			}
-			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record is gone; the change was not persisted")
+			return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record is gone; the change was not persisted")
 		case authority.PersistOwnerGone:
 			n.metrics.Durable.Writes.WithLabelValues("owner_gone").Inc()
-			h.dropDurable("owner key gone")
-			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, "owner "+fence.Owner.String()+" lost its lease: the change to "+h.name+" was not persisted")
+			h.DropDurable("owner key gone")
+			return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "owner "+fence.Owner.String()+" lost its lease: the change to "+h.name+" was not persisted")
 		default: // state moved, not written
 			n.metrics.Durable.Writes.WithLabelValues(durable.OutcomeLabel(res.Outcome)).Inc()
-			h.dropDurable("persist " + res.Outcome.String())
+			h.DropDurable("persist " + res.Outcome.String())
 			if res.NoSpace { // etcdspace.go: no write will be until the alarm is disarmed
 				r := n.noSpaceReply(h.name + ": the change was not persisted: " + authority.ErrNoSpace.Error())
-				return h.reply(r.Code, nil, r.Message)
+				return h.Reply(r.Code, nil, r.Message)
 			}
-			return h.reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: the change was not persisted (%s); retry with the same operation id", h.name, res.Outcome))
+			return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: the change was not persisted (%s); retry with the same operation id", h.name, res.Outcome))
 		}
 	}
 	n.metrics.Durable.Writes.WithLabelValues("not_written").Inc()
-	h.dropDurable("the record kept moving")
-	return h.reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record kept moving; the change was not persisted")
+	h.DropDurable("the record kept moving")
+	return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": its record kept moving; the change was not persisted")
 }
 
 // rollbackDurable puts back the last persisted state, timers and outbox
 // (the persisted reply table was not touched).
-func (h *hosted) rollbackDurable() error {
-	d := h.dur
-	inst := h.typ.New()
-	if err := h.guard("Restore", func() error { return inst.Restore(d.state) }); err != nil {
+func (h *Object) rollbackDurable() error {
+	d := h.Dur
+	inst := h.Typ.New()
+	if err := h.Guard("Restore", func() error { return inst.Restore(d.state) }); err != nil {
 		return err
 	}
 	outbox, err := actor.DecodeOutbox(d.outbox)
@@ -335,50 +335,57 @@ func (h *hosted) rollbackDurable() error {
 			return err
 		}
 	}
-	h.mu.Lock()
-	h.inst, h.timers = inst, timers
-	h.mu.Unlock()
-	h.setOutbox(outbox)
-	h.arm()
-	h.kickDelivery()
+	h.Mu.Lock()
+	h.Inst, h.Timers = inst, timers
+	h.Mu.Unlock()
+	h.SetOutbox(outbox)
+	h.Arm()
+	h.KickDelivery()
 	return nil
 }
 
-// dropDurable stops serving h after a change that could not be persisted:
+// DropDurable stops serving h after a change that could not be persisted:
 // what etcd holds is the truth, and the next call re-activates the object
 // from it (on this node while the record names it, else on its owner).
-func (h *hosted) dropDurable(why string) {
-	h.n.log.Warn().Str("object", h.name).Str("reason", why).Msg("durable object dropped: its change was not persisted")
-	h.n.unhost(h)
-	h.close()
+func (h *Object) DropDurable(why string) {
+	h.env.log.Warn().Str("object", h.name).Str("reason", why).Msg("durable object dropped: its change was not persisted")
+	h.env.unhost(h)
+	h.Close()
 }
 
 // durableTimerGate is called before a durable object's timers fire: it
 // makes sure h.dur is known, or retries the fire in a second.
-func (h *hosted) durableTimerGate() bool {
-	if r := h.ensureDurable(); r == nil {
+func (h *Object) durableTimerGate() bool {
+	if r := h.EnsureDurable(); r == nil {
 		return true
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	if h.Closed {
 		h.fireSet = false
 		return false
 	}
 	h.fireSet = true
-	h.timer = h.n.clock.AfterFunc(time.Second, func() {
-		if !h.submit(&work{timer: true}) {
-			h.mu.Lock()
+	h.timer = h.env.clock.AfterFunc(time.Second, func() {
+		if !h.Submit(&Work{Timer: true}) {
+			h.Mu.Lock()
 			h.fireSet = false
-			h.mu.Unlock()
+			h.Mu.Unlock()
 		}
 	})
 	return false
 }
 
 // persistTimers persists a durable object's state after its timers fired.
-func (h *hosted) persistTimers(now time.Time) {
+func (h *Object) persistTimers(now time.Time) {
 	if r := h.persistChange(nil, actor.Reply{}, now); r != nil {
-		h.n.log.Warn().Str("object", h.name).Str("code", wire.CodeName(r.GetCode())).Str("message", r.GetMessage()).Msg("timer fire of a durable object not persisted")
+		h.env.log.Warn().Str("object", h.name).Str("code", wire.CodeName(r.GetCode())).Str("message", r.GetMessage()).Msg("timer fire of a durable object not persisted")
 	}
 }
+
+// FreshDurable starts the durable bookkeeping of h, just activated with no
+// record before it (freshDurable).
+func (h *Object) FreshDurable(ctx context.Context) *pb.CallReply { return h.env.freshDurable(ctx, h) }
+
+// LoadDurable restores h from what etcd persisted (loadDurable).
+func (h *Object) LoadDurable(ctx context.Context) *pb.CallReply { return h.env.loadDurable(ctx, h) }

@@ -1,16 +1,17 @@
-package node
+package hosted
 
 import (
 	"sync"
 	"time"
 
-	"github.com/meshloc/meshloc/pkg/actor"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+
+	"github.com/meshloc/meshloc/pkg/actor"
 )
 
 // countAnswer counts one applied answer of h's: delivered (local or
 // remote) or refused, its latency, and its edge in the traffic sketch.
-func (n *Node) countAnswer(h *hosted, a messageAnswer, now time.Time) {
+func (n *Env) countAnswer(h *Object, a messageAnswer, now time.Time) {
 	m := n.metrics.Messages
 	m.Latency.Observe(max(now.Sub(a.msg.ID.Time()), 0).Seconds())
 	if a.outcome == actor.OutcomeRefused {
@@ -25,48 +26,42 @@ func (n *Node) countAnswer(h *hosted, a messageAnswer, now time.Time) {
 	}
 	m.Delivered.WithLabelValues(path).Inc()
 	if f != nil && a.reply.GetCode() != pb.Code_CODE_UNSPECIFIED {
-		n.traffic.observe(now, h.name, a.msg.To, !local)
+		n.traffic.Observe(now, h.name, a.msg.To, !local)
 	}
 }
 
-// outboxGauges is what the message gauges read when scraped.
-type outboxGauges struct{ n *Node }
-
-func (g outboxGauges) OutboxStats() (int, time.Duration) { return g.n.outboxes.stats(g.n.now()) }
-func (g outboxGauges) CrossNodeRatio() float64           { return g.n.traffic.crossRatioAt(g.n.now()) }
-
-// outboxSet is the objects whose outbox held messages when last seen: the
+// OutboxSet is the objects whose outbox held messages when last seen: the
 // gauges walk them, not every hosted object.
-type outboxSet struct {
+type OutboxSet struct {
 	mu sync.Mutex
-	m  map[*hosted]struct{}
+	m  map[*Object]struct{}
 }
 
-func (s *outboxSet) note(h *hosted) {
+func (s *OutboxSet) Note(h *Object) {
 	s.mu.Lock()
 	if s.m == nil {
-		s.m = map[*hosted]struct{}{}
+		s.m = map[*Object]struct{}{}
 	}
 	s.m[h] = struct{}{}
 	s.mu.Unlock()
 }
 
-// stats is the number of messages in the outboxes of the objects hosted
+// Stats is the number of messages in the outboxes of the objects hosted
 // here and the age of the oldest; objects gone or emptied leave the set.
-func (s *outboxSet) stats(now time.Time) (depth int, oldest time.Duration) {
+func (s *OutboxSet) Stats(now time.Time) (depth int, oldest time.Duration) {
 	s.mu.Lock()
-	hs := make([]*hosted, 0, len(s.m))
+	hs := make([]*Object, 0, len(s.m))
 	for h := range s.m {
 		hs = append(hs, h)
 	}
 	s.mu.Unlock()
-	var gone []*hosted
+	var gone []*Object
 	for _, h := range hs {
-		h.mu.Lock()
-		l := h.outbox.Len()
-		at, ok := h.outbox.Oldest()
-		closed := h.closed || h.lost
-		h.mu.Unlock()
+		h.Mu.Lock()
+		l := h.Outbox.Len()
+		at, ok := h.Outbox.Oldest()
+		closed := h.Closed || h.Lost
+		h.Mu.Unlock()
 		if closed || l == 0 {
 			gone = append(gone, h)
 			continue
@@ -76,13 +71,13 @@ func (s *outboxSet) stats(now time.Time) (depth int, oldest time.Duration) {
 			oldest = max(oldest, now.Sub(at))
 		}
 	}
-	s.mu.Lock() // (s.mu, then h.mu: note is never called with h.mu held)
+	s.mu.Lock() // (s.mu, then h.Mu: note is never called with h.Mu held)
 	for _, h := range gone {
-		h.mu.Lock()
-		if h.outbox.Len() == 0 || h.closed || h.lost {
+		h.Mu.Lock()
+		if h.Outbox.Len() == 0 || h.Closed || h.Lost {
 			delete(s.m, h)
 		}
-		h.mu.Unlock()
+		h.Mu.Unlock()
 	}
 	s.mu.Unlock()
 	return depth, oldest

@@ -1,13 +1,11 @@
-package node
+package hosted
 
 import (
-	"context"
 	"sync"
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/lease"
-	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -31,34 +29,34 @@ import (
 // messageParallel bounds the destinations one object sends to at a time.
 const messageParallel = 16
 
-// deliverableLocked reports whether h may deliver its outbox now (h.mu
+// deliverableLocked reports whether h may deliver its outbox now (h.Mu
 // held): it serves here, and has messages.
-func (h *hosted) deliverableLocked() bool {
-	return !h.closed && !h.lost && h.mode == modeServing && h.outbox.Len() > 0
+func (h *Object) deliverableLocked() bool {
+	return !h.Closed && !h.Lost && h.Mode == ModeServing && h.Outbox.Len() > 0
 }
 
-// kickDelivery starts h's delivery goroutine, or tells the running one to
+// KickDelivery starts h's delivery goroutine, or tells the running one to
 // look again.
-func (h *hosted) kickDelivery() {
-	h.mu.Lock()
+func (h *Object) KickDelivery() {
+	h.Mu.Lock()
 	if !h.deliverableLocked() {
-		h.mu.Unlock()
+		h.Mu.Unlock()
 		return
 	}
 	md := h.messagesLocked()
 	if md.running {
 		md.kicked = true
-		h.mu.Unlock()
+		h.Mu.Unlock()
 		return
 	}
 	md.running = true
-	h.mu.Unlock()
-	h.n.work.Go(h.deliverOutbox)
+	h.Mu.Unlock()
+	h.env.work.Go(h.deliverOutbox)
 }
 
 // resetDeliveryLocked forgets the sends in flight and the answers not yet
-// applied (h.mu held): a seal, a reopen, a restore, a rollback.
-func (h *hosted) resetDeliveryLocked() {
+// applied (h.Mu held): a seal, a reopen, a restore, a rollback.
+func (h *Object) resetDeliveryLocked() {
 	md := h.msgs
 	if md == nil {
 		return
@@ -71,22 +69,22 @@ func (h *hosted) resetDeliveryLocked() {
 	}
 }
 
-// stopDeliveryLocked stops h's retry timer (h.mu held; h closes).
-func (h *hosted) stopDeliveryLocked() {
+// stopDeliveryLocked stops h's retry timer (h.Mu held; h closes).
+func (h *Object) stopDeliveryLocked() {
 	if md := h.msgs; md != nil && md.timer != nil {
 		md.timer.Stop()
 		md.timer = nil
 	}
 }
 
-func (h *hosted) deliverOutbox() {
-	n := h.n
+func (h *Object) deliverOutbox() {
+	n := h.env
 	for {
-		h.mu.Lock()
+		h.Mu.Lock()
 		md := h.msgs
 		if !h.deliverableLocked() {
 			md.running = false
-			h.mu.Unlock()
+			h.Mu.Unlock()
 			return
 		}
 		now := n.now()
@@ -95,36 +93,36 @@ func (h *hosted) deliverOutbox() {
 			// its fence; it looks again soon (or is fenced and drops h).
 			md.running = false
 			h.armDeliveryLocked(now.Add(100 * time.Millisecond))
-			h.mu.Unlock()
+			h.Mu.Unlock()
 			return
 		}
 		md.kicked = false
-		send, expired, wake := md.d.Next(h.outbox, now, messageParallel, n.giveUpAfter())
+		send, expired, wake := md.d.Next(h.Outbox, now, messageParallel, n.giveUpAfter())
 		epoch := md.epoch
-		from := &pb.MessageSender{Object: h.name, Fence: n.wireFence(h.fence, h.version, n.selfNode.RoutingID)}
-		h.mu.Unlock()
+		from := &pb.MessageSender{Object: h.name, Fence: n.wireFence(h.Fence, h.Version, n.selfNode.RoutingID)}
+		h.Mu.Unlock()
 
 		var answers []messageAnswer
 		for _, m := range expired {
 			answers = append(answers, messageAnswer{msg: m, outcome: actor.OutcomeRefused})
 		}
 		if len(send) == 0 && len(answers) == 0 {
-			h.mu.Lock()
+			h.Mu.Lock()
 			if md.kicked && h.deliverableLocked() {
-				h.mu.Unlock()
+				h.Mu.Unlock()
 				continue
 			}
 			md.running = false
 			if !wake.IsZero() {
 				h.armDeliveryLocked(wake)
 			}
-			h.mu.Unlock()
+			h.Mu.Unlock()
 			return
 		}
 		replies := h.sendAll(send, from)
-		h.mu.Lock()
+		h.Mu.Lock()
 		if md.epoch != epoch {
-			h.mu.Unlock() // reset meanwhile: these answers belong to a copy that is gone
+			h.Mu.Unlock() // reset meanwhile: these answers belong to a copy that is gone
 			continue
 		}
 		now = n.now()
@@ -136,28 +134,28 @@ func (h *hosted) deliverOutbox() {
 			}
 			answers = append(answers, messageAnswer{msg: m, reply: replies[i], outcome: out})
 		}
-		h.mu.Unlock()
+		h.Mu.Unlock()
 		if len(answers) > 0 {
 			// Refused (not serving any more): the seal reset the delivery,
 			// the messages go again from the next owner.
-			h.submit(&work{fn: func() { h.applyAnswers(answers) }})
+			h.Submit(&Work{Fn: func() { h.ApplyAnswers(answers) }})
 		}
 	}
 }
 
-// armDeliveryLocked kicks the delivery at at (h.mu held).
-func (h *hosted) armDeliveryLocked(at time.Time) {
+// armDeliveryLocked kicks the delivery at at (h.Mu held).
+func (h *Object) armDeliveryLocked(at time.Time) {
 	md := h.messagesLocked()
 	if md.timer != nil {
 		md.timer.Stop()
 	}
-	md.timer = h.n.clock.AfterFunc(max(at.Sub(h.n.now()), 0), h.kickDelivery)
+	md.timer = h.env.clock.AfterFunc(max(at.Sub(h.env.now()), 0), h.KickDelivery)
 }
 
 // sendAll sends msgs side by side and returns their replies in order.
-func (h *hosted) sendAll(msgs []actor.OutMessage, from *pb.MessageSender) []*pb.CallReply {
+func (h *Object) sendAll(msgs []actor.OutMessage, from *pb.MessageSender) []*pb.CallReply {
 	out := make([]*pb.CallReply, len(msgs))
-	send := h.n.seams.sendMessage
+	send := h.env.node.SendMessage
 	if len(msgs) == 1 {
 		out[0] = send(msgs[0], from)
 		return out
@@ -168,14 +166,4 @@ func (h *hosted) sendAll(msgs []actor.OutMessage, from *pb.MessageSender) []*pb.
 	}
 	wg.Wait()
 	return out
-}
-
-// sendMessage delivers one message like a call: routed by this node (to
-// itself when it owns the destination), following redirects, with the
-// message's operation id and the sender's fence.
-func (n *Node) sendMessage(m actor.OutMessage, from *pb.MessageSender) *pb.CallReply {
-	ctx, cancel := context.WithTimeout(n.stopCtx, n.cfg.CallTimeout)
-	defer cancel()
-	req := &pb.CallRequest{Version: wire.Version, Object: m.To, Method: m.Method, Args: m.Args, OperationId: m.ID[:], Sender: from}
-	return n.router.Call(ctx, req)
 }

@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/clock"
-	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -37,11 +36,11 @@ import (
 //     sealed, or after it moved, is dropped, and the message is asked again
 //     by whoever owns the object then.
 //   - At the destination a message is a call with the message's operation
-//     id (route.go, host.go): executed once by its reply table, logged with
+//     id (pkg/node route.go, host.go): executed once by its reply table, logged with
 //     its sender, refused as stale when the sender was re-created since.
 
 // outboxDelivery is the delivery bookkeeping of one hosted object (under
-// hosted.mu), allocated at its first message.
+// h.Mu), allocated at its first message.
 type outboxDelivery struct {
 	d       actor.Delivery
 	running bool   // a delivery goroutine runs (deliverLoop)
@@ -50,8 +49,8 @@ type outboxDelivery struct {
 	timer   clock.Timer
 }
 
-// messagesLocked is h's delivery bookkeeping, made on first use (h.mu held).
-func (h *hosted) messagesLocked() *outboxDelivery {
+// messagesLocked is h's delivery bookkeeping, made on first use (h.Mu held).
+func (h *Object) messagesLocked() *outboxDelivery {
 	if h.msgs == nil {
 		h.msgs = &outboxDelivery{}
 	}
@@ -63,8 +62,8 @@ func (c *handlerCtx) Send(to, method string, args ...[]byte) error {
 }
 
 func (c *handlerCtx) Ask(to, method string, args ...[]byte) error {
-	if _, ok := c.h.inst.(actor.ReplyObject); !ok {
-		return fmt.Errorf("%w: type %s does not implement OnReply", actor.ErrInvalidMessage, c.h.typ.Name)
+	if _, ok := c.h.Inst.(actor.ReplyObject); !ok {
+		return fmt.Errorf("%w: type %s does not implement OnReply", actor.ErrInvalidMessage, c.h.Typ.Name)
 	}
 	return c.send(to, method, args, true)
 }
@@ -77,13 +76,13 @@ func (c *handlerCtx) send(to, method string, args [][]byte, ask bool) error {
 		return err
 	}
 	m := actor.OutMessage{ID: actor.MessageID(c.op, uint32(len(c.sends))), To: to, Method: method, Args: args, Ask: ask}
-	h, cfg := c.h, c.h.n.cfg
-	h.mu.Lock()
-	fits := h.outbox.Fits(append(c.sends[:len(c.sends):len(c.sends)], m), cfg.OutboxMessages, cfg.OutboxBytes)
-	depth := h.outbox.Len()
-	h.mu.Unlock()
+	h, cfg := c.h, c.h.env.cfg
+	h.Mu.Lock()
+	fits := h.Outbox.Fits(append(c.sends[:len(c.sends):len(c.sends)], m), cfg.OutboxMessages, cfg.OutboxBytes)
+	depth := h.Outbox.Len()
+	h.Mu.Unlock()
 	if !fits {
-		h.n.metrics.Messages.Full.Inc()
+		h.env.metrics.Messages.Full.Inc()
 		return fmt.Errorf("%w: %s holds %d messages (at most %d messages, %d bytes: --outbox-messages, --outbox-bytes), %d more in this turn",
 			actor.ErrOutboxFull, h.name, depth, cfg.OutboxMessages, cfg.OutboxBytes, len(c.sends))
 	}
@@ -91,36 +90,36 @@ func (c *handlerCtx) send(to, method string, args [][]byte, ask bool) error {
 	return nil
 }
 
-// recordSends puts a turn's messages into h's outbox (on h's mailbox, the
+// RecordSends puts a turn's messages into h's outbox (on h's mailbox, the
 // turn's handler returned without error). Send checked the bounds in the
 // same turn, so the outbox has room.
-func (h *hosted) recordSends(sends []actor.OutMessage) error {
+func (h *Object) RecordSends(sends []actor.OutMessage) error {
 	if len(sends) == 0 {
 		return nil
 	}
-	h.mu.Lock()
-	if h.outbox == nil {
-		h.outbox = &actor.Outbox{}
+	h.Mu.Lock()
+	if h.Outbox == nil {
+		h.Outbox = &actor.Outbox{}
 	}
-	err := h.outbox.Add(sends, h.n.cfg.OutboxMessages, h.n.cfg.OutboxBytes)
-	h.mu.Unlock()
+	err := h.Outbox.Add(sends, h.env.cfg.OutboxMessages, h.env.cfg.OutboxBytes)
+	h.Mu.Unlock()
 	if err != nil {
 		return err
 	}
-	h.n.metrics.Messages.Sent.Add(float64(len(sends)))
-	h.n.outboxes.note(h)
+	h.env.metrics.Messages.Sent.Add(float64(len(sends)))
+	h.env.outboxes.Note(h)
 	return nil
 }
 
-// setOutbox replaces h's outbox (a restore, a rollback) and forgets what
+// SetOutbox replaces h's outbox (a restore, a rollback) and forgets what
 // its delivery was doing.
-func (h *hosted) setOutbox(o *actor.Outbox) {
-	h.mu.Lock()
-	h.outbox = o
+func (h *Object) SetOutbox(o *actor.Outbox) {
+	h.Mu.Lock()
+	h.Outbox = o
 	h.resetDeliveryLocked()
-	h.mu.Unlock()
+	h.Mu.Unlock()
 	if o.Len() > 0 {
-		h.n.outboxes.note(h)
+		h.env.outboxes.Note(h)
 	}
 }
 
@@ -150,14 +149,14 @@ func (a messageAnswer) replyOf() actor.MessageReply {
 	return r
 }
 
-// applyAnswers is the sender's turn (on its mailbox) that takes settled
+// ApplyAnswers is the sender's turn (on its mailbox) that takes settled
 // messages out of the outbox, runs OnReply for each Ask, records what
 // OnReply sent, and persists it all for a durable object. A message no
 // longer in the outbox was applied already (or the outbox was rolled back
 // meanwhile): nothing happens for it.
-func (h *hosted) applyAnswers(as []messageAnswer) {
-	n := h.n
-	if h.isLost() {
+func (h *Object) ApplyAnswers(as []messageAnswer) {
+	n := h.env
+	if h.IsLost() {
 		return
 	}
 	now := n.now()
@@ -165,21 +164,21 @@ func (h *hosted) applyAnswers(as []messageAnswer) {
 		h.forgetAnswers() // asked again if this node serves on; dropped with the object otherwise
 		return
 	}
-	if h.typ.Durable && h.ensureDurable() != nil {
+	if h.Typ.Durable && h.EnsureDurable() != nil {
 		h.forgetAnswers()
 		return
 	}
-	ro, _ := h.inst.(actor.ReplyObject)
+	ro, _ := h.Inst.(actor.ReplyObject)
 	type ran struct{ op, msg wire.OperationID }
 	var replies []ran
 	applied := 0
 	for _, a := range as {
-		h.mu.Lock()
-		_, ok := h.outbox.Remove(a.msg.ID)
+		h.Mu.Lock()
+		_, ok := h.Outbox.Remove(a.msg.ID)
 		if h.msgs != nil {
 			h.msgs.d.Applied(a.msg.ID)
 		}
-		h.mu.Unlock()
+		h.Mu.Unlock()
 		if !ok {
 			continue
 		}
@@ -190,22 +189,22 @@ func (h *hosted) applyAnswers(as []messageAnswer) {
 		}
 		op := actor.ReplyOperationID(a.msg.ID)
 		hc := &handlerCtx{h: h, now: now, op: op}
-		if err := h.guard("OnReply", func() error { return ro.OnReply(hc, a.replyOf()) }); err != nil {
+		if err := h.Guard("OnReply", func() error { return ro.OnReply(hc, a.replyOf()) }); err != nil {
 			n.log.Warn().Str("object", h.name).Str("message", a.msg.ID.String()).Err(err).Msg("OnReply failed: its messages are not sent")
 			hc.sends = nil
 		}
-		if err := h.recordSends(hc.sends); err != nil {
+		if err := h.RecordSends(hc.sends); err != nil {
 			n.log.Error().Str("object", h.name).Err(err).Msg("OnReply's messages could not be recorded")
 		}
 		if len(hc.pushes) > 0 {
-			h.commitPushes(nil, 0, hc.pushes)
+			h.CommitPushes(nil, 0, hc.pushes)
 		}
 		replies = append(replies, ran{op: op, msg: a.msg.ID})
 	}
 	if applied == 0 {
 		return
 	}
-	if h.typ.Durable {
+	if h.Typ.Durable {
 		if r := h.persistChange(nil, actor.Reply{}, now); r != nil {
 			// Rolled back to what etcd holds, or dropped: the messages
 			// are still in the persisted outbox and are asked again.
@@ -214,43 +213,23 @@ func (h *hosted) applyAnswers(as []messageAnswer) {
 		}
 	}
 	if n.xlog != nil {
-		f := h.currentFence()
+		f := h.CurrentFence()
 		for _, r := range replies {
 			n.xlog.OnReply(h.name, f, r.op, r.msg, now)
 		}
 	}
-	h.kickDelivery()
+	h.KickDelivery()
 }
 
 // forgetAnswers makes the delivery forget what it sent and heard (the
 // messages go again).
-func (h *hosted) forgetAnswers() {
-	h.mu.Lock()
+func (h *Object) forgetAnswers() {
+	h.Mu.Lock()
 	h.resetDeliveryLocked()
-	h.mu.Unlock()
-	h.kickDelivery()
-}
-
-// checkSender is the destination's check of a message's sender (on its
-// mailbox, before the message runs): a sender that its record shows
-// re-created under a newer object generation sent it from a life that
-// ended; the message is refused as stale (the new life, if it has the
-// message, sends it again). It returns the refusal, or nil.
-func (n *Node) checkSender(ms *pb.MessageSender) *pb.CallReply {
-	obj, err := keyspace.ParseObject(ms.GetObject())
-	if err != nil || obj.Kind != keyspace.KindActor {
-		return &pb.CallReply{Code: pb.Code_CODE_INVALID_ARGUMENT, Message: fmt.Sprintf("a message from %q, which is not an actor", ms.GetObject())}
-	}
-	loc, ok := n.cache.Lookup(obj)
-	if !ok || loc.ObjectGeneration <= ms.GetFence().GetObjectGeneration() {
-		return nil
-	}
-	n.metrics.Messages.StaleSenders.Inc()
-	// No fence: the sender must not take this for a superseded owner.
-	return &pb.CallReply{Code: pb.Code_CODE_STALE_FENCE, Message: fmt.Sprintf("a message from %s under object generation %d, re-created since with %d",
-		ms.GetObject(), ms.GetFence().GetObjectGeneration(), loc.ObjectGeneration)}
+	h.Mu.Unlock()
+	h.KickDelivery()
 }
 
 // giveUpAfter is how old an unanswered message may get before its sender
 // stops asking: twice the de-duplication window (rule 3 of actor.Delivery).
-func (n *Node) giveUpAfter() time.Duration { return 2 * n.cfg.DedupWindow }
+func (n *Env) giveUpAfter() time.Duration { return 2 * n.cfg.DedupWindow }
