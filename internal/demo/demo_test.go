@@ -25,9 +25,12 @@ func demoConfig(t *testing.T) demo.Config {
 	cfg.Locationd.ListenClient = fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
 	cfg.Locationd.ListenPeer = fmt.Sprintf("http://127.0.0.1:%d", etcdtest.FreePort(t))
 	cfg.Locationd.HTTP = fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t))
-	cfg.Nodes = nil
+	cfg.Nodes, cfg.NodeHTTP = nil, nil
 	for range 3 {
+		// Both ports picked: the default HTTP port (gRPC + 1) is not
+		// reserved, and once collided with a port handed out here.
 		cfg.Nodes = append(cfg.Nodes, fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)))
+		cfg.NodeHTTP = append(cfg.NodeHTTP, fmt.Sprintf("127.0.0.1:%d", etcdtest.FreePort(t)))
 	}
 	cfg.Duration = 3 * time.Second
 	cfg.Every = time.Second
