@@ -128,21 +128,12 @@ func (h *Object) dataLost(what string, err error) *pb.CallReply {
 // value that cannot be read is refused with CODE_DATA_LOST and left as it
 // is: the object is not served until an operator repairs it.
 func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
-	rd, err := n.store.ReadState(ctx, h.obj)
-	switch {
-	case errors.Is(err, authority.ErrInvalidState):
-		return h.dataLost("its persisted state", err)
-	case err != nil:
-		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
-		return Unavailable("read the state of "+h.name, err)
-	case !rd.Found:
-		if h.Dur, err = h.initialDurable(0, 0, 0); err != nil {
-			return h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error())
-		}
-		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
-		return nil
+	rd, r, found := h.readPersisted(ctx, 0, 0, func(err error) *pb.CallReply { return Unavailable("read the state of "+h.name, err) })
+	if !found {
+		return r
 	}
 	v := rd.Value
+	var err error
 	var inst actor.Object
 	var timers *actor.Timers
 	var table, replies *actor.ReplyTable
@@ -168,6 +159,30 @@ func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
 	return nil
 }
 
+// readPersisted reads h's persisted state for a load: found, it is rd to
+// restore from; otherwise r is the answer — nil when nothing was persisted
+// yet (h.Dur is then the initial state, with a reply table of window and
+// entries, 0: the node's), CODE_DATA_LOST for a value that cannot be
+// read, or unavailable's answer when etcd could not be read.
+func (h *Object) readPersisted(ctx context.Context, window time.Duration, entries int, unavailable func(error) *pb.CallReply) (rd authority.StateRead, r *pb.CallReply, found bool) {
+	n := h.env
+	rd, err := n.store.ReadState(ctx, h.obj)
+	switch {
+	case errors.Is(err, authority.ErrInvalidState):
+		return rd, h.dataLost("its persisted state", err), false
+	case err != nil:
+		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
+		return rd, unavailable(err), false
+	case !rd.Found:
+		if h.Dur, err = h.initialDurable(0, window, entries); err != nil {
+			return rd, h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error()), false
+		}
+		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
+		return rd, nil, false
+	}
+	return rd, nil, true
+}
+
 // EnsureDurable makes sure h.dur is known before h runs anything: a
 // relocation target learns it from etcd on its first request (the commit
 // gave it the object; etcd holds what the source persisted: the state it
@@ -180,22 +195,14 @@ func (h *Object) EnsureDurable() *pb.CallReply {
 	n := h.env
 	ctx, cancel := n.durableCtx()
 	defer cancel()
-	rd, err := n.store.ReadState(ctx, h.obj)
-	switch {
-	case errors.Is(err, authority.ErrInvalidState):
-		return h.dataLost("its persisted state", err)
-	case err != nil:
-		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
+	h.Mu.Lock()
+	w, m := h.Replies.Window(), h.Replies.MaxEntries()
+	h.Mu.Unlock()
+	rd, r, found := h.readPersisted(ctx, w, m, func(err error) *pb.CallReply {
 		return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
-	case !rd.Found:
-		h.Mu.Lock()
-		w, m := h.Replies.Window(), h.Replies.MaxEntries()
-		h.Mu.Unlock()
-		if h.Dur, err = h.initialDurable(0, w, m); err != nil {
-			return h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error())
-		}
-		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
-		return nil
+	})
+	if !found {
+		return r
 	}
 	t, err := durable.RestoreReplies(rd)
 	if err != nil {
