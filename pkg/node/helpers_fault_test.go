@@ -66,6 +66,7 @@ func (s *slowList) Handle(_ actor.Context, method string, args [][]byte) ([]byte
 			if err != nil || ms < 0 || ms > 10000 {
 				return nil, actor.InvalidArgument("MS %q", args[1])
 			}
+			slowListStarts.start(string(args[0]))
 			time.Sleep(time.Duration(ms) * time.Millisecond)
 		}
 		s.st.Items = append(s.st.Items, string(args[0]))
@@ -105,6 +106,48 @@ func (r *runCounter) get(v string) int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.n[v]
+}
+
+// slowListStarts: a slow append (one with MS) says when its handler began,
+// before its sleep, so that a test orders its next call after it without
+// guessing a delay. Values are unique to their tests.
+var slowListStarts = startSignals{ch: map[string]chan struct{}{}}
+
+type startSignals struct {
+	mu sync.Mutex
+	ch map[string]chan struct{}
+}
+
+func (s *startSignals) of(v string) chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.ch[v]
+	if c == nil {
+		c = make(chan struct{})
+		s.ch[v] = c
+	}
+	return c
+}
+
+func (s *startSignals) start(v string) {
+	c := s.of(v)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	select {
+	case <-c:
+	default:
+		close(c)
+	}
+}
+
+// waitStarted waits until a slow append of v began running.
+func waitStarted(t *testing.T, v string) {
+	t.Helper()
+	select {
+	case <-slowListStarts.of(v):
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the slow append of %q did not start", v)
+	}
 }
 
 func (s *slowList) Snapshot() ([]byte, error) { return json.Marshal(s.st) }

@@ -266,8 +266,8 @@ func TestSeedBug06_30_IdsComparedAsBytes(t *testing.T) {
 	if !sameAsText(op[:], forgedOp[:]) {
 		t.Fatal("test operation ids are not text twins")
 	}
-	c0 := launch(c, obj, "append", "c0", "500")
-	time.Sleep(60 * time.Millisecond)
+	c0 := launch(c, obj, "append", "bytes-c0", "500")
+	waitStarted(t, "bytes-c0") // q1 queues behind it, to be captured by the move
 	q1 := make(chan callResult, 1)
 	go func() {
 		rep, err := c.CallOp(context.Background(), op, obj, "append", [][]byte{[]byte("q1")})
