@@ -38,6 +38,7 @@ func benchCmd(g *globals, out io.Writer) *cobra.Command {
 		bgTarget                 time.Duration
 		bgMin                    float64
 		scale                    bench.ScalePlan
+		life                     bench.LifecyclePlan
 		peersDir                 string
 	)
 	cmd := &cobra.Command{
@@ -69,6 +70,9 @@ The peers section also runs only when --only names it: meshloc beside
 Proto.Actor Go in the same run, on clusters of one shape (three member
 processes, a counter); it builds the peer from bench/peers of the source
 tree with the go command (--peers-dir).
+The lifecycle section too: --lifecycle-objects durable objects (100,000)
+made, put to sleep by a node with --lifecycle-sleep-after (5s), the node's
+memory with all of them asleep, and the latency of a call that wakes one.
 -o json prints the report as JSON; --markdown, as Markdown tables (as
 docs/performance.md shows them). --from FILE prints a report saved with -o json again, measuring
 nothing. Exit status 0 unless a measurement could
@@ -106,6 +110,10 @@ not be made, or --strict and a target was missed (1).`,
 				cfg.Plan = bench.QuickPlan()
 			}
 			cfg.Plan.Scale = scale
+			if life.Objects < 0 || life.SleepAfter < 0 || life.Settle < 0 {
+				return usageError{err: errors.New("--lifecycle-objects, --lifecycle-sleep-after, --lifecycle-settle: 0 (the default) or more")}
+			}
+			cfg.Plan.Lifecycle = life
 			for _, o := range only {
 				if !slices.Contains(bench.Sections, o) {
 					return usageError{err: fmt.Errorf("--only %q: the sections are %s", o, strings.Join(bench.Sections, ","))}
@@ -193,6 +201,9 @@ not be made, or --strict and a target was missed (1).`,
 	f.IntVar(&scale.Objects, "scale-objects", 0, "objects on the node the scale section drains, recovers, activates (0: 100,000)")
 	f.DurationVar(&scale.Storm, "scale-storm", 0, "how long the scale section's etcd part storms (0: 10m)")
 	f.StringSliceVar(&scale.Parts, "scale-parts", nil, "run only these parts of the scale section: "+strings.Join(bench.ScaleParts(), ","))
+	f.IntVar(&life.Objects, "lifecycle-objects", 0, "durable objects the lifecycle section puts to sleep (0: 100,000)")
+	f.DurationVar(&life.SleepAfter, "lifecycle-sleep-after", 0, "the lifecycle section's node --sleep-after (0: 5s)")
+	f.DurationVar(&life.Settle, "lifecycle-settle", 0, "how long the lifecycle section's node stays idle before its memory is read (0: 130s)")
 	f.StringVar(&peersDir, "peers-dir", "", "the peers section's Proto.Actor program, a Go module it builds (default: bench/peers of the source tree above the working directory)")
 	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as docs/performance.md shows them")
 	f.StringVar(&from, "from", "", "print this report (saved with -o json bench) again instead of measuring")

@@ -19,6 +19,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -306,8 +307,10 @@ func objectsCmd(g *globals, out io.Writer) *cobra.Command {
 OWNER is the owner pair id@generation: the generation after @ is the owner's,
 the node's life (it grows at each restart of that node). AUTHORITY-GEN is the
 object's authority generation: it grows by one at every change of the
-object's owner (a relocation, a recovery); in the JSON record it is
-"ownerGeneration". OBJECT-GEN grows when the object is re-created.
+object's owner (a relocation, a recovery, a sleep, a wake); in the JSON
+record it is "ownerGeneration". OBJECT-GEN grows when the object is
+re-created. A sleeping object (STATE sleeping) has no owner: OWNER and
+ALIVE are "-", and its next call wakes it; it is never orphaned.
 
 --contains keeps the objects whose name contains a text (locationd filters).
 --limit N lists one page of at most N objects; when more follow, a last line
@@ -353,7 +356,7 @@ says so and names the --after of the next page.`,
 			rows := [][]string{{"OBJECT", "OWNER", "ALIVE", "STATE", "OBJECT-GEN", "AUTHORITY-GEN", "STORE-VERSION", "ADDRESS"}}
 			for _, o := range r.Objects {
 				rows = append(rows, []string{
-					o.Object, o.Record.Owner.String(), yesNo(o.OwnerAlive), string(o.Record.State),
+					o.Object, ownerText(o.Record), aliveText(o.Record, o.OwnerAlive), string(o.Record.State),
 					fmt.Sprint(o.Record.ObjectGeneration), fmt.Sprint(o.Record.AuthorityGeneration),
 					fmt.Sprint(o.StoreVersion), dash(o.Record.Node.Address),
 				})
@@ -374,6 +377,22 @@ says so and names the --after of the next page.`,
 	cmd.Flags().StringVar(&q.After, "after", "", "with --limit: the page after this object (a last line names it)")
 	cmd.Flags().BoolVar(&orphaned, "orphaned", false, "only objects whose owner is gone (--orphaned=false: only the others)")
 	return cmd
+}
+
+// ownerText is a record's owner pair, "-" for a sleeping object's.
+func ownerText(r record.Record) string {
+	if r.Asleep() {
+		return "-"
+	}
+	return r.Owner.String()
+}
+
+// aliveText is whether a record's owner is alive, "-" when it has none.
+func aliveText(r record.Record, alive bool) string {
+	if r.Asleep() {
+		return "-"
+	}
+	return yesNo(alive)
 }
 
 func getCmd(g *globals, out io.Writer) *cobra.Command {
@@ -405,8 +424,8 @@ changes (the record's "ownerGeneration" in -o json); see meshctl objects --help.
 			rec := r.Record
 			rows := [][]string{
 				{"OBJECT", r.Object.Object},
-				{"OWNER", rec.Owner.String()},
-				{"OWNER-ALIVE", yesNo(r.OwnerAlive)},
+				{"OWNER", ownerText(rec)},
+				{"OWNER-ALIVE", aliveText(rec, r.OwnerAlive)},
 				{"STATE", string(rec.State)},
 				{"OBJECT-GEN", fmt.Sprint(rec.ObjectGeneration)},
 				{"AUTHORITY-GEN", fmt.Sprint(rec.AuthorityGeneration)},

@@ -69,6 +69,8 @@ type Plan struct {
 	Pairs int
 	// Scale sizes the scale section (zero: DefaultScale).
 	Scale ScalePlan
+	// Lifecycle sizes the lifecycle section (zero: DefaultLifecycle).
+	Lifecycle LifecyclePlan
 }
 
 // FullPlan is the default: about 90 s on two cores.
@@ -114,12 +116,13 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers", "lifecycle"}
 
 // OptIn are the sections a run makes only when --only names them: each
 // builds its own cluster; scale takes many minutes (scale.go), peers
-// builds and runs a Proto.Actor cluster from the source tree (peers.go).
-var OptIn = []string{"scale", "peers"}
+// builds and runs a Proto.Actor cluster from the source tree (peers.go),
+// lifecycle puts 100,000 objects to sleep and wakes them (lifecycle.go).
+var OptIn = []string{"scale", "peers", "lifecycle"}
 
 // selected reports whether the run makes section s.
 func (c Config) selected(s string) bool {
@@ -192,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer m.close()
 		x.m = m
 	}
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers} {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers, x.lifecycle} {
 		if !cfg.selected(Sections[i]) {
 			continue
 		}

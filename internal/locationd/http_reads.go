@@ -201,7 +201,8 @@ func (h *handlers) objects(ctx context.Context, r *http.Request) (any, error) {
 	}
 	for _, s := range p.Snapshots {
 		a := alive(gens, s.Record.Owner)
-		if orphaned != nil && *orphaned == a {
+		// A sleeping object has no owner to be alive, and is no orphan.
+		if orphaned != nil && *orphaned == (a || s.Record.Asleep()) {
 			continue
 		}
 		out.Objects = append(out.Objects, objectJSON(s, a))

@@ -153,7 +153,7 @@ func (h *handlers) rebalanceInput(ctx context.Context) (rebalance.Input, int64, 
 		for _, s := range snaps {
 			rec := s.Record
 			if !alive(gens, rec.Owner) {
-				continue // an orphan: the recovery controller's business
+				continue // asleep (no owner), or an orphan: the recovery controller's business
 			}
 			in.Objects = append(in.Objects, rebalance.Object{
 				Name: s.Object.String(), Owner: rec.Owner.ID, Type: rec.Type, Pinned: rec.Pinned,

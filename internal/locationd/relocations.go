@@ -124,6 +124,9 @@ func (h *handlers) plan(ctx context.Context, obj keyspace.Object, target string)
 		if err != nil {
 			return relocationPlan{}, err
 		}
+		if first.Record.Asleep() {
+			return relocationPlan{}, fmt.Errorf("%w: %s is asleep: no node holds it, and its next call wakes it where placement chooses", errConflict, obj)
+		}
 		id := first.Record.Owner.ID
 		if err := keyspace.ValidateOwnerID(id); err != nil {
 			return relocationPlan{}, fmt.Errorf("%w: %s has owner id %q: %w", authority.ErrInvalidRecord, obj, id, err)

@@ -280,6 +280,18 @@ func (r *Replayer) Apply(ev AuditEvent) {
 			} else if !r.alive(rec.Owner) {
 				r.violate("dead-owner", obj, fmt.Sprintf("%s: %s record written while %s is not alive", at, kind, rec.Owner))
 			}
+		case dObj == 0 && dAut == 1 && rec.Asleep():
+			kind = "sleep"
+			if p.State != record.StateActive {
+				r.violate("sleep", obj, fmt.Sprintf("%s: put to sleep from a record in state %s", at, p.State))
+			} else if !r.alive(p.Owner) {
+				r.violate("dead-owner", obj, fmt.Sprintf("%s: put to sleep by %s, which is not alive", at, p.Owner))
+			}
+		case dObj == 0 && dAut == 1 && p.Asleep():
+			kind = "wake"
+			if !r.alive(rec.Owner) {
+				r.violate("dead-owner", obj, fmt.Sprintf("%s: woken on %s, which is not alive", at, rec.Owner))
+			}
 		case dObj == 0 && dAut == 1:
 			kind = "commit"
 			switch {

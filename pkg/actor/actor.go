@@ -123,6 +123,22 @@ type Type struct {
 	Durable bool
 	// MaxStateBytes bounds a snapshot (0: the runtime default).
 	MaxStateBytes int
+	// SleepAfter is how long an object of this type may stay idle before
+	// its node puts it to sleep (docs/developing/lifecycle.md): 0 takes the node's
+	// default (meshnode --sleep-after, itself 0 = never), a negative value
+	// never sleeps. A sleeping object holds no memory on any node and its
+	// record names no owner; the next call wakes it where placement
+	// chooses. A durable type wakes from its persisted state, timers and
+	// replies: nothing is lost. A memory type sleeps only if it sets
+	// SleepDropsState as well.
+	SleepAfter time.Duration
+	// SleepDropsState lets a memory type sleep, knowing what a sleep
+	// drops: its state, timers and de-duplication table. The next call
+	// starts it from New under the same object generation — a reset the
+	// type chose, not CODE_STATE_LOST (which still reports a state lost
+	// with a crashed owner). A retry of a request answered before the
+	// sleep runs again. Ignored for durable types, which lose nothing.
+	SleepDropsState bool
 	// Methods lists the methods Handle accepts. When set, a call of any
 	// other method is refused with CODE_UNKNOWN_METHOD before anything
 	// else happens: no object is activated and no record is written in
@@ -130,6 +146,10 @@ type Type struct {
 	// on a new object activates it, then Handle refuses the method).
 	Methods []string
 }
+
+// Sleeps reports whether objects of t may sleep at all: a durable type,
+// or a memory type that accepts losing its state to a sleep.
+func (t Type) Sleeps() bool { return t.SleepAfter >= 0 && (t.Durable || t.SleepDropsState) }
 
 // HasMethod reports whether a call of method may reach Handle: it is
 // listed in Methods, or Methods is empty.

@@ -24,6 +24,7 @@ type (
 const (
 	StateActive     = record.StateActive
 	StateRelocating = record.StateRelocating
+	StateSleeping   = record.StateSleeping
 )
 
 // DecodeRecord parses and validates a stored record.

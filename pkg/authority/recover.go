@@ -37,6 +37,10 @@ func (req RecoverRequest) validate() error {
 	if err := req.Seen.Object.Validate(); err != nil || req.Seen.StoreVersion <= 0 {
 		return fmt.Errorf("%w: snapshot of %q", ErrInvalidRequest, req.Seen.Object)
 	}
+	if req.Seen.Record.Asleep() {
+		// Not an orphan: nobody owns it, and a call wakes it (Wake).
+		return fmt.Errorf("%w: %s is asleep, not orphaned", ErrInvalidRequest, req.Seen.Object)
+	}
 	if err := keyspace.ValidateOwnerID(req.NewOwner.ID); err != nil || req.NewOwner.Generation <= 0 {
 		return fmt.Errorf("%w: new owner %v", ErrInvalidRequest, req.NewOwner)
 	}

@@ -63,16 +63,14 @@ func (n *Node) canHost(typ string) bool {
 }
 
 // activate decides, from etcd, whether this node may serve h's object:
-// activate (no record), host (our record), recover (owner gone) or redirect.
+// activate (no record), wake (asleep), host (our record), recover (owner
+// gone) or redirect.
 func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 	for range 8 {
 		snap, err := n.store.Read(ctx, h.Object())
 		if errors.Is(err, authority.ErrNotFound) {
-			if rep := n.refuseActivation(h.Name()); rep != nil { // drain.go
+			if rep := n.mayActivate(h, ""); rep != nil {
 				return rep
-			}
-			if !n.canHost(h.Typ.Name) {
-				return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("node %s does not host type %s", n.cfg.Name, h.Typ.Name)}
 			}
 			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.Object(), Owner: n.self, Node: n.selfNode})
 			if err != nil {
@@ -92,6 +90,12 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 			return n.storeReply("read "+h.Name(), err)
 		}
 		n.cache.Observe(snap)
+		if snap.Record.Asleep() {
+			if rep, again := n.wake(ctx, h, snap); !again {
+				return rep
+			}
+			continue
+		}
 		if snap.Record.Owner == n.self {
 			h.Install(snap)
 			if h.Typ.Durable {
@@ -102,11 +106,8 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
 			return n.notOwner(snap)
 		}
-		if rep := n.refuseActivation(h.Name()); rep != nil { // drain.go
+		if rep := n.mayActivate(h, "is orphaned and "); rep != nil {
 			return rep
-		}
-		if !n.canHost(h.Typ.Name) {
-			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s is orphaned and node %s does not host type %s", h.Name(), n.cfg.Name, h.Typ.Name)}
 		}
 		w, err := n.store.Recover(ctx, authority.RecoverRequest{Seen: snap, NewOwner: n.self, Node: n.selfNode})
 		if err != nil {
@@ -138,6 +139,43 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 		// The record moved under us: read again.
 	}
 	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.Name() + " kept racing"}
+}
+
+// mayActivate is nil when this node may take h's object (create, wake or
+// recover it), and the refusal otherwise; why says what the object is.
+func (n *Node) mayActivate(h *hosted.Object, why string) *pb.CallReply {
+	if rep := n.refuseActivation(h.Name()); rep != nil { // drain.go
+		return rep
+	}
+	if !n.canHost(h.Typ.Name) {
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s %snode %s does not host type %s", h.Name(), why, n.cfg.Name, h.Typ.Name)}
+	}
+	return nil
+}
+
+// wake activates h's sleeping object (snap) here: a durable one from its
+// persisted state, a memory one from New (docs/developing/lifecycle.md). again: the
+// record changed first (another node woke it): read it again.
+func (n *Node) wake(ctx context.Context, h *hosted.Object, snap authority.Snapshot) (rep *pb.CallReply, again bool) {
+	if rep := n.mayActivate(h, "is asleep and "); rep != nil {
+		return rep, false
+	}
+	w, err := n.store.Wake(ctx, authority.WakeRequest{Seen: snap, Owner: n.self, Node: n.selfNode})
+	if err != nil {
+		return n.storeReply("wake "+h.Name(), err), false
+	}
+	if w.Found {
+		n.cache.Observe(w.Snapshot)
+	}
+	if !w.Written {
+		return nil, true
+	}
+	n.metrics.Lifecycle.Wakes.Inc()
+	h.Install(w.Snapshot)
+	if h.Typ.Durable {
+		return h.LoadDurable(ctx), false
+	}
+	return nil, false
 }
 
 // notOwner is the redirect to the owner named in snap.
@@ -207,7 +245,7 @@ func (n *Node) unhost(h *hosted.Object) {
 
 // notHere answers a request for an object this node no longer hosts.
 func (n *Node) notHere(obj keyspace.Object) *pb.CallReply {
-	if loc, ok := n.cache.Lookup(obj); ok && loc.Owner != n.self {
+	if loc, ok := n.cache.Lookup(obj); ok && loc.Owner != n.self && !loc.Asleep() {
 		return &pb.CallReply{Code: pb.Code_CODE_NOT_OWNER, Message: obj.String() + " is not hosted here",
 			Hint: &pb.Location{Fence: n.wireFence(loc.Fence(), loc.StoreVersion, loc.Node.RoutingID), Address: loc.Node.Address}}
 	}

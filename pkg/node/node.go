@@ -385,7 +385,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.updateHealth()
 	n.spawnBG(func() { n.watchFence(bgctx) })
 	n.spawnBG(func() { n.syncPeers(bgctx) })
-	n.spawnBG(func() { n.sweepReplies(bgctx) })
+	n.spawnBG(func() { n.sweep(bgctx) })
 	if n.pacing.Enabled() {
 		n.spawnBG(func() { n.pacing.Run(bgctx) })
 	}
@@ -420,11 +420,8 @@ func (n *Node) watchFence(ctx context.Context) {
 }
 
 func (n *Node) dropAll() {
+	hs := n.hostedObjects()
 	n.mu.Lock()
-	hs := make([]*hosted.Object, 0, len(n.objects))
-	for _, h := range n.objects {
-		hs = append(hs, h)
-	}
 	n.objects = map[string]*hosted.Object{}
 	n.noteChangeLocked()
 	n.mu.Unlock()

@@ -49,7 +49,8 @@ func (n *Node) checkOwnership(name string) {
 	}
 	h.Mu.Lock()
 	judged := h.Mode == hosted.ModeServing && !h.Closed && h.Version > 0 && e.Version > h.Version
-	lost := judged && (e.Deleted || e.Location.Owner != n.self || e.Location.ObjectGeneration != h.Fence.ObjectGeneration)
+	ownSleep := h.Sleeping && e.Location.Asleep() // settled by the sleep in flight
+	lost := judged && !ownSleep && (e.Deleted || e.Location.Owner != n.self || e.Location.ObjectGeneration != h.Fence.ObjectGeneration)
 	if lost {
 		h.Lost = true
 	}

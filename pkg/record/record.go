@@ -24,7 +24,14 @@ type State string
 const (
 	StateActive     State = "active"
 	StateRelocating State = "relocating"
+	// StateSleeping: the object is asleep (docs/developing/lifecycle.md). Its record
+	// names no owner and no node; its state, for a durable type, is in
+	// state/<object>. The next call wakes it on a node placement chooses.
+	StateSleeping State = "sleeping"
 )
+
+// Asleep reports whether r is the record of a sleeping object.
+func (r Record) Asleep() bool { return r.State == StateSleeping }
 
 // OwnerRef names an owner: the pair (ownerId, owner generation). A restarted
 // node is a different owner.
@@ -115,12 +122,28 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
 	case r.ObjectGeneration <= 0 || r.AuthorityGeneration <= 0:
 		return fmt.Errorf("%w: generations must be positive", ErrInvalidRecord)
+	case r.State == StateSleeping:
+		return r.validateAsleep()
 	case r.Owner.ID == "" || r.Owner.Generation <= 0:
 		return fmt.Errorf("%w: owner %v", ErrInvalidRecord, r.Owner)
 	case r.State != StateActive && r.State != StateRelocating:
 		return fmt.Errorf("%w: state %q", ErrInvalidRecord, r.State)
 	case r.State == StateRelocating && r.Intent == nil:
 		return fmt.Errorf("%w: relocating without an intent", ErrInvalidRecord)
+	}
+	return nil
+}
+
+// validateAsleep checks a sleeping record: an actor outside any group that
+// names no owner, no node and no intent.
+func (r *Record) validateAsleep() error {
+	switch {
+	case !r.Owner.IsZero() || r.Node != (NodeRef{}):
+		return fmt.Errorf("%w: a sleeping record names owner %v at %q", ErrInvalidRecord, r.Owner, r.Node.Address)
+	case r.Intent != nil:
+		return fmt.Errorf("%w: a sleeping record carries an intent", ErrInvalidRecord)
+	case r.Kind != keyspace.KindActor || r.Group != "" || len(r.Members) > 0:
+		return fmt.Errorf("%w: only an actor outside any group sleeps", ErrInvalidRecord)
 	}
 	return nil
 }
@@ -239,6 +262,10 @@ func LocationOf(s Snapshot) Location {
 		StoreVersion: s.StoreVersion, Relocating: s.Record.State == StateRelocating,
 	}
 }
+
+// Asleep reports whether l is a sleeping object's location (it names no
+// owner: a call goes where placement chooses, and wakes it there).
+func (l Location) Asleep() bool { return l.Owner.IsZero() }
 
 // OwnerGeneration is AuthorityGeneration.
 //

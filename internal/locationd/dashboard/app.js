@@ -121,6 +121,8 @@ function post(path, body) {
 
 const ms = (us) => (us / 1000).toFixed(us < 10000 ? 2 : 1) + ' ms';
 const short = (id) => (id || '').slice(-8);
+// ownerText is a record's owner pair, "-" for a sleeping object (no owner).
+const ownerText = (r) => (r.state === 'sleeping' ? '-' : `${r.owner.id}@${r.owner.generation}`);
 const name = (pair) => (pair || '').split('@')[0];
 
 // --- snapshots -----------------------------------------------------------
@@ -423,7 +425,8 @@ async function selectObject(obj) {
     st.selectedRecord = r;
     fillTargets();
     const kv = [
-      ['owner', `${r.owner.id}@${r.owner.generation} (id@owner generation)`], ['owner alive', o.ownerAlive ? 'yes' : 'no'],
+      ['owner', r.state === 'sleeping' ? 'none: asleep, its next call wakes it' : `${ownerText(r)} (id@owner generation)`],
+      ['owner alive', r.state === 'sleeping' ? '-' : o.ownerAlive ? 'yes' : 'no'],
       ['state', r.state], ['object generation', r.objectGeneration], ['authority generation', `${r.ownerGeneration} (owner changes)`],
       ['store version', o.storeVersion], ['address', r.node.address || '-'], ['last relocation', r.lastRelocation || '-'],
     ];
@@ -431,7 +434,7 @@ async function selectObject(obj) {
     if (r.members) kv.push(['members', r.members.join(', ')]);
     $('#object-record').replaceChildren(...kv.flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
     fill($('#history tbody'), (o.history || []).map((h) => el('tr', {},
-      el('td', {}, h.storeVersion), el('td', {}, `${h.record.owner.id}@${h.record.owner.generation}`),
+      el('td', {}, h.storeVersion), el('td', {}, ownerText(h.record)),
       el('td', {}, h.record.ownerGeneration), el('td', {}, h.record.state), el('td', {}, short(h.record.lastRelocation)))));
     if (o.historyCompacted) $('#history tbody').append(el('tr', {}, el('td', { colspan: 5, class: 'muted' }, 'older versions were compacted by etcd')));
   } catch (e) {

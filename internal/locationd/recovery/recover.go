@@ -325,6 +325,9 @@ func (c *Controller) recoverStep(ctx context.Context, st *authority.Store, v *vi
 // on (outcome ""), or an outcome without a write and why.
 func (c *Controller) judge(v *view, pl *placer, snap authority.Snapshot) (lease.Owner, outcome, error) {
 	obj, rec := snap.Object, snap.Record
+	if rec.Asleep() {
+		return lease.Owner{}, OutcomeRaced, nil // put to sleep since it was listed: no orphan
+	}
 	// The record must be one the view holds its owner dead for: an owner
 	// pair that is gone never lives again, and a record at a store version
 	// the view has reached names an owner whose key the view has seen.

@@ -103,7 +103,12 @@ func (v *view) record(kv *mvccpb.KeyValue) (string, entry, bool) {
 	return obj.String(), entry{owner: r.Owner, version: kv.ModRevision, group: r.Group, members: r.Members}, true
 }
 
+// index and unindex keep byOwner and counts; a sleeping object (no
+// owner) is in neither: it is no orphan, and loads no node.
 func (v *view) index(name string, e entry) {
+	if e.owner.IsZero() {
+		return
+	}
 	set := v.byOwner[e.owner]
 	if set == nil {
 		set = map[string]struct{}{}
@@ -114,6 +119,9 @@ func (v *view) index(name string, e entry) {
 }
 
 func (v *view) unindex(name string, e entry) {
+	if e.owner.IsZero() {
+		return
+	}
 	if set := v.byOwner[e.owner]; set != nil {
 		delete(set, name)
 		if len(set) == 0 {
@@ -222,7 +230,7 @@ func (v *view) orphaned(name string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	e, ok := v.recs[name]
-	return ok && !v.aliveLocked(e.owner)
+	return ok && !e.owner.IsZero() && !v.aliveLocked(e.owner)
 }
 
 // groupOf is what the view knows of a member's group: whether its record

@@ -70,6 +70,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// DedupWindow is how long an operation id may be retried (default 60 s).
 	DedupWindow time.Duration
+	// SleepAfter is how long an object of a type that may sleep stays
+	// idle before it sleeps, for types that set no bound of their own
+	// (actor.Type.SleepAfter); 0: never (docs/developing/lifecycle.md).
+	SleepAfter time.Duration
 	// AcquireWait: how long to wait at start for a crashed predecessor's owner
 	// key to expire (default: LeaseTTL + 1 s).
 	AcquireWait time.Duration
@@ -332,6 +336,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ApplicationVersion, "app-version", c.ApplicationVersion, "application version advertised")
 	fs.DurationVar(&c.CallTimeout, "call-timeout", c.CallTimeout, "bound on one call, forwards included")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", c.DedupWindow, "how long an operation id may be retried")
+	fs.DurationVar(&c.SleepAfter, "sleep-after", c.SleepAfter, "idle time after which an object of a type that may sleep (durable, or opted in) sleeps, unless its type sets its own; 0: never")
 	fs.DurationVar(&c.AcquireWait, "acquire-wait", c.AcquireWait, "wait at start for a crashed predecessor's owner key (default: lease TTL + 1s)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error or disabled")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: json (one object a line) or console (readable text)")
@@ -425,6 +430,9 @@ func (c *Config) Validate() error {
 	}
 	if c.DedupWindow < time.Second {
 		return bad("--dedup-window", "%s is below 1s", c.DedupWindow)
+	}
+	if c.SleepAfter < 0 {
+		return bad("--sleep-after", "negative (0 is never)")
 	}
 	if c.AcquireWait == 0 {
 		c.AcquireWait = c.LeaseTTL + time.Second

@@ -50,7 +50,25 @@ type Node struct {
 	Durable        *durable.Metrics
 	Drained        *prometheus.CounterVec
 	Messages       *Messages
+	Lifecycle      *Lifecycle
 	*Sessions
+}
+
+// Lifecycle: objects put to sleep and woken (docs/developing/lifecycle.md).
+type Lifecycle struct {
+	Sleeps *prometheus.CounterVec // outcome: slept, raced, failed
+	Wakes  prometheus.Counter
+}
+
+func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle {
+	m := &Lifecycle{
+		Sleeps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_sleeps_total",
+			Help: "Idle objects this node tried to put to sleep, by outcome: slept, raced (a request, a move or a write came first: still awake), failed (etcd did not answer: still awake).", ConstLabels: l},
+			[]string{"outcome"}),
+		Wakes: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_wakes_total", Help: "Sleeping objects woken on this node by a call.", ConstLabels: l}),
+	}
+	reg.MustRegister(m.Sleeps, m.Wakes)
+	return m
 }
 
 // Sessions: sessions, at gateways and at object owners.
@@ -131,6 +149,7 @@ func New(reg *prometheus.Registry) *Node {
 	m.Durable = durable.RegisterMetrics(reg)
 	m.Drained = registerDrain(reg, l)
 	m.Sessions = registerSessions(reg, l)
+	m.Lifecycle = registerLifecycle(reg, l)
 	return m
 }
 

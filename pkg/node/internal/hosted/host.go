@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -51,11 +52,14 @@ type Object struct {
 	// here and no reply under this fence leaves.
 	Lost     bool
 	Executed uint64
+	// used: when the object last ran a request (unix ns; sleep.go).
+	used atomic.Int64
 
 	// Relocation (mailbox.go). mode says where a new request goes; only the
 	// relocation actions on the mailbox change it.
 	Mode       Mode
 	Relocating bool    // a source relocation of this object is running
+	Sleeping   bool    // with Relocating: it is going to sleep (sleep.go)
 	Mv         *Moving // the mailbox's relocation lists (nil: none; moving.go)
 	// sessions bound to the object (session_owner.go).
 	Sessions map[session.ID]*BoundSession
@@ -116,6 +120,7 @@ func (h *Object) Install(snap authority.Snapshot) {
 	h.TakeRecordLocked(snap)
 	h.Replies = actor.NewReplyTable(h.env.cfg.DedupWindow, 0)
 	h.Timers = nil
+	h.Used(h.env.now())
 }
 
 // Submit queues w; the reply arrives on w.done. It reports false when the
@@ -308,6 +313,7 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 		return n.notHere(h.obj)
 	}
 	now := n.now()
+	h.Used(now)
 	if st := n.leaseStatus(now); st != lease.Valid {
 		n.metrics.FencedRefusals.Inc()
 		return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")

@@ -287,6 +287,7 @@ func (h *Object) Admit(snap authority.Snapshot, data []*pb.CallRequest, id wire.
 		}
 	}
 	n.metrics.Replayed.Add(float64(len(ws)))
+	h.Used(n.now()) // idle from its arrival
 	h.Mu.Lock()
 	h.TakeRecordLocked(snap)
 	h.Mode = ModeServing

@@ -1,4 +1,4 @@
-package node
+package hosted
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/clock"
-	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
+	"github.com/meshloc/meshloc/pkg/node/config"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -29,14 +29,14 @@ func (tickTicker) Stop()                 {}
 // them, and keeps those still inside it.
 func TestSweepPrunesIdleReplies(t *testing.T) {
 	c := tickClock{Clock: clock.Real(), tick: make(chan time.Time)}
-	n := &Node{cfg: Config{DedupWindow: time.Minute}, clock: c, objects: map[string]*hosted.Object{}}
+	n := &Env{cfg: &config.Config{DedupWindow: time.Minute}, clock: c}
 	t0 := time.Now()
-	old, young := &hosted.Object{Replies: actor.NewReplyTable(time.Minute, 0)}, &hosted.Object{Replies: actor.NewReplyTable(time.Minute, 0)}
-	old.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0)                  // before the sweep runs
-	n.objects["a"], n.objects["b"], n.objects["c"] = old, young, &hosted.Object{} // c: not activated, no table
+	old, young := &Object{Replies: actor.NewReplyTable(time.Minute, 0)}, &Object{Replies: actor.NewReplyTable(time.Minute, 0)}
+	old.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0) // before the sweep runs
+	objs := []*Object{old, young, {}}                             // the last: not activated, no table
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { n.sweepReplies(ctx) })
+	wg.Go(func() { n.Sweep(ctx, func() []*Object { return objs }, 0) })
 	young.Mu.Lock()
 	young.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0)
 	young.Mu.Unlock()

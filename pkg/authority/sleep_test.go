@@ -1,0 +1,98 @@
+package authority_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+)
+
+// TestSleepAndWake: a sleep names no owner and keeps the object generation;
+// the wake that follows names the waker; each bumps the authority
+// generation, and a write planned from an older snapshot fails.
+func TestSleepAndWake(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	b, _ := owner(t, c, "b", 30)
+	obj := keyspace.Actor("counter", "c1")
+	snap := activate(t, s, obj, a)
+
+	if _, err := s.Sleep(ctx, authority.SleepRequest{Seen: snap, Owner: b}); !errors.Is(err, authority.ErrInvalidRequest) {
+		t.Fatalf("sleep by a non-owner: %v, want ErrInvalidRequest", err)
+	}
+	w, err := s.Sleep(ctx, authority.SleepRequest{Seen: snap, Owner: a})
+	if err != nil || !w.Written {
+		t.Fatalf("sleep: %v %+v", err, w)
+	}
+	slept, err := s.Read(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := slept.Record
+	if !r.Asleep() || !r.Owner.IsZero() || r.Node != (authority.NodeRef{}) || r.ObjectGeneration != 1 || r.AuthorityGeneration != 2 {
+		t.Fatalf("sleeping record: %+v", r)
+	}
+	if loc := authority.LocationOf(slept); !loc.Asleep() {
+		t.Fatalf("location of a sleeping record %+v does not say asleep", loc)
+	}
+	// A second sleep from the old snapshot, or a recovery, writes nothing.
+	if w, err := s.Sleep(ctx, authority.SleepRequest{Seen: snap, Owner: a}); err != nil || w.Written {
+		t.Fatalf("stale sleep: %v %+v", err, w)
+	}
+	if _, err := s.Recover(ctx, authority.RecoverRequest{Seen: slept, NewOwner: b, Node: node("b")}); !errors.Is(err, authority.ErrInvalidRequest) {
+		t.Fatalf("recover of a sleeping object: %v, want ErrInvalidRequest", err)
+	}
+	if _, err := s.Wake(ctx, authority.WakeRequest{Seen: snap, Owner: b, Node: node("b")}); !errors.Is(err, authority.ErrInvalidRequest) {
+		t.Fatalf("wake of an active record: %v, want ErrInvalidRequest", err)
+	}
+
+	w, err = s.Wake(ctx, authority.WakeRequest{Seen: slept, Owner: b, Node: node("b")})
+	if err != nil || !w.Written {
+		t.Fatalf("wake: %v %+v", err, w)
+	}
+	if r := w.Snapshot.Record; r.Owner != b || r.State != authority.StateActive || r.ObjectGeneration != 1 || r.AuthorityGeneration != 3 {
+		t.Fatalf("woken record: %+v", r)
+	}
+	// A racing waker with the same sleeping snapshot loses and learns the winner.
+	w, err = s.Wake(ctx, authority.WakeRequest{Seen: slept, Owner: a, Node: node("a")})
+	if err != nil || w.Written || !w.Found || w.Snapshot.Record.Owner != b {
+		t.Fatalf("second wake: %v %+v", err, w)
+	}
+}
+
+// TestSleepRefusesGroups: a group and its members never sleep.
+func TestSleepRefusesGroups(t *testing.T) {
+	c, s := setup(t)
+	a, _ := owner(t, c, "a", 30)
+	g := activate(t, s, keyspace.Group("g1"), a)
+	if _, err := s.Sleep(context.Background(), authority.SleepRequest{Seen: g, Owner: a}); !errors.Is(err, authority.ErrInvalidRequest) {
+		t.Fatalf("sleep of a group: %v, want ErrInvalidRequest", err)
+	}
+	bad := authority.Sleeping(g.Record)
+	if err := bad.Validate(); !errors.Is(err, authority.ErrInvalidRecord) {
+		t.Fatalf("a sleeping group record validates: %v", err)
+	}
+}
+
+// TestWakeNeedsLiveOwner: a waker whose key is gone writes nothing.
+func TestWakeNeedsLiveOwner(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	b, lb := owner(t, c, "b", 30)
+	snap := activate(t, s, keyspace.Actor("counter", "c2"), a)
+	if w, err := s.Sleep(ctx, authority.SleepRequest{Seen: snap, Owner: a}); err != nil || !w.Written {
+		t.Fatalf("sleep: %v %+v", err, w)
+	}
+	if _, err := c.Revoke(ctx, lb); err != nil {
+		t.Fatal(err)
+	}
+	slept, _ := s.Read(ctx, snap.Object)
+	w, err := s.Wake(ctx, authority.WakeRequest{Seen: slept, Owner: b, Node: node("b")})
+	if err != nil || w.Written || w.OwnerAlive {
+		t.Fatalf("wake by a dead owner: %v %+v", err, w)
+	}
+}

@@ -1,0 +1,51 @@
+package lifecycle_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/lifecycle"
+)
+
+func TestJudge(t *testing.T) {
+	idle := lifecycle.Facts{After: time.Minute, Sleeps: true, IdleFor: 2 * time.Minute, Serving: true}
+	cases := []struct {
+		name string
+		edit func(*lifecycle.Facts)
+		want lifecycle.Reason
+	}{
+		{"idle and free", func(*lifecycle.Facts) {}, lifecycle.Sleep},
+		{"exactly at the bound", func(f *lifecycle.Facts) { f.IdleFor = f.After }, lifecycle.Sleep},
+		{"type never sleeps", func(f *lifecycle.Facts) { f.Sleeps = false }, lifecycle.Never},
+		{"no bound", func(f *lifecycle.Facts) { f.After = 0 }, lifecycle.Never},
+		{"recently used", func(f *lifecycle.Facts) { f.IdleFor = time.Second }, lifecycle.NotIdle},
+		{"moving", func(f *lifecycle.Facts) { f.Serving = false }, lifecycle.NotServing},
+		{"request waiting", func(f *lifecycle.Facts) { f.Busy = true }, lifecycle.Busy},
+		{"group member", func(f *lifecycle.Facts) { f.Grouped = true }, lifecycle.InGroup},
+		{"session open", func(f *lifecycle.Facts) { f.Sessions = 1 }, lifecycle.OpenSession},
+		{"outbox pending", func(f *lifecycle.Facts) { f.Outbox = 2 }, lifecycle.PendingOutbox},
+		{"timer armed", func(f *lifecycle.Facts) { f.Timers = 1 }, lifecycle.ArmedTimers},
+		{"change not persisted", func(f *lifecycle.Facts) { f.Unpersisted = true }, lifecycle.Unpersisted},
+	}
+	for _, c := range cases {
+		f := idle
+		c.edit(&f)
+		if got := lifecycle.Judge(f); got != c.want {
+			t.Errorf("%s: Judge = %q, want %q", c.name, got, c.want)
+		}
+	}
+}
+
+func TestSleepAfter(t *testing.T) {
+	for _, c := range []struct{ typ, node, want time.Duration }{
+		{0, 0, 0},
+		{0, time.Hour, time.Hour},
+		{time.Minute, time.Hour, time.Minute},
+		{-1, time.Hour, 0},
+		{0, -time.Second, 0},
+	} {
+		if got := lifecycle.SleepAfter(c.typ, c.node); got != c.want {
+			t.Errorf("SleepAfter(%v, %v) = %v, want %v", c.typ, c.node, got, c.want)
+		}
+	}
+}

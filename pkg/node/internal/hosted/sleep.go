@@ -1,0 +1,147 @@
+package hosted
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/lifecycle"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Sleep (docs/developing/lifecycle.md): an idle object of a type that may sleep
+// leaves this node's memory; its record, in one fenced transaction, says
+// it sleeps and names no owner. pkg/lifecycle decides when; this file
+// gathers its facts and carries the sleep out on the object's mailbox, so
+// no handler runs while it does and every change before it was persisted
+// (a durable object persists before each reply).
+
+// Used notes that h ran a request at now (idleness is measured from it).
+func (h *Object) Used(now time.Time) { h.used.Store(now.UnixNano()) }
+
+// factsLocked are the sleep rule's facts about h at now (h.Mu held).
+// onMailbox: judged from h's own drain (which is then the one running).
+func (h *Object) factsLocked(now time.Time, onMailbox bool) lifecycle.Facts {
+	timers := 0
+	if h.Timers != nil {
+		timers = h.Timers.Len()
+	}
+	return lifecycle.Facts{
+		After:   lifecycle.SleepAfter(h.Typ.SleepAfter, h.env.cfg.SleepAfter),
+		Sleeps:  h.Typ.Sleeps(),
+		IdleFor: now.Sub(time.Unix(0, h.used.Load())),
+		Serving: h.Ready == closedReady && h.FailReply == nil && !h.Closed && !h.Lost && !h.Relocating &&
+			h.Mode == ModeServing && h.Mv == nil,
+		Busy:     len(h.Queue) > 0 || h.Running && !onMailbox,
+		Grouped:  h.obj.Kind == keyspace.KindGroup || h.Rec.full != nil && h.Rec.full.Record.Group != "",
+		Sessions: len(h.Sessions), Outbox: h.Outbox.Len(), Timers: timers,
+	}
+}
+
+// MaySleep is the sleep rule's verdict on h at now, judged off its mailbox
+// (the sweep's first look; Sleep judges again on the mailbox).
+func (h *Object) MaySleep(now time.Time) lifecycle.Reason {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	return lifecycle.Judge(h.factsLocked(now, false))
+}
+
+// Sleep puts h to sleep if the rule still allows it when its turn comes on
+// its mailbox; the reason it stayed awake otherwise ("raced": the record
+// changed first). A request that arrived meanwhile is answered
+// CODE_UNAVAILABLE: its retry wakes the object where placement chooses.
+func (h *Object) Sleep(ctx context.Context) (lifecycle.Reason, error) {
+	var why lifecycle.Reason
+	var err error
+	w := &Work{Done: make(chan *pb.CallReply, 1)}
+	w.Fn = func() { why, err = h.sleepOnMailbox() }
+	if !h.Submit(w) {
+		return lifecycle.NotServing, nil
+	}
+	select {
+	case r := <-w.Done:
+		if r != nil { // closed before its turn
+			return lifecycle.NotServing, nil
+		}
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return why, err
+}
+
+// raced is the reason of a sleep whose record changed under it.
+const raced lifecycle.Reason = "its record changed first"
+
+func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
+	n := h.env
+	h.Mu.Lock()
+	if why := lifecycle.Judge(h.factsLocked(n.now(), true)); why != lifecycle.Sleep {
+		h.Mu.Unlock()
+		return why, nil
+	}
+	h.Relocating, h.Sleeping = true, true // claimed: no relocation starts while etcd decides
+	seen := h.Rec.Snapshot(h)
+	h.Mu.Unlock()
+	release := func() {
+		h.Mu.Lock()
+		h.Relocating, h.Sleeping = false, false
+		h.Mu.Unlock()
+	}
+	if h.Typ.Durable && h.unpersisted() {
+		release()
+		return lifecycle.Unpersisted, nil
+	}
+	ctx, cancel := n.durableCtx()
+	defer cancel()
+	res, err := n.store.Sleep(ctx, authority.SleepRequest{Seen: seen, Owner: n.self})
+	if err == nil && !res.Written && res.Found && res.Snapshot.Record.Asleep() {
+		// Put to sleep by a write not this one (the outcome of an
+		// earlier attempt, or someone else's): it sleeps all the same.
+		res.Written = true
+	}
+	if err != nil || !res.Written {
+		release()
+		if res.Found {
+			n.cache.Observe(res.Snapshot)
+		}
+		if err != nil {
+			n.metrics.Lifecycle.Sleeps.WithLabelValues("failed").Inc()
+			return "", fmt.Errorf("sleep %s: %w", h.name, err)
+		}
+		n.metrics.Lifecycle.Sleeps.WithLabelValues("raced").Inc()
+		return raced, nil
+	}
+	n.metrics.Lifecycle.Sleeps.WithLabelValues("slept").Inc()
+	n.cache.Observe(res.Snapshot)
+	n.unhost(h)
+	h.Mu.Lock()
+	h.Closed, h.Relocating, h.Sleeping = true, false, false
+	if h.timer != nil {
+		h.timer.Stop()
+	}
+	q := h.Queue
+	h.Queue = nil
+	h.Mu.Unlock()
+	for _, w := range q {
+		n.unroute(w)
+		h.Answer(w, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: h.name + " went to sleep; a retry with the same operation id wakes it"})
+	}
+	return lifecycle.Sleep, nil
+}
+
+// unpersisted reports whether a durable h's state differs from the one it
+// last persisted (or is not known): it must not sleep on a change etcd does
+// not hold. On the mailbox: no handler runs.
+func (h *Object) unpersisted() bool {
+	if h.Dur == nil {
+		return true
+	}
+	var state []byte
+	if err := h.Guard("Snapshot", func() (err error) { state, err = h.Inst.Snapshot(); return err }); err != nil {
+		return true
+	}
+	return !bytes.Equal(state, h.Dur.state)
+}
