@@ -33,7 +33,7 @@ func TestSweepPrunesIdleReplies(t *testing.T) {
 	t0 := time.Now()
 	old, young := &Object{Replies: actor.NewReplyTable(time.Minute, 0)}, &Object{Replies: actor.NewReplyTable(time.Minute, 0)}
 	old.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0) // before the sweep runs
-	objs := []*Object{old, young, {}}                             // the last: not activated, no table
+	objs := []*Object{old, young, {}}                            // the last: not activated, no table
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() { n.Sweep(ctx, func() []*Object { return objs }, 0) })
