@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"time"
 
@@ -12,7 +13,12 @@ import (
 
 // Workloads are the workload names Spec accepts (meshctl verify runs them
 // all by default).
-var Workloads = []string{"bank", "register", "list", "counter", "sessions", "transfers"}
+var Workloads = []string{"bank", "register", "list", "counter", "sessions", "transfers", "lifecycle"}
+
+// lifecycleSleepAfter is the nodes' --sleep-after in a run with the
+// lifecycle workload: its durable objects (and every other durable
+// object of the run) sleep when idle that long.
+const lifecycleSleepAfter = 200 * time.Millisecond
 
 // DefaultWorkloads are what a Spec without Workloads runs: the planted-bug
 // self-test's runs are tuned to them.
@@ -104,6 +110,10 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 			out = append(out, &verify.Sessions{Prefix: prefix, Rooms: 5, PerStream: 7, Think: think})
 		case "transfers":
 			out = append(out, &verify.Transfers{Prefix: prefix, N: 12, Chains: 200, Think: think})
+		case "lifecycle":
+			// Durable counters left idle past the nodes' --sleep-after
+			// (lifecycleSleepAfter): they sleep and wake all run long.
+			out = append(out, &verify.Counter{Label: "lifecycle", Type: "dcounter", Prefix: prefix, N: 6, Think: think, Idle: 3 * lifecycleSleepAfter})
 		default:
 			return nil, fmt.Errorf("chaos: unknown workload %q (want %s)", n, strings.Join(Workloads, ", "))
 		}
@@ -126,6 +136,9 @@ func Run(ctx context.Context, s Spec) (*verify.Report, error) {
 			// the faults find messages in flight.
 			t.Pace = s.Duration * 8 / 10 * time.Duration(s.Streams) / time.Duration(max(t.Chains, 1))
 		}
+	}
+	if slices.Contains(s.Workloads, "lifecycle") {
+		s.Cluster.NodeArgs = append(slices.Clone(s.Cluster.NodeArgs), "--sleep-after", lifecycleSleepAfter.String())
 	}
 	c, err := Start(ctx, s.Cluster)
 	if err != nil {

@@ -14,10 +14,22 @@ import (
 // (acknowledged in its generation, or of unknown outcome) called before it
 // returned; the final value between Σ acknowledged and Σ attempted adds.
 // Below is lost (or stale), above is duplicated.
+//
+// As the lifecycle workload (Label "lifecycle", Type "dcounter", Idle set,
+// nodes with a short --sleep-after) its streams leave objects idle long
+// enough to sleep, so the same bounds check that a sleep and a wake lose
+// and repeat nothing: no acknowledged add missing after a wake, none
+// executed twice by a retry answered across it.
 type Counter struct {
 	Prefix string
 	N      int
 	Think  time.Duration
+	// Label names the workload ("" : "counter"); Type is the object type
+	// ("" : "counter").
+	Label, Type string
+	// Idle, when set, is a pause a stream takes after about one operation
+	// in four: longer than the nodes' --sleep-after, its objects sleep.
+	Idle time.Duration
 	// Groups > 0 puts the counters into that many groups at setup (the
 	// cluster must be a GroupMaker; groups.go): the storm then moves whole
 	// groups.
@@ -28,10 +40,16 @@ type Counter struct {
 func NewCounter(prefix string, n int) *Counter { return &Counter{Prefix: prefix, N: n} }
 
 // Name implements Workload.
-func (w *Counter) Name() string { return "counter" }
+func (w *Counter) Name() string { return typeOr(w.Label, "counter") }
 
 // Objects implements Workload.
-func (w *Counter) Objects() []string { return objectNames("counter", w.Prefix+"k", w.N) }
+func (w *Counter) Objects() []string {
+	prefix := w.Prefix + "k"
+	if w.Label != "" {
+		prefix = w.Prefix + w.Label[:1]
+	}
+	return objectNames(typeOr(w.Type, "counter"), prefix, w.N)
+}
 
 // FinalRead implements Workload.
 func (w *Counter) FinalRead() (string, []string) { return "get", nil }
@@ -57,6 +75,10 @@ func (w *Counter) Run(ctx context.Context, s Stream, h *History) {
 		}
 		if op.Outcome == Unknown {
 			mustRead = obj
+		}
+		if w.Idle > 0 && rng.IntN(4) == 0 {
+			pause(ctx, w.Idle)
+			continue
 		}
 		pause(ctx, w.Think)
 	}

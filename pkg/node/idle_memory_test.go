@@ -1,12 +1,14 @@
 package node_test
 
 import (
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/meshloc/meshloc/pkg/client"
 )
@@ -48,4 +50,40 @@ func liveHeap() uint64 {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	return ms.HeapAlloc
+}
+
+// BenchmarkSleepingMemory reports the live heap a node keeps per durable
+// object once it went to sleep (heap-B/object), MESHLOC_IDLE_OBJECTS of
+// them; MESHLOC_IDLE_HEAPPROFILE writes the heap profile then.
+//
+//	go test -run '^$' -bench BenchmarkSleepingMemory -benchtime=1x ./pkg/node/
+func BenchmarkSleepingMemory(b *testing.B) {
+	count := 100_000
+	if v, err := strconv.Atoi(os.Getenv("MESHLOC_IDLE_OBJECTS")); err == nil && v > 0 {
+		count = v
+	}
+	for range b.N {
+		m := startMesh(b, 0)
+		m.types = sleepyTypes(b, time.Second)
+		n1 := m.add(b, "n1")
+		c := newClient(b, client.Config{Nodes: m.addrs()})
+		before := liveHeap()
+		activate(b, c, "actor/sleepy/i", count)
+		waitUntil(b, 10*time.Minute, "all asleep", func() error {
+			if h := m.metric(b, n1, "meshloc_hosted_objects"); h != 0 {
+				return fmt.Errorf("%v objects awake", h)
+			}
+			return nil
+		})
+		after := liveHeap()
+		b.ReportMetric(float64(after-before)/float64(count), "heap-B/object")
+		if f := os.Getenv("MESHLOC_IDLE_HEAPPROFILE"); f != "" {
+			out, err := os.Create(f)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_ = pprof.Lookup("heap").WriteTo(out, 0)
+			out.Close()
+		}
+	}
 }

@@ -146,6 +146,18 @@ func TestWorkloads(t *testing.T) {
 				}
 			}
 		}},
+		// Issue 33: durable counters that sleep and wake all run long
+		// (nodes with --sleep-after 200ms, streams idle 600 ms at times),
+		// under the storm, a killed owner and a paused node: no
+		// acknowledged add lost across a sleep, none run twice, and every
+		// sleep and wake in etcd a valid transition of a live owner.
+		{"lifecycle", []string{chaos.KillOwner, chaos.PauseNode}, func(t *testing.T, s *chaos.Spec) {
+			s.Inspect = func(_ *chaos.Cluster, rep *verify.Report) {
+				if a := rep.Audit; a == nil || a.Transitions["sleep"] == 0 || a.Transitions["wake"] == 0 {
+					t.Errorf("no sleep or no wake in etcd's history: %+v", rep.Audit)
+				}
+			}
+		}},
 		{"groups", []string{chaos.RollingRestart, chaos.PauseNode}, func(_ *testing.T, s *chaos.Spec) {
 			s.Workloads = []string{"counter", "list"}
 			s.Groups = 2
