@@ -140,6 +140,9 @@ func (c *Cluster) Relocate(ctx context.Context, object, target string) (*pb.Relo
 	if err != nil {
 		return nil, status.Error(codes.FailedPrecondition, "authority: "+err.Error())
 	}
+	if snap.Record.Asleep() {
+		return nil, status.Error(codes.FailedPrecondition, object+" is asleep: no node holds it")
+	}
 	a, err := c.Admin(snap.Record.Node.Address)
 	if err != nil {
 		return nil, status.Error(codes.Unavailable, err.Error())
@@ -170,7 +173,7 @@ func (c *Cluster) RelocateMany(ctx context.Context, objects []string, target str
 	best := ""
 	for _, o := range objects {
 		snap, ok := v.Objects[o]
-		if !ok || snap.Record.Owner.ID == target {
+		if !ok || snap.Record.Asleep() || snap.Record.Owner.ID == target {
 			continue
 		}
 		id := snap.Record.Owner.ID
