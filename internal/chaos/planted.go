@@ -81,6 +81,8 @@ var Plants = []Plant{
 		apply: failpoints("source.chunk-data=corrupt%2")},
 	{Bug: failpoint.BugOutboxNotTransferred, Trigger: "the transfers workload (chains of messages between dbank objects) while the storm relocates them",
 		apply: func(s *Spec) { s.Workloads = []string{"transfers"} }},
+	{Bug: failpoint.BugSleepBeforePersist, Trigger: "the lifecycle workload: durable counters idle past the nodes' --sleep-after (200 ms), so they sleep and wake while the storm moves them",
+		apply: func(s *Spec) { s.Workloads = []string{"lifecycle"} }},
 	{Bug: failpoint.BugWokenOwnerServes, Trigger: "SIGSTOP of the busiest owner for 3 TTLs (6 s), then SIGCONT; half the streams give up on a call after 3 s (they retry elsewhere, and the owner's objects are recovered there), half wait 15 s (their calls to the paused owner are still in flight when it wakes)",
 		apply: func(s *Spec) {
 			s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 3 * time.Second, 15 * time.Second, 15 * time.Second}

@@ -138,11 +138,17 @@ const (
 	// the change: a record that changes between the controller's read and
 	// its batch (an orphan recovered meanwhile by a call).
 	BugRecoveryBatchSharedCompare = "recovery-batch-shared-compare"
+	// BugSleepBeforePersist: a durable object acknowledges its changes
+	// before they are written (write-behind), and an idle object goes to
+	// sleep — its record released — without waiting for them, so its
+	// wake restores what etcd held before them: the lifecycle workload
+	// (durable counters idle past the nodes' --sleep-after).
+	BugSleepBeforePersist = "sleep-before-persist"
 )
 
 // Bugs lists every planted bug.
 var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
 	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
-	BugRecycleEarly, BugBulkCommitIgnoresCompare, BugRecoveryBatchSharedCompare,
+	BugRecycleEarly, BugBulkCommitIgnoresCompare, BugRecoveryBatchSharedCompare, BugSleepBeforePersist,
 }

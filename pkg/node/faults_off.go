@@ -24,6 +24,10 @@ func knownGeneration(r *pb.CallRequest) int64 { return r.GetKnownObjectGeneratio
 func stateLost(r *pb.CallReply) *pb.CallReply { return r }
 func acceptOlderFence() bool                  { return false }
 
+// writeBehind is the seam of durable writes (hosted.Deps.WriteBehind; a
+// test build's sleep-before-persist acts there): never.
+func writeBehind() bool { return false }
+
 // leaseStatus is the node's lease as every check before serving, firing a
 // timer or sending reads it (a test build's woken-owner-serves lies here).
 func (n *Node) leaseStatus(now time.Time) lease.Status { return n.keeper.Status(now) }

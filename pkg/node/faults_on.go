@@ -72,6 +72,10 @@ func withFaults(s seams) seams {
 func bugWokenOwnerServes() bool  { return failpoint.Planted(failpoint.BugWokenOwnerServes) }
 func bugNoGenerationCheck() bool { return failpoint.Planted(failpoint.BugNoGenerationCheck) }
 
+// writeBehind: with the planted bug sleep-before-persist, durable changes
+// are acknowledged unwritten and a sleep does not wait for them.
+func writeBehind() bool { return failpoint.Planted(failpoint.BugSleepBeforePersist) }
+
 // With the planted bug no-generation-check: a call's known generation is
 // never seen, a re-created object's loss goes unsaid (the request runs on
 // the fresh state), and an older fence is taken.

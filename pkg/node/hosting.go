@@ -27,7 +27,8 @@ import (
 func (n *Node) hostEnv() *hosted.Env {
 	return hosted.NewEnv(hosted.Deps{Config: &n.cfg, Metrics: n.metrics, Log: n.log, Clock: n.clock, Work: &n.work,
 		ExecLog: n.xlog, Store: n.store, Cache: n.cache, Self: n.self, SelfNode: n.selfNode, RoutingID: n.rid,
-		Life: n.life, Stopping: n.stopping, Outboxes: n.outboxes, Traffic: n.traffic, KnownGeneration: knownGeneration, Node: objectHost{n}})
+		Life: n.life, Stopping: n.stopping, Outboxes: n.outboxes, Traffic: n.traffic, KnownGeneration: knownGeneration,
+		WriteBehind: writeBehind, Node: objectHost{n}})
 }
 
 // objectHost is the node as its objects see it (hosted.Node).

@@ -80,7 +80,11 @@ type Deps struct {
 	// KnownGeneration is a call's known object generation (a test build
 	// plants a bug there).
 	KnownGeneration func(*pb.CallRequest) int64
-	Node            Node
+	// WriteBehind reports whether durable changes are acknowledged before
+	// they are written and sleeps do not wait for them (a test build
+	// plants the bug sleep-before-persist there; nil: never).
+	WriteBehind func() bool
+	Node        Node
 }
 
 // Env is what every object of one node shares.
@@ -101,14 +105,19 @@ type Env struct {
 	outboxes        *OutboxSet
 	traffic         *Traffic
 	knownGeneration func(*pb.CallRequest) int64
+	writeBehind     func() bool
 	node            Node
 }
 
 // NewEnv is the environment of a node's objects.
 func NewEnv(d Deps) *Env {
-	return &Env{cfg: d.Config, metrics: d.Metrics, log: d.Log, clock: d.Clock, work: d.Work, xlog: d.ExecLog,
+	n := &Env{cfg: d.Config, metrics: d.Metrics, log: d.Log, clock: d.Clock, work: d.Work, xlog: d.ExecLog,
 		store: d.Store, cache: d.Cache, self: d.Self, selfNode: d.SelfNode, rid: d.RoutingID, life: d.Life,
-		stopping: d.Stopping, outboxes: d.Outboxes, traffic: d.Traffic, knownGeneration: d.KnownGeneration, node: d.Node}
+		stopping: d.Stopping, outboxes: d.Outboxes, traffic: d.Traffic, knownGeneration: d.KnownGeneration, writeBehind: d.WriteBehind, node: d.Node}
+	if n.writeBehind == nil {
+		n.writeBehind = func() bool { return false }
+	}
+	return n
 }
 
 func (n *Env) now() time.Time                                  { return n.clock.Now() }

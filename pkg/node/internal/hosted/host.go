@@ -375,7 +375,7 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 	if herr != nil {
 		rec = actor.Reply{Code: int32(actor.CodeOf(herr)), Message: herr.Error()}
 	}
-	if h.Typ.Durable {
+	if h.Typ.Durable && !n.writeBehind() {
 		// Persisted before it is recorded or acknowledged (durable.go).
 		if r := h.persistChange(&w.Op, rec, now); r != nil {
 			return r

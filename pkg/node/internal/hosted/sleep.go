@@ -90,7 +90,7 @@ func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
 		h.Relocating, h.Sleeping = false, false
 		h.Mu.Unlock()
 	}
-	if h.Typ.Durable && h.unpersisted() {
+	if h.Typ.Durable && !n.writeBehind() && h.unpersisted() {
 		release()
 		return lifecycle.Unpersisted, nil
 	}
