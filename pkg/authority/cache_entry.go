@@ -51,10 +51,33 @@ func (e cacheEntry) location() Location {
 
 // applyLocked applies information of revision version; it reports whether the
 // entry changed. Older or equal information is ignored (forward only).
+//
+// A sleeping object's location (it names no owner) removes the entry: a
+// node keeps nothing of the objects asleep, however many there are, and a
+// lookup finds no owner, as for a sleeping record. What is lost is the
+// version of the removal, so a snapshot older than the sleep, observed
+// after it, brings back the location it had before: a call routed there
+// finds it not hosted and its retry reads etcd again (Refresh).
 func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int64, grp *record.Record) bool {
 	e, ok := c.entries[name]
 	if ok && e.version >= version {
 		return false
+	}
+	if !deleted && loc.Asleep() {
+		if !ok {
+			return false
+		}
+		if e.at != nil {
+			c.release(e.at)
+		}
+		delete(c.entries, name)
+		if len(c.groups) > 0 {
+			delete(c.groups, name)
+		}
+		if len(c.subs) > 0 {
+			c.offers = append(c.offers, name)
+		}
+		return true
 	}
 	if ok && e.at != nil {
 		c.release(e.at)

@@ -96,3 +96,40 @@ func TestWakeNeedsLiveOwner(t *testing.T) {
 		t.Fatalf("wake by a dead owner: %v %+v", err, w)
 	}
 }
+
+// TestCacheKeepsNothingOfSleepingObjects: a cache (fed by its watch, or by
+// Observe) drops the entry of an object that went to sleep, which no
+// longer counts as its former owner's load; the wake brings it back.
+func TestCacheKeepsNothingOfSleepingObjects(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	obj := keyspace.Actor("counter", "z1")
+	snap := activate(t, s, obj, a)
+	cache := authority.NewCache(c, keys)
+	runCache(t, cache)
+	if _, ok := cache.Lookup(obj); !ok || cache.Count("a") != 1 {
+		t.Fatalf("active object not cached (count %d)", cache.Count("a"))
+	}
+	w, err := s.Sleep(ctx, authority.SleepRequest{Seen: snap, Owner: a})
+	if err != nil || !w.Written {
+		t.Fatalf("sleep: %v %+v", err, w)
+	}
+	cache.Observe(w.Snapshot)
+	if _, ok := cache.Lookup(obj); ok || cache.Count("a") != 0 || cache.Len() != 0 {
+		t.Fatalf("sleeping object still cached (count %d, len %d)", cache.Count("a"), cache.Len())
+	}
+	if _, ok := cache.EntryOf(obj.String()); ok {
+		t.Fatal("an entry kept for a sleeping object")
+	}
+	w, err = s.Wake(ctx, authority.WakeRequest{Seen: w.Snapshot, Owner: a, Node: node("a")})
+	if err != nil || !w.Written {
+		t.Fatalf("wake: %v %+v", err, w)
+	}
+	if err := cache.WaitRevision(ctx, w.Snapshot.StoreVersion); err != nil {
+		t.Fatal(err)
+	}
+	if loc, ok := cache.Lookup(obj); !ok || loc.Owner != a || loc.AuthorityGeneration != 3 {
+		t.Fatalf("woken object: %+v %v", loc, ok)
+	}
+}

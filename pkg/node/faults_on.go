@@ -108,7 +108,7 @@ func (n *Node) leaseStatus(now time.Time) lease.Status {
 // etcd moved its objects away either.
 func (n *Node) recordSeen(name string) (authority.Entry, bool) {
 	if bugWokenOwnerServes() {
-		return authority.Entry{}, false
+		return authority.Entry{}, true // seen at no version: never judged
 	}
 	return n.cache.EntryOf(name)
 }

@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"math"
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
@@ -45,7 +46,10 @@ func (n *Node) checkOwnership(name string) {
 	}
 	e, ok := n.recordSeen(name)
 	if !ok {
-		return
+		// Changed, and no entry: the record went to sleep (the cache
+		// keeps nothing of a sleeping object), at a version newer than
+		// any this node served under.
+		e = authority.Entry{Version: math.MaxInt64}
 	}
 	h.Mu.Lock()
 	judged := h.Mode == hosted.ModeServing && !h.Closed && h.Version > 0 && e.Version > h.Version

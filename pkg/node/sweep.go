@@ -8,7 +8,8 @@ import (
 )
 
 // sweep runs the hosted objects' periodic work (hosted.Env.Sweep): reply
-// tables pruned, idle objects put to sleep.
+// tables pruned, idle objects put to sleep; and forgets the gateway fences
+// of objects asleep (routing.Fences.Retain).
 func (n *Node) sweep(ctx context.Context) {
 	var types []actor.Type
 	for _, name := range n.reg.Names() {
@@ -16,7 +17,8 @@ func (n *Node) sweep(ctx context.Context) {
 			types = append(types, t)
 		}
 	}
-	n.env.Sweep(ctx, n.hostedObjects, hosted.SleepTick(types, n.cfg.SleepAfter))
+	cached := func(name string) bool { _, ok := n.cache.EntryOf(name); return ok }
+	n.env.Sweep(ctx, n.hostedObjects, hosted.SleepTick(types, n.cfg.SleepAfter), func() { n.fences.Retain(cached) })
 }
 
 // hostedObjects lists the objects hosted now.

@@ -53,3 +53,28 @@ func (t *Fences) Newest(name string) (authority.Fence, bool) {
 	f, ok := t.m[name]
 	return authority.Fence{ObjectGeneration: f.obj, AuthorityGeneration: f.owner}, ok
 }
+
+// Retain keeps the fences of the objects keep says to, and forgets the
+// others. A node forgets those of objects its location cache holds no
+// entry of, asleep (pkg/authority Cache): otherwise the table would keep
+// one entry per object ever routed, however many of them sleep. A reply
+// under a fence older than a forgotten one is then refused only by the
+// checks that stand without the table: an owner serves only while it can
+// confirm its lease, and an owner's reply is accepted only while this
+// gateway's cache is known fresh.
+func (t *Fences) Retain(keep func(name string) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for name := range t.m {
+		if !keep(name) {
+			delete(t.m, name)
+		}
+	}
+}
+
+// Len is the number of objects whose fence the table holds.
+func (t *Fences) Len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.m)
+}

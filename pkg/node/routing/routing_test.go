@@ -53,6 +53,25 @@ func TestFencesRefuseOlder(t *testing.T) {
 	}
 }
 
+// Retain forgets the fences of the objects it is told to (asleep), keeps
+// the others, and a forgotten object starts afresh.
+func TestFencesRetain(t *testing.T) {
+	f := NewFences(nil)
+	for _, name := range []string{"a", "b", "c"} {
+		f.Accept(name, &pb.Fence{ObjectGeneration: 1, AuthorityGeneration: 5})
+	}
+	f.Retain(func(name string) bool { return name != "b" })
+	if f.Len() != 2 {
+		t.Fatalf("%d fences kept, want 2", f.Len())
+	}
+	if _, ok := f.Newest("b"); ok {
+		t.Fatal("b's fence kept")
+	}
+	if !f.Accept("b", &pb.Fence{ObjectGeneration: 1, AuthorityGeneration: 6}) || f.Accept("a", &pb.Fence{ObjectGeneration: 1, AuthorityGeneration: 4}) {
+		t.Fatal("Retain changed the judgment of the fences it kept or of the new one")
+	}
+}
+
 func TestMovedExpiresInOrder(t *testing.T) {
 	m := NewMoved(time.Second)
 	t0 := time.Unix(1000, 0)

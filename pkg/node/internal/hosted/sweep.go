@@ -19,10 +19,11 @@ const sleepsInFlight = 64
 //   - once per de-duplication window it prunes every reply table, so an
 //     object nobody calls any more holds no replies (a table is pruned
 //     otherwise only when its object records a new reply). Nothing a
-//     caller can observe changes: a pruned reply had expired already;
+//     caller can observe changes: a pruned reply had expired already.
+//     Then it calls also (nil: nothing), the node's own pruning;
 //   - every sleepTick (0: never) it puts the objects the sleep rule allows
 //     to sleep (sleep.go), sleepsInFlight at a time.
-func (n *Env) Sweep(ctx context.Context, objects func() []*Object, sleepTick time.Duration) {
+func (n *Env) Sweep(ctx context.Context, objects func() []*Object, sleepTick time.Duration, also func()) {
 	window := n.cfg.DedupWindow
 	if window <= 0 {
 		window = actor.DefaultReplyWindow
@@ -42,6 +43,9 @@ func (n *Env) Sweep(ctx context.Context, objects func() []*Object, sleepTick tim
 		case now := <-prune.C():
 			for _, h := range objects() {
 				h.PruneReplies(now)
+			}
+			if also != nil {
+				also()
 			}
 		case now := <-sleepC:
 			n.sleepIdle(ctx, objects(), now)

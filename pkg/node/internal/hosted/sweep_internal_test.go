@@ -36,7 +36,7 @@ func TestSweepPrunesIdleReplies(t *testing.T) {
 	objs := []*Object{old, young, {}}                            // the last: not activated, no table
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { n.Sweep(ctx, func() []*Object { return objs }, 0) })
+	wg.Go(func() { n.Sweep(ctx, func() []*Object { return objs }, 0, nil) })
 	young.Mu.Lock()
 	young.Replies.Record(wire.NewOperationID(), actor.Reply{}, t0)
 	young.Mu.Unlock()
