@@ -191,3 +191,32 @@ func TestTimersKeepAnObjectAwake(t *testing.T) {
 		t.Fatal("an object with a timer armed went to sleep")
 	}
 }
+
+// TestDirectClientWakesSleepingObjects: a client that routes by its own
+// location cache (etcd) finds no owner for a sleeping object, calls a
+// serving node, and that node wakes it; many objects asleep at once wake
+// with their state.
+func TestDirectClientWakesSleepingObjects(t *testing.T) {
+	m := startSleepyMesh(t, 2)
+	c := newClient(t, client.Config{EtcdEndpoints: []string{m.ep}})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const n = 200
+	for i := range n {
+		if _, err := c.Call(ctx, fmt.Sprintf("actor/sleepy/d%d", i), "add", fmt.Sprint(i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitUntil(t, 20*time.Second, "all asleep", func() error {
+		if h := m.hostedSum(t); h != 0 {
+			return fmt.Errorf("%v awake", h)
+		}
+		return nil
+	})
+	for i := range n {
+		r, err := c.Call(ctx, fmt.Sprintf("actor/sleepy/d%d", i), "get")
+		if err != nil || value(t, r) != int64(i+1) {
+			t.Fatalf("d%d after its wake: %v, want %d", i, err, i+1)
+		}
+	}
+}
