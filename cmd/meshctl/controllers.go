@@ -19,7 +19,8 @@ re-activates them on live nodes.
 
 One row per controller: LEADER (the leading locationd, hostname/pid) and its
 API address (HTTP), SINCE when it leads, ORPHANS (objects whose owner is gone,
-as the leader last published it, at most every second), RECOVER (whether it
+as the leader last published it, at most every second), ASLEEP (sleeping
+objects, whose records name no owner, published with ORPHANS), RECOVER (whether it
 re-activates them), RECOVERED and FAILED (the leader process's recoveries
 since it started), and THIS: whether the locationd asked (--locationd) leads or
 follows. "none" means no locationd runs the controller.`,
@@ -38,7 +39,7 @@ follows. "none" means no locationd runs the controller.`,
 			if g.output == "json" {
 				return printJSON(out, raw)
 			}
-			rows := [][]string{{"CONTROLLER", "LEADER", "HTTP", "SINCE", "ORPHANS", "RECOVER", "RECOVERED", "FAILED", "THIS"}}
+			rows := [][]string{{"CONTROLLER", "LEADER", "HTTP", "SINCE", "ORPHANS", "ASLEEP", "RECOVER", "RECOVERED", "FAILED", "THIS"}}
 			for _, ctl := range r.Controllers {
 				this := "follower " + ctl.Self.ID
 				if ctl.Self.Leader {
@@ -46,11 +47,11 @@ follows. "none" means no locationd runs the controller.`,
 				}
 				l := ctl.Leader
 				if l == nil {
-					rows = append(rows, []string{ctl.Name, "none", "-", "-", "-", "-", "-", "-", this})
+					rows = append(rows, []string{ctl.Name, "none", "-", "-", "-", "-", "-", "-", "-", this})
 					continue
 				}
 				rows = append(rows, []string{
-					ctl.Name, dash(l.ID), dash(l.HTTP), dash(l.Since), fmt.Sprint(l.Orphans), yesNo(l.RecoverOrphans),
+					ctl.Name, dash(l.ID), dash(l.HTTP), dash(l.Since), fmt.Sprint(l.Orphans), fmt.Sprint(l.Asleep), yesNo(l.RecoverOrphans),
 					fmt.Sprint(l.Recovered), fmt.Sprint(l.Failed), this,
 				})
 			}

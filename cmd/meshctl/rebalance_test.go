@@ -72,7 +72,7 @@ func newFakeRebalance(t *testing.T) *fakeRebalance {
 	})
 	mux.HandleFunc("GET /v1/controllers", func(w http.ResponseWriter, r *http.Request) {
 		write(w, 200, api.ControllersResponse{Controllers: []api.Controller{{Name: "recovery",
-			Leader: &api.ControllerLeader{ID: "h/11", HTTP: "127.0.0.1:7071", Since: "2026-03-01T12:00:00.000Z", Orphans: 3, RecoverOrphans: true, Recovered: 5},
+			Leader: &api.ControllerLeader{ID: "h/11", HTTP: "127.0.0.1:7071", Since: "2026-03-01T12:00:00.000Z", Orphans: 3, Asleep: 40, RecoverOrphans: true, Recovered: 5},
 			Self:   api.ControllerSelf{ID: "h/12", HTTP: "127.0.0.1:7072"}}}})
 	})
 	f.Server = httptest.NewServer(mux)
@@ -127,8 +127,8 @@ func TestRebalanceCommand(t *testing.T) {
 func TestControllersCommand(t *testing.T) {
 	f := newFakeRebalance(t)
 	r := f.run("controllers")
-	want := "CONTROLLER  LEADER  HTTP            SINCE                     ORPHANS  RECOVER  RECOVERED  FAILED  THIS\n" +
-		"recovery    h/11    127.0.0.1:7071  2026-03-01T12:00:00.000Z  3        yes      5          0       follower h/12\n"
+	want := "CONTROLLER  LEADER  HTTP            SINCE                     ORPHANS  ASLEEP  RECOVER  RECOVERED  FAILED  THIS\n" +
+		"recovery    h/11    127.0.0.1:7071  2026-03-01T12:00:00.000Z  3        40      yes      5          0       follower h/12\n"
 	if r.code != 0 || r.stdout != want {
 		t.Fatalf("controllers: exit %d\n%s\nwant\n%s\nstderr %s", r.code, r.stdout, want, r.stderr)
 	}

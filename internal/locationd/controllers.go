@@ -91,7 +91,7 @@ func (h *handlers) controllers(ctx context.Context, r *http.Request) (any, error
 		i := l.Info
 		out.Leader = &api.ControllerLeader{
 			ID: i.ID, HTTP: i.HTTP, Since: timeJSON(i.SinceUnixMs), SinceUnixMs: i.SinceUnixMs, Revision: l.Revision,
-			RecoverOrphans: i.RecoverOrphans, Orphans: i.Orphans, OrphansRevision: i.OrphansRevision,
+			RecoverOrphans: i.RecoverOrphans, Orphans: i.Orphans, OrphansRevision: i.OrphansRevision, Asleep: i.Asleep,
 			Recovered: i.Recovered, Failed: i.Failed,
 		}
 	}

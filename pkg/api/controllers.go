@@ -36,6 +36,9 @@ type ControllerLeader struct {
 	// second, when it changes).
 	Orphans         int   `json:"orphans"`
 	OrphansRevision int64 `json:"orphansRevision"`
+	// Asleep is the number of sleeping objects (their records name no
+	// owner) at OrphansRevision, as proclaimed with Orphans.
+	Asleep int `json:"asleep"`
 	// Recovered and Failed count the leader process's recoveries since it
 	// started.
 	Recovered int64 `json:"recovered"`

@@ -170,6 +170,7 @@ async function loadController() {
       const l = rec.leader;
       box.append(el('dl', {},
         el('dt', {}, 'leader'), el('dd', {}, l ? `${l.id} (${l.http || '-'}) since ${l.since}` : 'none'),
+        el('dt', {}, 'asleep'), el('dd', {}, l ? `${l.asleep || 0} objects (no owner; a call wakes one)` : '-'),
         el('dt', {}, 'recovers orphans'), el('dd', {}, l && l.recoverOrphans ? 'yes' : 'no (reports them)'),
         el('dt', {}, 'recovered'), el('dd', {}, l ? `${l.recovered} (failed ${l.failed})` : '-'),
         el('dt', {}, 'this locationd'), el('dd', {}, `${rec.self.id}${rec.self.leader ? ', leader' : ''}`)));

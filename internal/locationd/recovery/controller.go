@@ -119,6 +119,8 @@ type LeaderInfo struct {
 	// Orphans is the number of orphaned objects at OrphansRevision.
 	Orphans         int   `json:"orphans"`
 	OrphansRevision int64 `json:"orphansRevision"`
+	// Asleep is the number of sleeping objects at OrphansRevision.
+	Asleep int `json:"asleep"`
 	// Recovered and Failed count this process's recoveries since it started.
 	Recovered int64 `json:"recovered"`
 	Failed    int64 `json:"failed"`
@@ -163,6 +165,8 @@ type Status struct {
 	// Orphans at OrphansRevision (while it leads).
 	Orphans         int
 	OrphansRevision int64
+	// Asleep: sleeping objects at OrphansRevision.
+	Asleep int
 	// Recovered and Failed count its recoveries since it started.
 	Recovered, Failed int64
 	// Requests counts the etcd write requests its recoveries took: each
@@ -262,7 +266,7 @@ func (c *Controller) term(ctx context.Context) error {
 		c.m.leader.Set(0)
 		c.m.orphans.Set(0)
 		c.mu.Lock()
-		c.status.Leader, c.status.Orphans, c.status.OrphansRevision = false, 0, 0
+		c.status.Leader, c.status.Orphans, c.status.OrphansRevision, c.status.Asleep = false, 0, 0, 0
 		c.mu.Unlock()
 		c.log.Info().Err(context.Cause(tctx)).Msg("not leading any more")
 	}()
@@ -338,7 +342,7 @@ func (c *Controller) info(since time.Time) LeaderInfo {
 	s := c.Status()
 	return LeaderInfo{
 		ID: c.cfg.ID, HTTP: c.cfg.HTTP, SinceUnixMs: since.UnixMilli(), RecoverOrphans: c.cfg.Recover,
-		Orphans: s.Orphans, OrphansRevision: s.OrphansRevision, Recovered: s.Recovered, Failed: s.Failed,
+		Orphans: s.Orphans, OrphansRevision: s.OrphansRevision, Asleep: s.Asleep, Recovered: s.Recovered, Failed: s.Failed,
 	}
 }
 
@@ -406,13 +410,13 @@ func (c *Controller) follow(ctx context.Context, v *view, kick chan<- struct{}) 
 
 // publish exports the orphan count and nudges the recoverer.
 func (c *Controller) publish(v *view, kick chan<- struct{}) {
-	n, rev := v.orphanCount()
+	n, asleep, rev := v.orphanCount()
 	c.m.orphans.Set(float64(n))
 	c.mu.Lock()
 	// Logged when it changes from or to none, else at most every 5 s: a
 	// recovery of 100,000 orphans changes it with every watch event.
 	changed := c.status.Orphans != n && (n == 0 || c.status.Orphans == 0 || c.now().Sub(c.logged) >= 5*time.Second)
-	c.status.Orphans, c.status.OrphansRevision = n, rev
+	c.status.Orphans, c.status.OrphansRevision, c.status.Asleep = n, rev, asleep
 	if changed {
 		c.logged = c.now()
 	}

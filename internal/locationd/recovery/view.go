@@ -38,6 +38,7 @@ type view struct {
 	owners  map[string]lease.Owner
 	byOwner map[authority.OwnerRef]map[string]struct{}
 	counts  map[string]int // records per owner id (any generation): placement's load
+	asleep  int            // records of sleeping objects (no owner)
 }
 
 func newView(keys keyspace.Keys) *view { return &view{keys: keys} }
@@ -72,7 +73,7 @@ func (v *view) load(ctx context.Context, cli *clientv3.Client) (int64, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	v.rev, v.recs, v.owners = rev, recs, owners
-	v.byOwner, v.counts = map[authority.OwnerRef]map[string]struct{}{}, map[string]int{}
+	v.byOwner, v.counts, v.asleep = map[authority.OwnerRef]map[string]struct{}{}, map[string]int{}, 0
 	for name, e := range recs {
 		v.index(name, e)
 	}
@@ -107,6 +108,7 @@ func (v *view) record(kv *mvccpb.KeyValue) (string, entry, bool) {
 // owner) is in neither: it is no orphan, and loads no node.
 func (v *view) index(name string, e entry) {
 	if e.owner.IsZero() {
+		v.asleep++
 		return
 	}
 	set := v.byOwner[e.owner]
@@ -120,6 +122,7 @@ func (v *view) index(name string, e entry) {
 
 func (v *view) unindex(name string, e entry) {
 	if e.owner.IsZero() {
+		v.asleep--
 		return
 	}
 	if set := v.byOwner[e.owner]; set != nil {
@@ -195,8 +198,9 @@ func (v *view) aliveLocked(o authority.OwnerRef) bool {
 	return ok && ow.Generation == o.Generation
 }
 
-// orphanCount is the number of orphaned records and the revision it holds at.
-func (v *view) orphanCount() (int, int64) {
+// orphanCount is the number of orphaned records, of sleeping ones, and
+// the revision they hold at.
+func (v *view) orphanCount() (int, int, int64) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	n := 0
@@ -205,7 +209,7 @@ func (v *view) orphanCount() (int, int64) {
 			n += len(set)
 		}
 	}
-	return n, v.rev
+	return n, v.asleep, v.rev
 }
 
 // orphans are the orphaned records' names, sorted.

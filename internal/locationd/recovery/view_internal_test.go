@@ -26,6 +26,13 @@ func TestSleepingRecordsAreNoOrphans(t *testing.T) {
 	if n := v.counts["n1"]; n != 1 {
 		t.Fatalf("n1 counted for %d records, want 1", n)
 	}
+	if n, asleep, _ := v.orphanCount(); n != 1 || asleep != 1 {
+		t.Fatalf("orphanCount: %d orphans, %d asleep; want 1 and 1", n, asleep)
+	}
+	v.putLocked("actor/c/b", entry{owner: authority.OwnerRef{ID: "n2", Generation: 7}, version: 13}) // woken
+	if _, asleep, _ := v.orphanCount(); asleep != 0 {
+		t.Fatalf("%d asleep after the wake", asleep)
+	}
 	if _, ok := v.counts[""]; ok {
 		t.Fatal("sleeping records counted as the load of owner \"\"")
 	}
