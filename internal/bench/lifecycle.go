@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/internal/freeport"
-	"github.com/meshloc/meshloc/pkg/client"
-	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // The lifecycle section (opt-in: --only lifecycle) measures objects that
@@ -68,27 +66,15 @@ func (x *run) lifecycle() error {
 	}
 	defer done()
 	ctx := x.ctx
-	lis, err := freeport.Addr()
-	if err != nil {
-		return err
-	}
 	web, err := freeport.Addr()
 	if err != nil {
 		return err
 	}
-	n1, err := startChild(ctx, "node", nil, "--name", "n1", "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", web,
-		"--log-level", "warn", "--sleep-after", p.SleepAfter.String())
+	n1, cl, err := loneNode(ctx, m, web, "--sleep-after", p.SleepAfter.String())
 	if err != nil {
 		return err
 	}
 	defer n1.kill()
-	if err := waitServing(ctx, m.ec, keyspace.Default(), "n1", n1); err != nil {
-		return err
-	}
-	cl, err := client.New(ctx, client.Config{Nodes: []string{lis}, Timeout: time.Minute})
-	if err != nil {
-		return err
-	}
 	defer cl.Close()
 
 	// The durable write baseline, on 64 objects kept awake by the calls.

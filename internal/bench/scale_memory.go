@@ -34,24 +34,11 @@ func (x *run) scaleMemory(p ScalePlan) error {
 	}
 	defer done()
 	ctx := x.ctx
-	lis, err := freeport.Addr()
-	if err != nil {
-		return err
-	}
-	args := []string{"--name", "n1", "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", "", "--log-level", "warn"}
-	args = append(args, p.NodeArgs...)
-	n1, err := startChild(ctx, "node", nil, args...)
+	n1, cl, err := loneNode(ctx, m, "", p.NodeArgs...)
 	if err != nil {
 		return err
 	}
 	defer n1.kill()
-	if err := waitServing(ctx, m.ec, keyspace.Default(), "n1", n1); err != nil {
-		return err
-	}
-	cl, err := client.New(ctx, client.Config{Nodes: []string{lis}, Timeout: time.Minute})
-	if err != nil {
-		return err
-	}
 	defer cl.Close()
 	// The connections and code paths warm, then the empty node's size.
 	if err := activateCounters(ctx, cl, "actor/counter/warm", 1, 1); err != nil {
@@ -88,6 +75,31 @@ func (x *run) scaleMemory(p ScalePlan) error {
 	x.fig(Measure{Name: fmt.Sprintf("RSS per idle memory object, %d on one node (the whole process)", p.Objects),
 		Value: float64(idle) / float64(p.Objects) / kib, Unit: "KiB", N: int64(p.Objects)}, scaleIdleBound, nil)
 	return nil
+}
+
+// loneNode starts node child n1 on m's etcd (its HTTP API on web, ""
+// for none; more flags in args), waits until it serves, and returns it
+// with a client that calls through it.
+func loneNode(ctx context.Context, m *mesh, web string, args ...string) (*child, *client.Client, error) {
+	lis, err := freeport.Addr()
+	if err != nil {
+		return nil, nil, err
+	}
+	args = append([]string{"--name", "n1", "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", web, "--log-level", "warn"}, args...)
+	n1, err := startChild(ctx, "node", nil, args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := waitServing(ctx, m.ec, keyspace.Default(), "n1", n1); err != nil {
+		n1.kill()
+		return nil, nil, err
+	}
+	cl, err := client.New(ctx, client.Config{Nodes: []string{lis}, Timeout: time.Minute})
+	if err != nil {
+		n1.kill()
+		return nil, nil, err
+	}
+	return n1, cl, nil
 }
 
 // waitServing waits until name's owner key says serving (at most 5

@@ -34,14 +34,19 @@ func BenchmarkIdleMemory(b *testing.B) {
 		activate(b, c, "actor/counter/i", count)
 		after := liveHeap()
 		b.ReportMetric(float64(after-before)/float64(count), "heap-B/object")
-		if f := os.Getenv("MESHLOC_IDLE_HEAPPROFILE"); f != "" {
-			out, err := os.Create(f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = pprof.Lookup("heap").WriteTo(out, 0)
-			out.Close()
+		writeHeapProfile(b)
+	}
+}
+
+// writeHeapProfile writes the heap profile to MESHLOC_IDLE_HEAPPROFILE, if set.
+func writeHeapProfile(b *testing.B) {
+	if f := os.Getenv("MESHLOC_IDLE_HEAPPROFILE"); f != "" {
+		out, err := os.Create(f)
+		if err != nil {
+			b.Fatal(err)
 		}
+		_ = pprof.Lookup("heap").WriteTo(out, 0)
+		out.Close()
 	}
 }
 
@@ -81,13 +86,6 @@ func BenchmarkSleepingMemory(b *testing.B) {
 		time.Sleep(3 * time.Second) // past a sweep of the fences
 		after := liveHeap()
 		b.ReportMetric(float64(after-before)/float64(count), "heap-B/object")
-		if f := os.Getenv("MESHLOC_IDLE_HEAPPROFILE"); f != "" {
-			out, err := os.Create(f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = pprof.Lookup("heap").WriteTo(out, 0)
-			out.Close()
-		}
+		writeHeapProfile(b)
 	}
 }

@@ -1,0 +1,29 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// The lifecycle section on a few hundred objects with short windows: every
+// figure measured, beside its baseline where it has one. The numbers are
+// not checked (a shared machine).
+func TestLifecycleTiny(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts etcd and a node process")
+	}
+	x := &run{cfg: Config{Plan: Plan{Lifecycle: LifecyclePlan{Objects: 300, SleepAfter: 500 * time.Millisecond, Settle: time.Second}}},
+		ctx: context.Background(), dir: t.TempDir(), r: &Report{}}
+	if err := x.lifecycle(); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.r.Baselines) != 2 || len(x.r.Figures) != 3 {
+		t.Fatalf("baselines %+v, figures %+v", x.r.Baselines, x.r.Figures)
+	}
+	for _, f := range x.r.Figures {
+		if f.Value <= 0 {
+			t.Errorf("figure %q: %+v", f.Name, f)
+		}
+	}
+}
