@@ -1,13 +1,13 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/meshloc/meshloc/internal/promscrape"
 
 	"github.com/meshloc/meshloc/internal/freeport"
 )
@@ -99,7 +99,7 @@ func (x *run) lifecycle() error {
 	if err != nil {
 		return err
 	}
-	noneInuse, _ := nodeMetric(ctx, web, "go_memstats_heap_inuse_bytes")
+	noneInuse, _ := promscrape.Sum(ctx, web, "go_memstats_heap_inuse_bytes")
 	x.base(Measure{Name: lifecycleRSSNone, Value: float64(none) / (1 << 20), Unit: "MiB", N: 1})
 
 	x.step("lifecycle: making %d dcounters (node RSS %d MiB with none)", p.Objects, none>>20)
@@ -125,7 +125,7 @@ func (x *run) lifecycle() error {
 	if err != nil {
 		return err
 	}
-	inuse, _ := nodeMetric(ctx, web, "go_memstats_heap_inuse_bytes")
+	inuse, _ := promscrape.Sum(ctx, web, "go_memstats_heap_inuse_bytes")
 	x.fig(Measure{Name: fmt.Sprintf("lifecycle: node RSS with %d durable objects asleep", p.Objects), Value: float64(rss) / (1 << 20), Unit: "MiB", N: 1,
 		Note: fmt.Sprintf("%.1f KiB per sleeping object over the node with none; Go heap in use %.1f MiB (%.1f MiB with none)",
 			float64(rss-none)/float64(p.Objects)/1024, inuse/(1<<20), noneInuse/(1<<20))},
@@ -179,29 +179,7 @@ func (x *run) waitHosted(ctx context.Context, web string, c *child, want int, wi
 
 // hostedObjects reads meshloc_hosted_objects off a node's /metrics.
 func hostedObjects(ctx context.Context, web string) (int, error) {
-	v, err := nodeMetric(ctx, web, "meshloc_hosted_objects")
+	v, err := promscrape.Sum(ctx, web, "meshloc_hosted_objects")
 	return int(v), err
 }
 
-// nodeMetric reads the first sample of metric name off a node's /metrics.
-func nodeMetric(ctx context.Context, web, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+web+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if rest, ok := strings.CutPrefix(line, name); ok && rest != "" && (rest[0] == ' ' || rest[0] == '{') {
-			f := strings.Fields(rest)
-			return strconv.ParseFloat(f[len(f)-1], 64)
-		}
-	}
-	return 0, fmt.Errorf("bench: no %s at %s: %v", name, web, sc.Err())
-}

@@ -2,12 +2,11 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"net/http"
 	"time"
 
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
+	"github.com/meshloc/meshloc/internal/promscrape"
 )
 
 // gateway picks the victim of a kill-gateway fault: the live node holding
@@ -43,30 +42,9 @@ func (f *Faults) gateway(ctx context.Context) (*Node, string) {
 func sessionsOpen(ctx context.Context, addr string) (float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("chaos: %s/metrics: %s", addr, resp.Status)
-	}
-	p := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := p.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	fam := fams["meshloc_sessions_open"]
-	if fam == nil {
+	v, err := promscrape.Sum(ctx, addr, "meshloc_sessions_open")
+	if errors.Is(err, promscrape.ErrNoMetric) {
 		return 0, nil
 	}
-	var sum float64
-	for _, m := range fam.GetMetric() {
-		sum += m.GetGauge().GetValue()
-	}
-	return sum, nil
+	return v, err
 }

@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +12,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/meshloc/meshloc/internal/promscrape"
 )
 
 // proc is one process of the model: a locationd or a meshnode.
@@ -127,34 +127,7 @@ func freeAddr() (string, error) {
 // metric is the sum of the samples of a Prometheus metric (any labels) on
 // the /metrics page at addr.
 func metric(ctx context.Context, addr, name string) (float64, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/metrics", nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	sum, found := 0.0, false
-	for _, line := range strings.Split(string(b), "\n") {
-		if !strings.HasPrefix(line, name) || (len(line) > len(name) && line[len(name)] != ' ' && line[len(name)] != '{') {
-			continue
-		}
-		f := strings.Fields(line)
-		v, err := strconv.ParseFloat(f[len(f)-1], 64)
-		if err == nil {
-			sum, found = sum+v, true
-		}
-	}
-	if !found {
-		return 0, fmt.Errorf("%s: no metric %s", addr, name)
-	}
-	return sum, nil
+	return promscrape.Sum(ctx, addr, name)
 }
 
 // waitUntil calls cond every 100 ms until it reports true, at most d.
