@@ -182,4 +182,3 @@ func hostedObjects(ctx context.Context, web string) (int, error) {
 	v, err := promscrape.Sum(ctx, web, "meshloc_hosted_objects")
 	return int(v), err
 }
-
