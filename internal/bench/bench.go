@@ -34,6 +34,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/bench/baseline"
+
 	"github.com/meshloc/meshloc/internal/bench/report"
 	"github.com/meshloc/meshloc/pkg/node"
 )
@@ -213,14 +215,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 func (x *run) etcdBaselines() error {
 	p := x.cfg.Plan
 	x.step("etcd: %d serial 8-key transactions; CRC32C", p.Ops)
-	t8, err := txn8Serial(x.ctx, x.m.ec, "/bench/txn8", p.Ops)
+	t8, err := baseline.Txn8Serial(x.ctx, x.m.ec, "/bench/txn8", p.Ops)
 	if err != nil {
 		return err
 	}
 	n := int64(len(t8))
 	x.base(Measure{Name: "etcd 8-key txn p50", Value: ms(pct(t8, 50)), Unit: "ms", N: n})
 	x.base(Measure{Name: "etcd 8-key txn p99", Value: ms(pct(t8, 99)), Unit: "ms", N: n})
-	x.base(Measure{Name: "CRC32C", Value: crcThroughput(64 << 20), Unit: "GiB/s", N: 64 << 20})
+	x.base(Measure{Name: "CRC32C", Value: baseline.CRCThroughput(64 << 20), Unit: "GiB/s", N: 64 << 20})
 	return nil
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/bench/baseline"
+
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/node"
 )
@@ -29,7 +31,7 @@ func (x *run) scaleDrain(p ScalePlan) error {
 	ctx := x.ctx
 	var cas, casTime int64
 	window := func() error {
-		n, el, err := casRate(ctx, m.ec, "/bench/scale-cas", 64, 3*time.Second)
+		n, el, err := baseline.CASRate(ctx, m.ec, "/bench/scale-cas", 64, 3*time.Second)
 		cas, casTime = cas+n, casTime+int64(el)
 		return err
 	}

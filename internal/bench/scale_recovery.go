@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/bench/baseline"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/internal/freeport"
@@ -119,7 +121,7 @@ func (x *run) scaleRecovery(p ScalePlan) error {
 	}
 
 	x.step("scale: recovery: etcd CAS/s with 64 clients on the same etcd, %s", x.cfg.Plan.Window)
-	ok, el, err := casRate(ctx, m.ec, "/bench/scale-recovery-cas", 64, x.cfg.Plan.Window)
+	ok, el, err := baseline.CASRate(ctx, m.ec, "/bench/scale-recovery-cas", 64, x.cfg.Plan.Window)
 	if err != nil {
 		return err
 	}

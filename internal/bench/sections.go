@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/bench/baseline"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/client"
@@ -30,22 +32,22 @@ func (x *run) interruption() error {
 func (x *run) interruptionOf(s Size) error {
 	x.step("interruption of a %s state: %d relocations idle, each after a stop-persist-reload move of the same state (%d)%s; then %d under a call load",
 		s.Label, s.Moves, s.Peer, map[bool]string{true: " and an etcd CAS", false: ""}[s.Bytes == 1<<10], s.Moves)
-	spr, err := newStopPersistReload(x.ctx, x.m.ec, "/bench/spr", s.Bytes)
+	spr, err := baseline.NewStopPersistReload(x.ctx, x.m.ec, "/bench/spr", s.Bytes)
 	if err != nil {
 		return err
 	}
-	c, err := newCAS(x.ctx, x.m.ec, "/bench/cas")
+	c, err := baseline.NewCAS(x.ctx, x.m.ec, "/bench/cas")
 	if err != nil {
 		return err
 	}
-	var wc *cas
+	var wc *baseline.CAS
 	if s.Bytes == 1<<10 {
-		w, err := startWatchers(x.m.ecfg, "/bench/watched/", x.m.followers())
+		w, err := baseline.StartWatchers(x.m.ecfg, "/bench/watched/", x.m.followers())
 		if err != nil {
 			return err
 		}
-		defer w.close()
-		if wc, err = newCAS(x.ctx, x.m.ec, "/bench/watched/cas"); err != nil {
+		defer w.Close()
+		if wc, err = baseline.NewCAS(x.ctx, x.m.ec, "/bench/watched/cas"); err != nil {
 			return err
 		}
 	}
@@ -66,7 +68,7 @@ func (x *run) interruptionOf(s Size) error {
 		var failed int
 		for i := range max(s.Moves, s.Peer) {
 			if !loaded && i < s.Peer {
-				d, err := spr.move(x.ctx)
+				d, err := spr.Move(x.ctx)
 				if err != nil {
 					return err
 				}
@@ -76,12 +78,12 @@ func (x *run) interruptionOf(s Size) error {
 				continue
 			}
 			if !loaded && s.Bytes == 1<<10 {
-				d, err := c.step(x.ctx)
+				d, err := c.Step(x.ctx)
 				if err != nil {
 					return err
 				}
 				casLat = append(casLat, d)
-				if d, err = wc.step(x.ctx); err != nil {
+				if d, err = wc.Step(x.ctx); err != nil {
 					return err
 				}
 				watchedLat = append(watchedLat, d)
@@ -152,7 +154,7 @@ func (x *run) interruptionOf(s Size) error {
 		}
 		x.fig(src, p50.Name, nil)
 	}
-	spr.close(x.ctx)
+	spr.Close(x.ctx)
 	if err := x.compact(); err != nil {
 		return err
 	}
@@ -206,7 +208,7 @@ func (x *run) mover(objs []*owned) func(time.Duration) (int64, int64, time.Durat
 // its own key under prefix.
 func (x *run) casWindow(prefix string) func(time.Duration) (int64, int64, time.Duration, error) {
 	return func(d time.Duration) (int64, int64, time.Duration, error) {
-		ok, el, err := casRate(x.ctx, x.m.ec, prefix, 64, d)
+		ok, el, err := baseline.CASRate(x.ctx, x.m.ec, prefix, 64, d)
 		return ok, 0, el, err
 	}
 }
@@ -229,13 +231,13 @@ func (x *run) relocationRates() error {
 		var n, failed int64
 		if k == 64 {
 			x.step("relocations/s with 64 in flight (1 KiB states), alternating with etcd CAS/s with 64 clients, on keys no one watches and on keys %d watch streams follow: 2 windows of %s each", x.m.followers(), w/2)
-			wr, err := startWatchers(x.m.ecfg, "/bench/watched-rate/", x.m.followers())
+			wr, err := baseline.StartWatchers(x.m.ecfg, "/bench/watched-rate/", x.m.followers())
 			if err != nil {
 				return err
 			}
 			var casCPU, moveCPU cpuMeter
 			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow("/bench/rate")), x.casWindow("/bench/watched-rate"), moveCPU.wrap(x.mover(objs)))
-			wr.close()
+			wr.Close()
 			if err != nil {
 				return err
 			}
@@ -345,12 +347,12 @@ func joinInts(v []int) string {
 // target's do (on a VM a first touch can cost more than the transfer).
 var tcpBaselines = []struct {
 	name   string
-	into   sink
+	into   baseline.Sink
 	target *Target
 }{
-	{"loopback TCP, 1 connection (best of 2)", discard, ge(0.7)},
-	{"loopback TCP into touched memory, 1 connection (best of 2)", touched, nil},
-	{"loopback TCP into fresh memory, 1 connection (best of 2)", fresh, nil},
+	{"loopback TCP, 1 connection (best of 2)", baseline.Discard, ge(0.7)},
+	{"loopback TCP into touched memory, 1 connection (best of 2)", baseline.Touched, nil},
+	{"loopback TCP into fresh memory, 1 connection (best of 2)", baseline.Fresh, nil},
 }
 
 func (x *run) streaming() error {
@@ -364,7 +366,7 @@ func (x *run) streaming() error {
 	tcp := make([]float64, len(tcpBaselines))
 	for range 2 {
 		for i, b := range tcpBaselines {
-			t, err := tcpThroughput(p.Stream, b.into)
+			t, err := baseline.TCPThroughput(p.Stream, b.into)
 			if err != nil {
 				return err
 			}
@@ -393,11 +395,11 @@ func (x *run) streaming() error {
 
 func (x *run) calls() error {
 	p := x.cfg.Plan
-	raw, err := startRawGRPC()
+	raw, err := baseline.StartRawGRPC()
 	if err != nil {
 		return err
 	}
-	defer raw.close()
+	defer raw.Close()
 	var objs []*owned
 	for i := range 16 {
 		o, err := x.m.create(x.ctx, fmt.Sprintf("actor/counter/calls-%d", i), "add", "1")
@@ -426,7 +428,7 @@ func (x *run) calls() error {
 			return err
 		}
 	}
-	rawPath := path{"raw gRPC", func(ctx context.Context, _ int) error { return raw.call(ctx) }}
+	rawPath := path{"raw gRPC", func(ctx context.Context, _ int) error { return raw.Call(ctx) }}
 	paths := []path{{"Go client direct", via(x.m.direct, objs)}, {"through gateway", via(x.m.gateway, objs)}}
 	const stillPath = "Go client direct, not moving"
 	// Idle, then the storm as every relocation asked of a node is by

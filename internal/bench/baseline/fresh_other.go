@@ -1,6 +1,6 @@
 //go:build !unix
 
-package bench
+package baseline
 
 // freshBuffer is size bytes from Go's heap where there is no mmap.
 func freshBuffer(size int) ([]byte, func(), error) {

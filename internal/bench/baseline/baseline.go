@@ -1,4 +1,7 @@
-package bench
+// Package baseline measures what the hardware, etcd and gRPC do on this
+// machine with nothing of meshloc in the way: the baselines every figure
+// of meshctl bench is a ratio to, measured in the same run.
+package baseline
 
 import (
 	"bytes"
@@ -25,25 +28,25 @@ import (
 // The baselines are what the hardware, etcd and gRPC can do on this machine
 // in this run, with nothing of meshloc in the way.
 
-// cas is the single-key compare-and-swap baseline: each step compares the
+// CAS is the single-key compare-and-swap baseline: each step compares the
 // key's mod revision and puts a new value, one transaction.
-type cas struct {
+type CAS struct {
 	c   *clientv3.Client
 	key string
 	rev int64
 	i   int
 }
 
-func newCAS(ctx context.Context, c *clientv3.Client, key string) (*cas, error) {
+func NewCAS(ctx context.Context, c *clientv3.Client, key string) (*CAS, error) {
 	resp, err := c.Put(ctx, key, "0")
 	if err != nil {
 		return nil, err
 	}
-	return &cas{c: c, key: key, rev: resp.Header.Revision}, nil
+	return &CAS{c: c, key: key, rev: resp.Header.Revision}, nil
 }
 
-// step runs one transaction and returns its latency.
-func (x *cas) step(ctx context.Context) (time.Duration, error) {
+// Step runs one transaction and returns its latency.
+func (x *CAS) Step(ctx context.Context) (time.Duration, error) {
 	x.i++
 	t0 := time.Now()
 	tr, err := x.c.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(x.key), "=", x.rev)).Then(clientv3.OpPut(x.key, fmt.Sprint(x.i))).Commit()
@@ -57,9 +60,9 @@ func (x *cas) step(ctx context.Context) (time.Duration, error) {
 	return time.Since(t0), nil
 }
 
-// txn8Serial runs n transactions that compare the mod revisions of 8 keys and
+// Txn8Serial runs n transactions that compare the mod revisions of 8 keys and
 // put all 8 (what a relocation of a group of 7 members writes, roughly).
-func txn8Serial(ctx context.Context, c *clientv3.Client, prefix string, n int) ([]time.Duration, error) {
+func Txn8Serial(ctx context.Context, c *clientv3.Client, prefix string, n int) ([]time.Duration, error) {
 	keys := make([]string, 8)
 	revs := make([]int64, 8)
 	for i := range keys {
@@ -94,9 +97,9 @@ func txn8Serial(ctx context.Context, c *clientv3.Client, prefix string, n int) (
 	return out, nil
 }
 
-// casRate runs clients goroutines, each doing CAS transactions on its own
+// CASRate runs clients goroutines, each doing CAS transactions on its own
 // key, for d, and returns how many succeeded and how long they took.
-func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int, d time.Duration) (int64, time.Duration, error) {
+func CASRate(ctx context.Context, c *clientv3.Client, prefix string, clients int, d time.Duration) (int64, time.Duration, error) {
 	var total atomic.Int64
 	var wg sync.WaitGroup
 	errc := make(chan error, clients)
@@ -134,41 +137,41 @@ func casRate(ctx context.Context, c *clientv3.Client, prefix string, clients int
 	return total.Load(), time.Since(start), nil
 }
 
-// sink is where a TCP baseline's reader puts the bytes.
-type sink int
+// Sink is where a TCP baseline's reader puts the bytes.
+type Sink int
 
 const (
-	// discard reads into one small buffer, hot in the processor's cache:
+	// Discard reads into one small buffer, hot in the processor's cache:
 	// the transfer alone.
-	discard sink = iota
-	// touched reads into a buffer of all the bytes whose pages were
+	Discard Sink = iota
+	// Touched reads into a buffer of all the bytes whose pages were
 	// written before the transfer: the transfer and the memory's bandwidth.
-	touched
-	// fresh reads into a buffer of all the bytes fresh from the kernel
+	Touched
+	// Fresh reads into a buffer of all the bytes fresh from the kernel
 	// (freshBuffer), faulted in as the bytes land: what a target does with
 	// a state that no memory it already holds can take. On a VM the first
 	// touch of memory can cost more than the transfer.
-	fresh
+	Fresh
 )
 
-// tcpThroughput sends total bytes over one loopback TCP connection, in 1 MiB
+// TCPThroughput sends total bytes over one loopback TCP connection, in 1 MiB
 // writes, to a reader that puts them in into, and returns GiB/s: the limit
 // of streaming a state between two processes on this machine. The reader's
 // buffer is ready before the clock starts.
-func tcpThroughput(total int, into sink) (float64, error) {
+func TCPThroughput(total int, into Sink) (float64, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
 	}
 	defer l.Close()
 	var dst []byte
-	if into != discard {
+	if into != Discard {
 		buf, release, err := freshBuffer(total)
 		if err != nil {
 			return 0, err
 		}
 		defer release()
-		if into == touched {
+		if into == Touched {
 			for i := 0; i < len(buf); i += 4096 {
 				buf[i] = 1
 			}
@@ -220,9 +223,9 @@ func tcpThroughput(total int, into sink) (float64, error) {
 	return gibps(total, time.Since(start)), nil
 }
 
-// crcThroughput returns the GiB/s of CRC32C (Castagnoli, the checksum of
+// CRCThroughput returns the GiB/s of CRC32C (Castagnoli, the checksum of
 // every STATE chunk and wire message) over size bytes.
-func crcThroughput(size int) float64 {
+func CRCThroughput(size int) float64 {
 	buf := make([]byte, size)
 	for i := range buf {
 		buf[i] = byte(i * 13)
@@ -242,24 +245,24 @@ func gibps(n int, d time.Duration) float64 {
 	return float64(n) / d.Seconds() / (1 << 30)
 }
 
-// watchers are watch streams on their own etcd clients following a
+// Watchers are watch streams on their own etcd clients following a
 // prefix, as many as the mesh has location caches (each node's and the
 // direct client's): what etcd sends after a write of a record. A CAS on a
 // key they follow pays that fan-out, which a relocation's commit always
 // does and the plain CAS baseline never.
-type watchers struct {
+type Watchers struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	clients []*clientv3.Client
 }
 
-func startWatchers(cfg clientv3.Config, prefix string, n int) (*watchers, error) {
+func StartWatchers(cfg clientv3.Config, prefix string, n int) (*Watchers, error) {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &watchers{cancel: cancel}
+	w := &Watchers{cancel: cancel}
 	for range n {
 		c, err := clientv3.New(cfg)
 		if err != nil {
-			w.close()
+			w.Close()
 			return nil, err
 		}
 		w.clients = append(w.clients, c)
@@ -272,7 +275,7 @@ func startWatchers(cfg clientv3.Config, prefix string, n int) (*watchers, error)
 	return w, nil
 }
 
-func (w *watchers) close() {
+func (w *Watchers) Close() {
 	w.cancel()
 	w.wg.Wait()
 	for _, c := range w.clients {
@@ -291,14 +294,14 @@ func (echo) Call(_ context.Context, r *pb.CallRequest) (*pb.CallReply, error) {
 	return &pb.CallReply{Code: pb.Code_CODE_OK, Payload: []byte(`{"value":1}`), Fence: &pb.Fence{OwnerId: "echo"}}, nil
 }
 
-// rawGRPC is a running echo server and a client connected to it.
-type rawGRPC struct {
+// RawGRPC is a running echo server and a client connected to it.
+type RawGRPC struct {
 	srv  *grpc.Server
 	conn *grpc.ClientConn
 	c    rpcpb.CallServiceClient
 }
 
-func startRawGRPC() (*rawGRPC, error) {
+func StartRawGRPC() (*RawGRPC, error) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -311,16 +314,16 @@ func startRawGRPC() (*rawGRPC, error) {
 		s.Stop()
 		return nil, err
 	}
-	return &rawGRPC{srv: s, conn: conn, c: rpcpb.NewCallServiceClient(conn)}, nil
+	return &RawGRPC{srv: s, conn: conn, c: rpcpb.NewCallServiceClient(conn)}, nil
 }
 
-func (r *rawGRPC) call(ctx context.Context) error {
+func (r *RawGRPC) Call(ctx context.Context) error {
 	op := wire.NewOperationID()
 	_, err := r.c.Call(ctx, &pb.CallRequest{Version: 1, Object: "actor/counter/bench", Method: "add", Args: [][]byte{[]byte("1")}, OperationId: op[:]})
 	return err
 }
 
-func (r *rawGRPC) close() {
+func (r *RawGRPC) Close() {
 	r.conn.Close()
 	r.srv.Stop()
 }
@@ -345,15 +348,15 @@ type sprNode struct {
 
 const sprChunk = 1 << 20
 
-type stopPersistReload struct {
+type StopPersistReload struct {
 	c      *clientv3.Client
 	prefix string
 	nodes  [2]*sprNode
 	owner  int
 }
 
-func newStopPersistReload(ctx context.Context, c *clientv3.Client, prefix string, size int) (*stopPersistReload, error) {
-	s := &stopPersistReload{c: c, prefix: prefix}
+func NewStopPersistReload(ctx context.Context, c *clientv3.Client, prefix string, size int) (*StopPersistReload, error) {
+	s := &StopPersistReload{c: c, prefix: prefix}
 	for i, name := range []string{"a", "b"} {
 		l, err := c.Grant(ctx, 30)
 		if err != nil {
@@ -378,7 +381,7 @@ func newStopPersistReload(ctx context.Context, c *clientv3.Client, prefix string
 }
 
 // move moves the object to the other node and returns the interruption.
-func (s *stopPersistReload) move(ctx context.Context) (time.Duration, error) {
+func (s *StopPersistReload) Move(ctx context.Context) (time.Duration, error) {
 	from, to := s.nodes[s.owner], s.nodes[1-s.owner]
 	t0 := time.Now()
 	// 1. Stop and persist.
@@ -444,7 +447,7 @@ func (s *stopPersistReload) move(ctx context.Context) (time.Duration, error) {
 	return d, nil
 }
 
-func (s *stopPersistReload) close(ctx context.Context) {
+func (s *StopPersistReload) Close(ctx context.Context) {
 	for _, n := range s.nodes {
 		s.c.Revoke(ctx, n.lease)
 	}
