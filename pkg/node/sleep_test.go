@@ -3,8 +3,13 @@ package node_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/meshloc/meshloc/internal/etcdtest"
+	"github.com/meshloc/meshloc/internal/tcpproxy"
+	"github.com/meshloc/meshloc/pkg/node"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -218,5 +223,53 @@ func TestDirectClientWakesSleepingObjects(t *testing.T) {
 		if err != nil || value(t, r) != int64(i+1) {
 			t.Fatalf("d%d after its wake: %v, want %d", i, err, i+1)
 		}
+	}
+}
+
+// TestUncertainSleepDropsTheObject: a sleep whose transaction etcd leaves
+// unanswered (the node cut off from etcd while it runs) may have happened,
+// so the node drops the object instead of serving on; once etcd answers
+// again the next call finds the record still the node's and loads the
+// durable state: nothing lost.
+func TestUncertainSleepDropsTheObject(t *testing.T) {
+	srv := etcdtest.Single(t)
+	m := &mesh{etcd: etcdtest.Client(t, srv.Endpoint()), ep: srv.Endpoint()}
+	m.types = sleepyTypes(t, 300*time.Millisecond)
+	px, err := tcpproxy.New("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	n1 := m.add(t, "n1", func(_ int, c *node.Config) {
+		c.EtcdEndpoints = []string{"http://" + px.Addr()}
+		c.CallTimeout = time.Second // the sleep's transaction gives up within it
+		// A sent write waits for etcd's answer up to the store's batch
+		// timeout (5 s): the lease outlives the cut.
+		c.LeaseTTL = 20 * time.Second
+	})
+	t.Cleanup(func() { px.SetMode(tcpproxy.Forward) })
+	c := newClient(t, client.Config{Nodes: []string{n1.Address()}, Timeout: 30 * time.Second})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const obj = "actor/sleepy/u1"
+	if r, err := c.Call(ctx, obj, "add", "9"); err != nil || value(t, r) != 9 {
+		t.Fatalf("add: %v", err)
+	}
+	px.SetMode(tcpproxy.Blackhole) // before it is idle long enough: its sleep meets a silent etcd
+	cut := time.Now()
+	waitUntil(t, 20*time.Second, "a sleep that failed", func() error {
+		if f := m.metricWith(t, n1, "meshloc_sleeps_total", map[string]string{"outcome": "failed"}); f < 1 {
+			return fmt.Errorf("%v failed sleeps", f)
+		}
+		return nil
+	})
+	px.SetMode(tcpproxy.Forward)
+	t.Logf("the sleep failed %v after etcd was cut off", time.Since(cut).Round(time.Millisecond))
+	if h := m.metric(t, n1, "meshloc_hosted_objects"); h != 0 {
+		t.Fatalf("%v objects still hosted after an uncertain sleep", h)
+	}
+	r, err := c.Call(ctx, obj, "get")
+	if err != nil || value(t, r) != 9 {
+		t.Fatalf("after the uncertain sleep: %v, want 9", err)
 	}
 }

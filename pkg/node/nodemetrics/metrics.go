@@ -63,7 +63,7 @@ type Lifecycle struct {
 func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle {
 	m := &Lifecycle{
 		Sleeps: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_sleeps_total",
-			Help: "Idle objects this node tried to put to sleep, by outcome: slept, raced (a request, a move or a write came first: still awake), failed (etcd did not answer: still awake).", ConstLabels: l},
+			Help: "Idle objects this node tried to put to sleep, by outcome: slept, raced (a request, a move or a write came first: still awake), failed (etcd left the outcome unknown: dropped from memory, and its next call finds in etcd whether it sleeps).", ConstLabels: l},
 			[]string{"outcome"}),
 		Wakes: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_wakes_total", Help: "Sleeping objects woken on this node by a call.", ConstLabels: l}),
 	}

@@ -52,7 +52,9 @@ func (h *Object) MaySleep(now time.Time) lifecycle.Reason {
 // Sleep puts h to sleep if the rule still allows it when its turn comes on
 // its mailbox; the reason it stayed awake otherwise ("raced": the record
 // changed first). A request that arrived meanwhile is answered
-// CODE_UNAVAILABLE: its retry wakes the object where placement chooses.
+// CODE_UNAVAILABLE: its retry wakes the object where placement chooses. An
+// error is a sleep whose outcome etcd left unknown: h is dropped all the
+// same.
 func (h *Object) Sleep(ctx context.Context) (lifecycle.Reason, error) {
 	var why lifecycle.Reason
 	var err error
@@ -102,20 +104,25 @@ func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
 		// earlier attempt, or someone else's): it sleeps all the same.
 		res.Written = true
 	}
-	if err != nil || !res.Written {
+	switch {
+	case err != nil:
+		// It may have gone to sleep: it must not serve on (another node
+		// could wake it). Dropped as if it slept; the next call finds in
+		// etcd whether it sleeps (wake) or is still this node's (loaded
+		// again: a durable object's state is in etcd).
+		n.metrics.Lifecycle.Sleeps.WithLabelValues("failed").Inc()
+		err = fmt.Errorf("sleep %s: %w (dropped)", h.name, err)
+	case !res.Written:
 		release()
 		if res.Found {
 			n.cache.Observe(res.Snapshot)
 		}
-		if err != nil {
-			n.metrics.Lifecycle.Sleeps.WithLabelValues("failed").Inc()
-			return "", fmt.Errorf("sleep %s: %w", h.name, err)
-		}
 		n.metrics.Lifecycle.Sleeps.WithLabelValues("raced").Inc()
 		return raced, nil
+	default:
+		n.metrics.Lifecycle.Sleeps.WithLabelValues("slept").Inc()
+		n.cache.Observe(res.Snapshot)
 	}
-	n.metrics.Lifecycle.Sleeps.WithLabelValues("slept").Inc()
-	n.cache.Observe(res.Snapshot)
 	n.unhost(h)
 	h.Mu.Lock()
 	h.Closed, h.Relocating, h.Sleeping = true, false, false
@@ -129,7 +136,7 @@ func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
 		n.unroute(w)
 		h.Answer(w, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: h.name + " went to sleep; a retry with the same operation id wakes it"})
 	}
-	return lifecycle.Sleep, nil
+	return lifecycle.Sleep, err
 }
 
 // unpersisted reports whether a durable h's state differs from the one it
