@@ -98,13 +98,14 @@ func TestDurableObjectSleepsAndWakes(t *testing.T) {
 	if r, err := c.CallID(ctx, op, obj, "add", "5"); err != nil || value(t, r) != 5 {
 		t.Fatalf("first add: %v", err)
 	}
-	if r, err := c.Call(ctx, obj, "add", "2"); err != nil || value(t, r) != 7 {
+	second, err := c.Call(ctx, obj, "add", "2")
+	if err != nil || value(t, second) != 7 {
 		t.Fatalf("second add: %v", err)
 	}
-	before := m.record(t, obj)
+	before := second.Fence
 	slept := m.waitAsleep(t, obj)
-	if slept.Record.ObjectGeneration != before.Record.ObjectGeneration || slept.Record.AuthorityGeneration != before.Record.AuthorityGeneration+1 {
-		t.Fatalf("sleeping record %+v after %+v", slept.Record, before.Record)
+	if slept.Record.ObjectGeneration != before.ObjectGeneration || slept.Record.AuthorityGeneration != before.AuthorityGeneration+1 {
+		t.Fatalf("sleeping record %+v after serving under %+v", slept.Record, before)
 	}
 	waitUntil(t, 10*time.Second, "no node hosts it", func() error {
 		if h := m.hostedSum(t); h != 0 {
@@ -117,20 +118,21 @@ func TestDurableObjectSleepsAndWakes(t *testing.T) {
 	if err != nil || !r.Replayed || value(t, r) != 5 {
 		t.Fatalf("retry after the sleep: %v %+v (want the recorded answer 5, replayed)", err, r)
 	}
+	// Woken under the same object generation, a later authority one (it
+	// may have slept and woken again since: a loaded machine).
+	if f := r.Fence; f.ObjectGeneration != before.ObjectGeneration || f.AuthorityGeneration <= slept.Record.AuthorityGeneration {
+		t.Fatalf("woken under %+v, slept as %+v", f, slept.Record)
+	}
 	if r, err = c.Call(ctx, obj, "get"); err != nil || value(t, r) != 7 {
 		t.Fatalf("get after the wake: %v %+v, want 7", err, r)
-	}
-	woken := m.record(t, obj)
-	if woken.Record.Asleep() || woken.Record.ObjectGeneration != before.Record.ObjectGeneration || woken.Record.AuthorityGeneration != slept.Record.AuthorityGeneration+1 {
-		t.Fatalf("woken record %+v", woken.Record)
 	}
 	wakes, sleeps := 0.0, 0.0
 	for _, n := range m.nodes {
 		wakes += m.metric(t, n, "meshloc_wakes_total")
 		sleeps += m.metricWith(t, n, "meshloc_sleeps_total", map[string]string{"outcome": "slept"})
 	}
-	if wakes != 1 || sleeps < 1 {
-		t.Fatalf("%v wakes and %v sleeps counted, want 1 and at least 1", wakes, sleeps)
+	if wakes < 1 || sleeps < 1 {
+		t.Fatalf("%v wakes and %v sleeps counted, want at least 1 each", wakes, sleeps)
 	}
 	// It sleeps again, and wakes again with its state.
 	m.waitAsleep(t, obj)
