@@ -197,7 +197,7 @@ URL) are checked before any request: one that does not parse is a usage error,
 	root.SetOut(stdout)
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err: err} })
 
-	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), sessionCmd(g, stdout), relocateCmd(g, stdout), relocationsCmd(g, stdout), eventsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
+	root.AddCommand(ownersCmd(g, stdout), objectsCmd(g, stdout), getCmd(g, stdout), callCmd(g, stdout), sessionCmd(g, stdout), relocateCmd(g, stdout), deleteCmd(g, stdout), relocationsCmd(g, stdout), eventsCmd(g, stdout), drainCmd(g, stdout), verifyCmd(g, stdout),
 		controllersCmd(g, stdout), etcdCmd(g, stdout), rebalanceCmd(g, stdout), groupCmd(g, stdout), benchCmd(g, stdout), probeCmd(g, stdout), certsCmd(g, stdout))
 	for _, c := range root.Commands() {
 		c.SilenceErrors, c.SilenceUsage = true, true

@@ -24,7 +24,9 @@ import (
 //   - the node's resident set with all of them asleep, after p.Settle,
 //     beside the same node's with none (the bound: 1.2×);
 //   - wake + call p50: one caller calling 2,000 of the sleeping objects
-//     once each, beside the durable write p50 (the bound: 2×).
+//     once each, beside the durable write p50 (the bound: 2×);
+//   - deletes/s of all of them, 64 in flight, beside etcd's CAS/s on the
+//     same etcd (the bound: 0.5×; lifecycle_delete.go).
 
 // LifecyclePlan sizes the lifecycle section.
 type LifecyclePlan struct {
@@ -147,7 +149,8 @@ func (x *run) lifecycle() error {
 	}
 	x.fig(Measure{Name: "lifecycle: call p50 to a sleeping object (wake + call)", Value: ms(pct(wakes, 50)), Unit: "ms", N: int64(len(wakes)),
 		Note: fmt.Sprintf("p99 %.2f ms", ms(pct(wakes, 99)))}, lifecycleWriteP50, le(2))
-	return nil
+	// Deletes: the objects the wakes did not touch are asleep still.
+	return x.lifecycleDeletes(ctx, m, "s", p.Objects)
 }
 
 // waitHosted waits until the node child serving HTTP at web hosts want

@@ -13,12 +13,12 @@ func TestLifecycleTiny(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts etcd and a node process")
 	}
-	x := &run{cfg: Config{Plan: Plan{Lifecycle: LifecyclePlan{Objects: 300, SleepAfter: 500 * time.Millisecond, Settle: time.Second}}},
+	x := &run{cfg: Config{Plan: Plan{Window: 500 * time.Millisecond, Lifecycle: LifecyclePlan{Objects: 300, SleepAfter: 500 * time.Millisecond, Settle: time.Second}}},
 		ctx: context.Background(), dir: t.TempDir(), r: &Report{}}
 	if err := x.lifecycle(); err != nil {
 		t.Fatal(err)
 	}
-	if len(x.r.Baselines) != 2 || len(x.r.Figures) != 3 {
+	if len(x.r.Baselines) != 3 || len(x.r.Figures) != 4 {
 		t.Fatalf("baselines %+v, figures %+v", x.r.Baselines, x.r.Figures)
 	}
 	for _, f := range x.r.Figures {

@@ -298,7 +298,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 	h.rebalanceRoutes(mux)
 	h.groupRoutes(mux) // groups.go
 	handle("/v1/objects", h.objects)
-	handle("/v1/objects/{object...}", h.object)
+	h.objectRoute(mux) // delete.go: GET and DELETE
 	mux.Handle(eventsRoute, s.m.instrument(eventsRoute, s.getOnly(http.HandlerFunc(h.eventsHTTP))))
 	handle("/healthz", h.healthz)
 	handle("/readyz", h.readyz)

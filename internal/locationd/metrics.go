@@ -15,6 +15,7 @@ type metrics struct {
 	requests      *prometheus.CounterVec
 	duration      *prometheus.HistogramVec
 	eventsDropped prometheus.Counter
+	deletes       prometheus.Counter
 }
 
 func newMetrics(reg *prometheus.Registry) *metrics {
@@ -32,11 +33,16 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 			Name: "meshloc_locationd_event_streams_dropped_total",
 			Help: "Event streams (GET /v1/events) closed because their client fell --events-buffer events behind.",
 		}),
+		deletes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "meshloc_locationd_deletes_total",
+			Help: "Objects deleted by DELETE /v1/objects/{object} (meshctl delete): record, persisted state and replies removed.",
+		}),
 	}
 	reg.MustRegister(
 		m.requests,
 		m.duration,
 		m.eventsDropped,
+		m.deletes,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

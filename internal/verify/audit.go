@@ -132,7 +132,10 @@ type auditRecord struct {
 //   - a larger object generation is a recovery: authority generation +1, the
 //     old owner no longer alive, the new one alive;
 //   - a new record starts at authority generation 1, owned by a live owner;
-//   - records are never deleted;
+//   - a record is deleted only from an actor outside any group that is
+//     active or asleep, not relocating (Context.Delete, meshctl delete:
+//     docs/developing/lifecycle.md); the name's next record starts at a
+//     larger object generation;
 //   - one fence (object, object generation, authority generation) is never
 //     held by two owners.
 type Replayer struct {
@@ -232,7 +235,15 @@ func (r *Replayer) Apply(ev AuditEvent) {
 	}
 	prev, had := r.records[obj]
 	if ev.Delete {
-		r.violate("record-deleted", obj, fmt.Sprintf("revision %d: the authority record was deleted", ev.Revision))
+		p := prev.rec
+		switch {
+		case !had:
+		case p.Kind != keyspace.KindActor || p.Group != "" || len(p.Members) > 0:
+			r.violate("record-deleted", obj, fmt.Sprintf("revision %d: a group's record, or a member's, was deleted", ev.Revision))
+		case p.State == record.StateRelocating || p.Intent != nil:
+			r.violate("record-deleted", obj, fmt.Sprintf("revision %d: the record was deleted in a relocation", ev.Revision))
+		}
+		r.res.Transitions["delete"]++
 		delete(r.records, obj)
 		r.groupsChanged(obj, prev.rec, nil)
 		return

@@ -153,12 +153,39 @@ func TestAuditTwoOwners(t *testing.T) {
 	}
 }
 
+// TestAuditRecordDeleted: an active actor's record may be deleted, and the
+// name's next record must start at a larger object generation; a record
+// deleted in a relocation, or a member's, is a violation.
 func TestAuditRecordDeleted(t *testing.T) {
+	del := func(p *replay, obj string) {
+		p.rev++
+		p.r.Apply(AuditEvent{Revision: p.rev, Key: akeys.Authority(keyspace.Actor("register", obj)), Delete: true})
+	}
 	p := newReplay()
-	n1 := p.owner("n1")
+	n1, n2 := p.owner("n1"), p.owner("n2")
 	p.put("x", rec(n1, 1, 1))
+	del(p, "x")
+	p.put("x", rec(n1, 2, 1))
+	if res := p.r.Result(); len(res.Violations) != 0 || res.Transitions["delete"] != 1 {
+		t.Fatalf("a valid delete: %s %v", violations(res.Violations), res.Transitions)
+	}
 	p.rev++
-	p.r.Apply(AuditEvent{Revision: p.rev, Key: akeys.Authority(keyspace.Actor("register", "x")), Delete: true})
+	del(p, "x")
+	p.put("x", rec(n1, 2, 1)) // the deleted generation again
+	wantViolation(t, p.r.Result().Violations, "generation-decreased")
+
+	p = newReplay()
+	n1, n2 = p.owner("n1"), p.owner("n2")
+	p.put("y", rec(n1, 1, 1))
+	p.put("y", relocating(rec(n1, 1, 1), "r1", n2))
+	del(p, "y")
+	wantViolation(t, p.r.Result().Violations, "record-deleted")
+	p = newReplay()
+	n1 = p.owner("n1")
+	m := rec(n1, 1, 1)
+	m.Group = "group/g"
+	p.put("z", m)
+	del(p, "z")
 	wantViolation(t, p.r.Result().Violations, "record-deleted")
 }
 

@@ -130,6 +130,7 @@ func (x fakeCtx) Push([]byte) error                    { return actor.ErrNoSessi
 func (x fakeCtx) Publish([]byte) error                 { return nil }
 func (x fakeCtx) Send(string, string, ...[]byte) error { return nil }
 func (x fakeCtx) Ask(string, string, ...[]byte) error  { return nil }
+func (x fakeCtx) Delete() error                        { return nil }
 func (f *fakeCaller) known(object string) int64        { x, _ := f.Fence(object); return x.ObjectGeneration }
 func (f *fakeCaller) accept(object string, x authority.Fence) {
 	f.mu.Lock()

@@ -95,7 +95,22 @@ type Context interface {
 	// Ask is Send, and the destination's answer comes back, once, to the
 	// object's OnReply (its type must implement ReplyObject).
 	Ask(to, method string, args ...[]byte) error
+	// Delete ends the object after this turn (docs/developing/lifecycle.md):
+	// once the turn is recorded (for a durable type, persisted), one etcd
+	// transaction removes the object's record, persisted state and
+	// replies, and only then does the turn's reply leave. Queued requests
+	// are answered UNAVAILABLE and retried; the next call to the name
+	// creates a new object of a larger generation, and a caller that knew
+	// this one is answered CODE_DELETED. Like Send it is part of the
+	// turn's effect: nothing is deleted if the handler returns an error.
+	// ErrNotDeletable: the object is a group's member (it must leave the
+	// group first).
+	Delete() error
 }
+
+// ErrNotDeletable: Context.Delete of an object that cannot be deleted (a
+// group's member).
+var ErrNotDeletable = wire.Sentinel(pb.Code_CODE_CONFLICT, "actor: the object cannot be deleted")
 
 // ErrNoSession: Push in a call that came outside a session.
 var ErrNoSession = wire.Sentinel(pb.Code_CODE_INVALID_ARGUMENT, "actor: the call came outside a session")

@@ -72,6 +72,8 @@ func CodeOf(err error) pb.Code {
 		return pb.Code_CODE_INVALID_ARGUMENT
 	case errors.Is(err, ErrOutboxFull):
 		return pb.Code_CODE_RESOURCE_EXHAUSTED
+	case errors.Is(err, ErrNotDeletable):
+		return pb.Code_CODE_CONFLICT
 	}
 	return pb.Code_CODE_INTERNAL
 }

@@ -3,7 +3,6 @@ package authority
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -112,14 +111,15 @@ func (s *Store) Join(ctx context.Context, req MembershipRequest) (MembershipResu
 		return s.writeMembership(ctx, req, g, a)
 	}
 	catKey := s.keys.Catalog(req.Actor)
-	var catRev, last int64
+	var catRev int64
+	var last catalogEntry
 	for range maxTxnRetries {
 		a := Record{
-			Kind: req.Actor.Kind, Type: req.Actor.Type, ObjectGeneration: last + 1, AuthorityGeneration: 1,
-			Owner: req.Owner, Node: req.Node, State: StateActive, Group: req.Group.Object.String(),
+			Kind: req.Actor.Kind, Type: req.Actor.Type, ObjectGeneration: last.LastObjectGeneration + 1, AuthorityGeneration: 1,
+			Owner: req.Owner, Node: req.Node, State: StateActive, Group: req.Group.Object.String(), Deleted: last.Deleted,
 		}
-		cat, _ := json.Marshal(catalogEntry{LastObjectGeneration: a.ObjectGeneration})
-		res, catResp, err := s.writeMembershipNew(ctx, req, g, a, catKey, catRev, string(cat))
+		cat := catalogEntry{LastObjectGeneration: a.ObjectGeneration, Deleted: last.Deleted}.encode()
+		res, catResp, err := s.writeMembershipNew(ctx, req, g, a, catKey, catRev, cat)
 		if err != nil || res.Written || res.Resolved || catResp == nil {
 			return res, err
 		}

@@ -3,7 +3,6 @@ package authority
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -80,7 +79,7 @@ func (s *Store) Recover(ctx context.Context, req RecoverRequest) (WriteResult, e
 		}
 		var c catalogSeen
 		if len(cat.Kvs) > 0 {
-			c = catalogSeen{rev: cat.Kvs[0].ModRevision, last: decodeCatalog(cat.Kvs[0].Value)}
+			c = catalogSeen{rev: cat.Kvs[0].ModRevision, last: decodeCatalog(cat.Kvs[0].Value).LastObjectGeneration}
 		}
 		p = s.planRecovery(req, c)
 	}
@@ -118,7 +117,7 @@ func (s *Store) planRecovery(req RecoverRequest, cat catalogSeen) recoverPlan {
 	rec.ObjectGeneration = max(cat.last, rec.ObjectGeneration) + 1
 	rec.AuthorityGeneration++
 	rec.Owner, rec.Node, rec.State, rec.Intent = req.NewOwner, req.Node, StateActive, nil
-	catVal, _ := json.Marshal(catalogEntry{LastObjectGeneration: rec.ObjectGeneration})
+	catVal := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: rec.Deleted}.encode()
 	p := recoverPlan{obj: obj, old: old, objs: []keyspace.Object{obj}, planned: []Record{rec}, guard: req.Guard}
 	p.txn.cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(k), "=", req.Seen.StoreVersion),
@@ -126,7 +125,7 @@ func (s *Store) planRecovery(req RecoverRequest, cat catalogSeen) recoverPlan {
 		clientv3.Compare(clientv3.CreateRevision(newKey), "=", req.NewOwner.Generation),
 		clientv3.Compare(clientv3.ModRevision(catKey), "=", cat.rev),
 	}
-	p.txn.thens = []clientv3.Op{clientv3.OpPut(k, string(rec.Encode())), clientv3.OpPut(catKey, string(catVal))}
+	p.txn.thens = []clientv3.Op{clientv3.OpPut(k, string(rec.Encode())), clientv3.OpPut(catKey, catVal)}
 	p.txn.elses = []clientv3.Op{clientv3.OpGet(k), clientv3.OpGet(oldKey)}
 	p.addGuard()
 	return p

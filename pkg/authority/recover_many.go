@@ -137,7 +137,7 @@ func (s *Store) readCatalogs(ctx context.Context, reqs []RecoverRequest, idx []i
 			for j, i := range part {
 				var c catalogSeen
 				if kvs := resp.Responses[j].GetResponseRange().GetKvs(); len(kvs) > 0 {
-					c = catalogSeen{rev: kvs[0].ModRevision, last: decodeCatalog(kvs[0].Value)}
+					c = catalogSeen{rev: kvs[0].ModRevision, last: decodeCatalog(kvs[0].Value).LastObjectGeneration}
 				}
 				out[i] = c
 			}

@@ -32,17 +32,26 @@ type ActivateResult struct {
 	Snapshot Snapshot
 }
 
-// catalogEntry is the value of catalog/<object>.
+// catalogEntry is the value of catalog/<object>: the last object
+// generation the name had, and the last one deleted (Record.Deleted), both
+// kept after the record is deleted so that the next object of the name has
+// a larger generation and its callers learn of the deletion.
 type catalogEntry struct {
 	LastObjectGeneration int64 `json:"lastObjectGeneration"`
+	Deleted              int64 `json:"deletedObjectGeneration,omitempty"`
 }
 
-func decodeCatalog(b []byte) int64 {
+func decodeCatalog(b []byte) catalogEntry {
 	var c catalogEntry
 	if len(b) == 0 || json.Unmarshal(b, &c) != nil {
-		return 0
+		return catalogEntry{}
 	}
-	return c.LastObjectGeneration
+	return c
+}
+
+func (c catalogEntry) encode() string {
+	b, _ := json.Marshal(c)
+	return string(b)
 }
 
 func (r ActivateRequest) validate() error {
@@ -76,23 +85,24 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 	authKey := s.keys.Authority(req.Object)
 	ownerKey := s.keys.Owner(req.Owner.ID)
 	catKey := s.keys.Catalog(req.Object)
-	var catRev, lastGen int64
+	var catRev int64
+	var last catalogEntry
 	for range maxTxnRetries {
 		rec := Record{
 			Kind: req.Object.Kind, Type: req.Object.Type,
-			ObjectGeneration: lastGen + 1, AuthorityGeneration: 1,
+			ObjectGeneration: last.LastObjectGeneration + 1, AuthorityGeneration: 1,
 			Owner: req.Owner, Node: req.Node, State: StateActive,
-			Group: req.Group, Pinned: req.Pinned,
+			Group: req.Group, Pinned: req.Pinned, Deleted: last.Deleted,
 		}
 		planned := rec.Encode()
-		cat, _ := json.Marshal(catalogEntry{LastObjectGeneration: rec.ObjectGeneration})
+		cat := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: last.Deleted}.encode()
 		resp, err := s.txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(authKey), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Owner.Generation),
 			clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
 		).Then(
 			clientv3.OpPut(authKey, string(planned)),
-			clientv3.OpPut(catKey, string(cat)),
+			clientv3.OpPut(catKey, cat),
 		).Else(
 			clientv3.OpGet(authKey),
 			clientv3.OpGet(ownerKey),
@@ -131,9 +141,9 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 		if kvs := resp.Responses[1].GetResponseRange().Kvs; len(kvs) == 0 || kvs[0].CreateRevision != req.Owner.Generation {
 			return ActivateResult{}, fmt.Errorf("%w: %v activating %s", ErrOwnerNotAlive, req.Owner, req.Object)
 		}
-		catRev, lastGen = 0, 0
+		catRev, last = 0, catalogEntry{}
 		if kvs := resp.Responses[2].GetResponseRange().Kvs; len(kvs) > 0 {
-			catRev, lastGen = kvs[0].ModRevision, decodeCatalog(kvs[0].Value)
+			catRev, last = kvs[0].ModRevision, decodeCatalog(kvs[0].Value)
 		}
 	}
 	return ActivateResult{}, fmt.Errorf("authority: activate %s: catalog kept moving", req.Object)

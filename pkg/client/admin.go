@@ -153,6 +153,23 @@ func (c *Admin) Object(ctx context.Context, name string) (api.ObjectResponse, []
 	return r, raw, err
 }
 
+// Delete deletes one object (DELETE /v1/objects/{object}; the operate
+// role): its record, persisted state and replies go in one etcd
+// transaction, and its owner drops the instance. A caller that knew the
+// object is answered CODE_DELETED; the next call creates a new object of a
+// larger generation. A group, a member of one and a relocating object are
+// refused (api.CodeConflict), an unknown one is api.CodeNotFound.
+func (c *Admin) Delete(ctx context.Context, name string) (api.Deleted, []byte, error) {
+	var r api.Deleted
+	obj, err := parseName(name)
+	if err != nil {
+		return r, nil, err
+	}
+	path := "/v1/objects/" + obj.String()
+	raw, err := c.decode(path, &r)(c.do(ctx, http.MethodDelete, path, nil, nil))
+	return r, raw, err
+}
+
 // parseName parses an object name for a path, as an *api.Error.
 func parseName(name string) (keyspace.Object, error) {
 	obj, err := keyspace.ParseObject(name)

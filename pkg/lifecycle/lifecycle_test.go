@@ -49,3 +49,26 @@ func TestSleepAfter(t *testing.T) {
 		}
 	}
 }
+
+// TestKnown: what a caller that knew one generation is told.
+func TestKnown(t *testing.T) {
+	for _, c := range []struct {
+		known, current, deleted int64
+		durable                 bool
+		want                    lifecycle.Since
+	}{
+		{0, 5, 4, false, lifecycle.Same},      // knew nothing
+		{5, 5, 4, false, lifecycle.Same},      // knew this one
+		{6, 5, 0, false, lifecycle.Same},      // a newer one than here: not ours to judge
+		{4, 5, 4, false, lifecycle.Deleted},   // knew the deleted one
+		{2, 5, 4, true, lifecycle.Deleted},    // an older one, deleted since: deleted, also durable
+		{3, 5, 0, false, lifecycle.StateLost}, // a memory object re-created
+		{3, 5, 0, true, lifecycle.Same},       // a durable object recovered: nothing lost
+		{4, 5, 2, false, lifecycle.StateLost}, // deleted before it knew it: its own was lost
+		{4, 5, 2, true, lifecycle.Same},
+	} {
+		if got := lifecycle.Known(c.known, c.current, c.deleted, c.durable); got != c.want {
+			t.Errorf("Known(%d, %d, %d, %v) = %d, want %d", c.known, c.current, c.deleted, c.durable, got, c.want)
+		}
+	}
+}

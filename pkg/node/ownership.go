@@ -53,8 +53,7 @@ func (n *Node) checkOwnership(name string) {
 	}
 	h.Mu.Lock()
 	judged := h.Mode == hosted.ModeServing && !h.Closed && h.Version > 0 && e.Version > h.Version
-	ownSleep := h.Sleeping && e.Location.Asleep() // settled by the sleep in flight
-	lost := judged && !ownSleep && (e.Deleted || e.Location.Owner != n.self || e.Location.ObjectGeneration != h.Fence.ObjectGeneration)
+	lost := judged && !h.SettlesLocked(e) && (e.Deleted || e.Location.Owner != n.self || e.Location.ObjectGeneration != h.Fence.ObjectGeneration)
 	if lost {
 		h.Lost = true
 	}
@@ -65,15 +64,18 @@ func (n *Node) checkOwnership(name string) {
 	}
 	n.unhost(h)
 	h.Close()
-	n.metrics.OwnershipLost.Inc()
 	if f := n.opts.onLost; f != nil {
 		n.work.Go(func() { f(name) })
 	}
+	if e.Deleted && !e.Corrupt { // deleted by an operator (meshctl delete), or by hand in etcd
+		n.metrics.Lifecycle.Deletes.WithLabelValues("dropped").Inc()
+		n.log.Info().Str("object", name).Int64("objectGeneration", fence.ObjectGeneration).Int64("revision", e.Version).Msg("record deleted: instance dropped")
+		return
+	}
+	n.metrics.OwnershipLost.Inc()
 	ev := n.log.Error().Str("object", name).Str("servedAs", fence.Owner.String()).Int64("objectGeneration", fence.ObjectGeneration).Int64("revision", e.Version)
 	if e.Corrupt {
 		ev = ev.Bool("corruptRecord", true)
-	} else if e.Deleted {
-		ev = ev.Bool("deleted", true)
 	} else {
 		ev = ev.Str("recordOwner", e.Location.Owner.String()).Int64("recordObjectGeneration", e.Location.ObjectGeneration)
 	}

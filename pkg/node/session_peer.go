@@ -66,10 +66,12 @@ func (s *peerServer) SessionBind(ctx context.Context, m *pb.SessionBindRequest) 
 		return &pb.SessionBindReply{Code: pb.Code_CODE_UNAVAILABLE, Message: h.Name() + " is not served here any more"}, nil
 	case h.Mode != hosted.ModeServing:
 		return &pb.SessionBindReply{Code: pb.Code_CODE_RELOCATING, Message: h.Name() + " is moving"}, nil
-	case rep.GetCode() == pb.Code_CODE_STATE_LOST ||
-		(m.GetKnownObjectGeneration() != 0 && m.GetKnownObjectGeneration() < h.Fence.ObjectGeneration && !h.Typ.Durable):
+	case rep.GetCode() == pb.Code_CODE_STATE_LOST:
 		return &pb.SessionBindReply{Code: pb.Code_CODE_STATE_LOST, Message: fmt.Sprintf("%s was re-created (object generation %d)", h.Name(), h.Fence.ObjectGeneration),
 			Fence: n.wireFence(h.Fence, h.Version, n.rid.Hex())}, nil
+	}
+	if code, msg := h.OutdatedLocked(m.GetKnownObjectGeneration()); code != pb.Code_CODE_OK {
+		return &pb.SessionBindReply{Code: code, Message: msg, Fence: n.wireFence(h.Fence, h.Version, n.rid.Hex())}, nil
 	}
 	b := h.Sessions[ref.Session]
 	var binding uint64

@@ -113,6 +113,11 @@ type Record struct {
 	// (commit or preserve); it makes every planned record unique so an
 	// uncertain write is recognised by reading back exactly its bytes.
 	LastRelocation string `json:"lastRelocation,omitempty"`
+	// Deleted is the object generation last deleted under this name (0:
+	// none; docs/developing/lifecycle.md): a caller that knew it, or an
+	// older one, is answered CODE_DELETED, never a silent fresh start.
+	// Activate copies it from the catalog; every later write keeps it.
+	Deleted int64 `json:"deletedObjectGeneration,omitempty"`
 }
 
 // Validate checks the fields a record must have.
@@ -122,6 +127,8 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
 	case r.ObjectGeneration <= 0 || r.AuthorityGeneration <= 0:
 		return fmt.Errorf("%w: generations must be positive", ErrInvalidRecord)
+	case r.Deleted < 0 || r.Deleted >= r.ObjectGeneration:
+		return fmt.Errorf("%w: deleted generation %d of an object of generation %d", ErrInvalidRecord, r.Deleted, r.ObjectGeneration)
 	case r.State == StateSleeping:
 		return r.validateAsleep()
 	case r.Owner.ID == "" || r.Owner.Generation <= 0:

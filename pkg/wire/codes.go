@@ -91,6 +91,7 @@ var codeNames = map[pb.Code]string{
 	pb.Code_CODE_STATE_TOO_LARGE: "state_too_large", pb.Code_CODE_RESOURCE_EXHAUSTED: "resource_exhausted",
 	pb.Code_CODE_PERMISSION_DENIED: "permission_denied", pb.Code_CODE_CONFLICT: "conflict",
 	pb.Code_CODE_ALREADY_EXISTS: "already_exists", pb.Code_CODE_CORRUPT_RECORD: "corrupt_record",
+	pb.Code_CODE_DELETED: "deleted",
 }
 
 // GRPCCode maps a call code to the gRPC status code used when a call error
@@ -114,7 +115,7 @@ func GRPCCode(c pb.Code) codes.Code {
 		return codes.DeadlineExceeded
 	case pb.Code_CODE_APPLICATION_ERROR:
 		return codes.Aborted
-	case pb.Code_CODE_NOT_FOUND:
+	case pb.Code_CODE_NOT_FOUND, pb.Code_CODE_DELETED:
 		return codes.NotFound
 	case pb.Code_CODE_PERMISSION_DENIED:
 		return codes.PermissionDenied

@@ -75,6 +75,7 @@ func TestGRPCCode(t *testing.T) {
 		pb.Code_CODE_CONFLICT:             codes.Aborted,
 		pb.Code_CODE_ALREADY_EXISTS:       codes.AlreadyExists,
 		pb.Code_CODE_CORRUPT_RECORD:       codes.DataLoss,
+		pb.Code_CODE_DELETED:              codes.NotFound,
 	}
 	for _, c := range allCodes() {
 		w, ok := want[c]

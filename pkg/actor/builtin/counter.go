@@ -10,6 +10,7 @@ import (
 //
 //	add N   N: a decimal int64, may be negative  → {"value":v}
 //	get                                          → {"value":v}
+//	delete  ends the counter (actor.Context.Delete) → {"value":v}, its last value
 //
 // An add that would overflow is rejected.
 type counter struct {
@@ -31,7 +32,7 @@ func valueReply(v int64) ([]byte, error) {
 }
 
 // Handle implements actor.Object.
-func (c *counter) Handle(_ actor.Context, method string, args [][]byte) ([]byte, error) {
+func (c *counter) Handle(ctx actor.Context, method string, args [][]byte) ([]byte, error) {
 	switch method {
 	case "add":
 		if err := wantArgs(CounterType, method, args, "N"); err != nil {
@@ -49,6 +50,14 @@ func (c *counter) Handle(_ actor.Context, method string, args [][]byte) ([]byte,
 		return valueReply(c.value)
 	case "get":
 		if err := wantArgs(CounterType, method, args); err != nil {
+			return nil, err
+		}
+		return valueReply(c.value)
+	case "delete":
+		if err := wantArgs(CounterType, method, args); err != nil {
+			return nil, err
+		}
+		if err := ctx.Delete(); err != nil {
 			return nil, err
 		}
 		return valueReply(c.value)

@@ -32,6 +32,7 @@ func (c *fakeContext) Fence() actor.Fence {
 }
 func (c *fakeContext) Now() time.Time                      { return c.now }
 func (c *fakeContext) SetTimer(spec actor.TimerSpec) error { return c.timers.Set(spec, c.now) }
+func (c *fakeContext) Delete() error                       { return nil }
 func (c *fakeContext) CancelTimer(name string) bool        { return c.timers.Cancel(name) }
 func (c *fakeContext) Push([]byte) error                   { return actor.ErrNoSession }
 func (c *fakeContext) Publish([]byte) error                { return nil }

@@ -54,10 +54,12 @@ type Node struct {
 	*Sessions
 }
 
-// Lifecycle: objects put to sleep and woken (docs/developing/lifecycle.md).
+// Lifecycle: objects put to sleep, woken and deleted
+// (docs/developing/lifecycle.md).
 type Lifecycle struct {
-	Sleeps *prometheus.CounterVec // outcome: slept, raced, failed
-	Wakes  prometheus.Counter
+	Sleeps  *prometheus.CounterVec // outcome: slept, raced, failed
+	Wakes   prometheus.Counter
+	Deletes *prometheus.CounterVec // how: ended, dropped
 }
 
 func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle {
@@ -66,8 +68,11 @@ func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle
 			Help: "Idle objects this node tried to put to sleep, by outcome: slept, raced (a request, a move or a write came first: still awake), failed (etcd left the outcome unknown: dropped from memory, and its next call finds in etcd whether it sleeps).", ConstLabels: l},
 			[]string{"outcome"}),
 		Wakes: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_wakes_total", Help: "Sleeping objects woken on this node by a call.", ConstLabels: l}),
+		Deletes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_deletes_total",
+			Help: "Objects hosted here that were deleted, by how: ended (the object's own request called Context.Delete), dropped (its record was deleted from outside, by meshctl delete or the API, and this node dropped the instance).", ConstLabels: l},
+			[]string{"how"}),
 	}
-	reg.MustRegister(m.Sleeps, m.Wakes)
+	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes)
 	return m
 }
 

@@ -22,6 +22,8 @@ type handlerCtx struct {
 	// messages it sends (sends, recorded with the turn: messages.go).
 	op    wire.OperationID
 	sends []actor.OutMessage
+	// del: the turn asked that its object end after it (delete.go).
+	del bool
 }
 
 func (c *handlerCtx) Push(payload []byte) error {

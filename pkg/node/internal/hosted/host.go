@@ -2,7 +2,6 @@ package hosted
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -60,6 +59,7 @@ type Object struct {
 	Mode       Mode
 	Relocating bool    // a source relocation of this object is running
 	Sleeping   bool    // with Relocating: it is going to sleep (sleep.go)
+	Ending     bool    // with Relocating: it is being deleted (delete.go)
 	Mv         *Moving // the mailbox's relocation lists (nil: none; moving.go)
 	// sessions bound to the object (session_owner.go).
 	Sessions map[session.ID]*BoundSession
@@ -318,10 +318,8 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 		n.metrics.FencedRefusals.Inc()
 		return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
-	if k := n.knownGeneration(w.Req); k != 0 && k < h.Fence.ObjectGeneration && !h.Typ.Durable {
-		return h.Reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
-			"%s was re-created (object generation %d → %d): its state died with its owner; the request was not executed",
-			h.name, k, h.Fence.ObjectGeneration))
+	if code, msg := h.Outdated(n.knownGeneration(w.Req)); code != pb.Code_CODE_OK {
+		return h.Reply(code, nil, msg)
 	}
 	if h.Typ.Durable {
 		if r := h.EnsureDurable(); r != nil {
@@ -392,6 +390,9 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 	if herr == nil && len(hc.sends) > 0 {
 		h.KickDelivery()
 	}
+	if herr == nil && hc.del {
+		h.end() // delete.go: the reply leaves once the delete is decided
+	}
 	// Check again just before the reply leaves (docs/design.md §5).
 	if st := n.leaseStatus(n.now()); st == lease.Expired || st == lease.Lost || st == lease.Closed {
 		n.metrics.FencedRefusals.Inc()
@@ -448,13 +449,15 @@ func (h *Object) fireTimers() {
 	if st := h.env.leaseStatus(now); st != lease.Valid && st != lease.Unusable {
 		return
 	}
+	ended := false
 	if to, ok := h.Inst.(actor.TimerObject); ok {
 		for _, t := range ticks {
 			hc := &handlerCtx{h: h, now: now, op: actor.TimerOperationID(h.name, t.Name, t.Index, now)}
 			if err := h.Guard("OnTimer("+t.Name+")", func() error { return to.OnTimer(hc, t) }); err != nil {
 				h.env.log.Warn().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("timer handler failed")
-				hc.sends = nil
+				hc.sends, hc.del = nil, false
 			}
+			ended = ended || hc.del
 			if err := h.RecordSends(hc.sends); err != nil {
 				h.env.log.Error().Str("object", h.name).Str("timer", t.Name).Err(err).Msg("a timer's messages could not be recorded")
 			}
@@ -468,6 +471,10 @@ func (h *Object) fireTimers() {
 		if h.Typ.Durable && len(ticks) > 0 {
 			h.persistTimers(now)
 		}
+	}
+	if ended {
+		h.end()
+		return
 	}
 	h.Arm()
 	h.KickDelivery()

@@ -171,7 +171,7 @@ func (h *Object) ApplyAnswers(as []messageAnswer) {
 	ro, _ := h.Inst.(actor.ReplyObject)
 	type ran struct{ op, msg wire.OperationID }
 	var replies []ran
-	applied := 0
+	applied, ended := 0, false
 	for _, a := range as {
 		h.Mu.Lock()
 		_, ok := h.Outbox.Remove(a.msg.ID)
@@ -191,8 +191,9 @@ func (h *Object) ApplyAnswers(as []messageAnswer) {
 		hc := &handlerCtx{h: h, now: now, op: op}
 		if err := h.Guard("OnReply", func() error { return ro.OnReply(hc, a.replyOf()) }); err != nil {
 			n.log.Warn().Str("object", h.name).Str("message", a.msg.ID.String()).Err(err).Msg("OnReply failed: its messages are not sent")
-			hc.sends = nil
+			hc.sends, hc.del = nil, false
 		}
+		ended = ended || hc.del
 		if err := h.RecordSends(hc.sends); err != nil {
 			n.log.Error().Str("object", h.name).Err(err).Msg("OnReply's messages could not be recorded")
 		}
@@ -217,6 +218,10 @@ func (h *Object) ApplyAnswers(as []messageAnswer) {
 		for _, r := range replies {
 			n.xlog.OnReply(h.name, f, r.op, r.msg, now)
 		}
+	}
+	if ended {
+		h.end()
+		return
 	}
 	h.KickDelivery()
 }

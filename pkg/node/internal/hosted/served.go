@@ -60,5 +60,6 @@ func sameRecord(a, b record.Record) bool {
 	return a.Intent == nil && b.Intent == nil && a.Members == nil && b.Members == nil &&
 		a.Kind == b.Kind && a.Type == b.Type && a.ObjectGeneration == b.ObjectGeneration &&
 		a.AuthorityGeneration == b.AuthorityGeneration && a.Owner == b.Owner && a.Node == b.Node &&
-		a.State == b.State && a.Group == b.Group && a.Pinned == b.Pinned && a.LastRelocation == b.LastRelocation
+		a.State == b.State && a.Group == b.Group && a.Pinned == b.Pinned && a.LastRelocation == b.LastRelocation &&
+		a.Deleted == b.Deleted
 }

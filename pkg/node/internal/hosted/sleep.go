@@ -123,9 +123,19 @@ func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
 		n.metrics.Lifecycle.Sleeps.WithLabelValues("slept").Inc()
 		n.cache.Observe(res.Snapshot)
 	}
+	h.retire(h.name + " went to sleep; a retry with the same operation id wakes it")
+	return lifecycle.Sleep, err
+}
+
+// retire ends h here once etcd released it (it sleeps, or was deleted):
+// no longer hosted, closed, timers stopped, and its queued requests
+// answered UNAVAILABLE with why (their retries find what etcd says now).
+// On the mailbox.
+func (h *Object) retire(why string) {
+	n := h.env
 	n.unhost(h)
 	h.Mu.Lock()
-	h.Closed, h.Relocating, h.Sleeping = true, false, false
+	h.Closed, h.Relocating, h.Sleeping, h.Ending = true, false, false, false
 	if h.timer != nil {
 		h.timer.Stop()
 	}
@@ -134,9 +144,8 @@ func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
 	h.Mu.Unlock()
 	for _, w := range q {
 		n.unroute(w)
-		h.Answer(w, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: h.name + " went to sleep; a retry with the same operation id wakes it"})
+		h.Answer(w, &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: why})
 	}
-	return lifecycle.Sleep, err
 }
 
 // unpersisted reports whether a durable h's state differs from the one it

@@ -82,6 +82,10 @@ const (
 	// behind meshloc's back, or damaged): nothing is served for it until an
 	// operator repairs or deletes the record.
 	Code_CODE_CORRUPT_RECORD Code = 27
+	// The object the caller knew (its KnownObjectGeneration) was deleted:
+	// the request was not executed. The next call without that generation
+	// creates a new object of the name (docs/developing/lifecycle.md).
+	Code_CODE_DELETED Code = 28
 )
 
 // Enum value maps for Code.
@@ -115,6 +119,7 @@ var (
 		25: "CODE_CONFLICT",
 		26: "CODE_ALREADY_EXISTS",
 		27: "CODE_CORRUPT_RECORD",
+		28: "CODE_DELETED",
 	}
 	Code_value = map[string]int32{
 		"CODE_UNSPECIFIED":          0,
@@ -145,6 +150,7 @@ var (
 		"CODE_CONFLICT":             25,
 		"CODE_ALREADY_EXISTS":       26,
 		"CODE_CORRUPT_RECORD":       27,
+		"CODE_DELETED":              28,
 	}
 )
 
@@ -4322,7 +4328,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\bmessages\x18\x02 \x01(\x04R\bmessages\x12\x1d\n" +
 	"\n" +
 	"cross_node\x18\x03 \x01(\x04R\tcrossNode\x12\x1a\n" +
-	"\bcapacity\x18\x04 \x01(\rR\bcapacity*\xa3\x05\n" +
+	"\bcapacity\x18\x04 \x01(\rR\bcapacity*\xb5\x05\n" +
 	"\x04Code\x12\x14\n" +
 	"\x10CODE_UNSPECIFIED\x10\x00\x12\v\n" +
 	"\aCODE_OK\x10\x01\x12\x12\n" +
@@ -4352,7 +4358,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x16CODE_PERMISSION_DENIED\x10\x18\x12\x11\n" +
 	"\rCODE_CONFLICT\x10\x19\x12\x17\n" +
 	"\x13CODE_ALREADY_EXISTS\x10\x1a\x12\x17\n" +
-	"\x13CODE_CORRUPT_RECORD\x10\x1bB:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
+	"\x13CODE_CORRUPT_RECORD\x10\x1b\x12\x10\n" +
+	"\fCODE_DELETED\x10\x1cB:Z8github.com/meshloc/meshloc/pkg/wire/meshloc/v1;meshlocv1b\x06proto3"
 
 var (
 	file_meshloc_v1_meshloc_proto_rawDescOnce sync.Once
