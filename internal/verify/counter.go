@@ -39,6 +39,13 @@ type Counter struct {
 	// cluster must be a GroupMaker; groups.go): the storm then moves whole
 	// groups.
 	Groups int
+	// Deletes: about one operation in 40 is a delete (the counter ends
+	// itself: actor.Context.Delete). Each acknowledged delete of
+	// generation D starts the count again at 0 (counter_delete.go): the
+	// bounds of a value read under generation g take only the adds of
+	// generations after the last delete before g, and no reply of a
+	// generation up to D may come after the delete returned.
+	Deletes bool
 }
 
 // NewCounter returns the workload on n objects.
@@ -75,6 +82,8 @@ func (w *Counter) Run(ctx context.Context, s Stream, h *History) {
 			if op.Outcome == OK {
 				mustRead = ""
 			}
+		} else if w.Deletes && rng.IntN(40) == 0 {
+			op = Invoke(ctx, s, h, w.Name(), obj, "delete")
 		} else {
 			op = Invoke(ctx, s, h, w.Name(), obj, "add", "1")
 		}
@@ -113,6 +122,7 @@ func (w *Counter) Check(h *History, final FinalState) Result {
 			v  int64
 		}
 		var seen []obs
+		dels := deletesOf(oops)
 		for _, o := range oops {
 			if o.Kind == "add" {
 				switch o.Outcome {
@@ -138,15 +148,26 @@ func (w *Counter) Check(h *History, final FinalState) Result {
 		}
 		for _, s := range seen {
 			g := s.op.Fence.ObjectGeneration
+			if d, back := dels.cameBack(s.op); back {
+				res.violate("deleted-state-back", obj, fmt.Sprintf("a reply under generation %d after the delete of generation %d returned", g, d.Fence.ObjectGeneration), d, s.op)
+			}
+			epoch, sameOnly := dels.epoch(g, s.op.Return)
 			var lower, upper int64
 			for _, a := range adds {
-				if !w.Durable && a.Fence.ObjectGeneration != g {
-					continue
+				ag := a.Fence.ObjectGeneration
+				if ag <= epoch {
+					continue // deleted before s's object was made
 				}
-				if a.Return < s.op.Call || a.ID == s.op.ID {
+				// A memory type counts only its own generation; a durable
+				// one every later generation too, unless a delete of
+				// unknown outcome may lie between (the lower bound must be
+				// certain, the upper one may be generous).
+				inLower := ag == g || w.Durable && !sameOnly
+				inUpper := ag == g || w.Durable
+				if inLower && (a.Return < s.op.Call || a.ID == s.op.ID) {
 					lower++
 				}
-				if a.Call < s.op.Return {
+				if inUpper && a.Call < s.op.Return {
 					upper++
 				}
 			}
@@ -183,7 +204,12 @@ func (w *Counter) Check(h *History, final FinalState) Result {
 		}
 		var lower int64
 		var lastAcked Op
+		fg := fin.Fence.ObjectGeneration
+		epoch, sameOnly := dels.epoch(fg, fin.Return)
 		for _, a := range adds {
+			if ag := a.Fence.ObjectGeneration; ag <= epoch || sameOnly && ag != fg {
+				continue // deleted since (or maybe, by a delete of unknown outcome)
+			}
 			f := mustBePresent
 			if !w.Durable {
 				f = writeFate(a.Fence.ObjectGeneration, fin.Fence.ObjectGeneration, losses[obj])

@@ -387,7 +387,7 @@ func definite(c pb.Code) bool {
 	case pb.Code_CODE_STATE_LOST, pb.Code_CODE_APPLICATION_ERROR, pb.Code_CODE_INVALID_ARGUMENT,
 		pb.Code_CODE_UNKNOWN_METHOD, pb.Code_CODE_UNKNOWN_TYPE, pb.Code_CODE_UNKNOWN_KIND,
 		pb.Code_CODE_PAYLOAD_TOO_LARGE, pb.Code_CODE_INVALID_OPERATION_ID, pb.Code_CODE_OPERATION_EXPIRED,
-		pb.Code_CODE_PROTOCOL_ERROR, pb.Code_CODE_STATE_TOO_LARGE:
+		pb.Code_CODE_PROTOCOL_ERROR, pb.Code_CODE_STATE_TOO_LARGE, pb.Code_CODE_DELETED:
 		return true
 	}
 	return false
@@ -395,7 +395,7 @@ func definite(c pb.Code) bool {
 
 // fenced are the definite codes whose reply came from the owner with its fence.
 func fenced(c pb.Code) bool {
-	return c == pb.Code_CODE_STATE_LOST || c == pb.Code_CODE_APPLICATION_ERROR
+	return c == pb.Code_CODE_STATE_LOST || c == pb.Code_CODE_APPLICATION_ERROR || c == pb.Code_CODE_DELETED
 }
 
 // settle records the outcome of a call that returned rep or err.

@@ -319,7 +319,7 @@ func finalRead(ctx context.Context, s Stream, h *History, workload, obj, method 
 		if op.Outcome == OK {
 			return op, true
 		}
-		if !op.StateLost() {
+		if !op.StateLost() && op.Code != pb.Code_CODE_DELETED { // both tell the caller the new object
 			pause(ctx, 200*time.Millisecond)
 		}
 	}

@@ -3,6 +3,7 @@ package authority
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -17,7 +18,7 @@ import (
 //
 //	If ModRevision(auth)=seen [∧ CreateRevision(owners/by)=by.Generation]
 //	Then delete auth, state/<obj>, state/<obj>/replies/*;
-//	     put catalog {last: objectGeneration, deleted: objectGeneration}
+//	     put catalog {last: objectGeneration, deleted: objectGeneration, deletedAt: now}
 //	Else get auth
 //
 // The owner compare is there when the owner ends its own object
@@ -44,6 +45,10 @@ type DeleteRequest struct {
 	// By is the owner ending its own object: its key must still have its
 	// generation and it must be the record's owner. Zero: an operator.
 	By OwnerRef
+	// At is when the delete is made, by the deleter's clock (zero: now):
+	// operations made before it are refused by the name's next objects
+	// (Record.DeletedAtMs).
+	At time.Time
 }
 
 // DeleteResult is the outcome of Delete.
@@ -92,12 +97,15 @@ func (s *Store) Delete(ctx context.Context, req DeleteRequest) (DeleteResult, er
 		}
 		cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(s.keys.Owner(req.By.ID)), "=", req.By.Generation))
 	}
-	gen := rec.ObjectGeneration
+	gen, at := rec.ObjectGeneration, req.At
+	if at.IsZero() {
+		at = time.Now()
+	}
 	resp, err := s.txn(ctx).If(cmps...).Then(
 		clientv3.OpDelete(k),
 		clientv3.OpDelete(s.keys.State(obj)),
 		clientv3.OpDelete(s.keys.StateReplies(obj), clientv3.WithPrefix()),
-		clientv3.OpPut(s.keys.Catalog(obj), catalogEntry{LastObjectGeneration: gen, Deleted: gen}.encode()),
+		clientv3.OpPut(s.keys.Catalog(obj), catalogEntry{LastObjectGeneration: gen, Deleted: gen, DeletedAtMs: max(at.UnixMilli(), 1)}.encode()),
 	).Else(clientv3.OpGet(k)).Commit()
 	if err != nil {
 		return s.resolveDelete(ctx, obj, gen, err)

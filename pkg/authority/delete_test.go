@@ -56,7 +56,7 @@ func TestDeleteRemovesEverything(t *testing.T) {
 		t.Fatalf("repeated delete: %v %+v", err, res)
 	}
 	again := activate(t, s, obj, b)
-	if r := again.Record; r.ObjectGeneration != 2 || r.Deleted != 1 {
+	if r := again.Record; r.ObjectGeneration != 2 || r.Deleted != 1 || r.DeletedAtMs <= 0 {
 		t.Fatalf("the next object: generation %d, deleted %d; want 2 and 1", r.ObjectGeneration, r.Deleted)
 	}
 	// An old snapshot deletes nothing, and says what is there now.

@@ -117,8 +117,9 @@ func (s *Store) Join(ctx context.Context, req MembershipRequest) (MembershipResu
 		a := Record{
 			Kind: req.Actor.Kind, Type: req.Actor.Type, ObjectGeneration: last.LastObjectGeneration + 1, AuthorityGeneration: 1,
 			Owner: req.Owner, Node: req.Node, State: StateActive, Group: req.Group.Object.String(), Deleted: last.Deleted,
+			DeletedAtMs: last.DeletedAtMs,
 		}
-		cat := catalogEntry{LastObjectGeneration: a.ObjectGeneration, Deleted: last.Deleted}.encode()
+		cat := catalogEntry{LastObjectGeneration: a.ObjectGeneration, Deleted: last.Deleted, DeletedAtMs: last.DeletedAtMs}.encode()
 		res, catResp, err := s.writeMembershipNew(ctx, req, g, a, catKey, catRev, cat)
 		if err != nil || res.Written || res.Resolved || catResp == nil {
 			return res, err

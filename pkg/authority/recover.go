@@ -117,7 +117,7 @@ func (s *Store) planRecovery(req RecoverRequest, cat catalogSeen) recoverPlan {
 	rec.ObjectGeneration = max(cat.last, rec.ObjectGeneration) + 1
 	rec.AuthorityGeneration++
 	rec.Owner, rec.Node, rec.State, rec.Intent = req.NewOwner, req.Node, StateActive, nil
-	catVal := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: rec.Deleted}.encode()
+	catVal := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: rec.Deleted, DeletedAtMs: rec.DeletedAtMs}.encode()
 	p := recoverPlan{obj: obj, old: old, objs: []keyspace.Object{obj}, planned: []Record{rec}, guard: req.Guard}
 	p.txn.cmps = []clientv3.Cmp{
 		clientv3.Compare(clientv3.ModRevision(k), "=", req.Seen.StoreVersion),

@@ -39,6 +39,7 @@ type ActivateResult struct {
 type catalogEntry struct {
 	LastObjectGeneration int64 `json:"lastObjectGeneration"`
 	Deleted              int64 `json:"deletedObjectGeneration,omitempty"`
+	DeletedAtMs          int64 `json:"deletedAtUnixMs,omitempty"`
 }
 
 func decodeCatalog(b []byte) catalogEntry {
@@ -92,10 +93,10 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 			Kind: req.Object.Kind, Type: req.Object.Type,
 			ObjectGeneration: last.LastObjectGeneration + 1, AuthorityGeneration: 1,
 			Owner: req.Owner, Node: req.Node, State: StateActive,
-			Group: req.Group, Pinned: req.Pinned, Deleted: last.Deleted,
+			Group: req.Group, Pinned: req.Pinned, Deleted: last.Deleted, DeletedAtMs: last.DeletedAtMs,
 		}
 		planned := rec.Encode()
-		cat := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: last.Deleted}.encode()
+		cat := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: last.Deleted, DeletedAtMs: last.DeletedAtMs}.encode()
 		resp, err := s.txn(ctx).If(
 			clientv3.Compare(clientv3.CreateRevision(authKey), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Owner.Generation),

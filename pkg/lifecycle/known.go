@@ -31,3 +31,11 @@ func Known(known, current, deleted int64, durable bool) Since {
 	}
 	return Same
 }
+
+// MadeBefore reports whether an operation made at opMs (Unix ms, from its
+// UUIDv7 id; 0: none) was made no later than the name's last delete, at
+// deletedAtMs (0: never deleted): it was addressed to the deleted object,
+// which may have run it, so it must not run on the new one (CODE_DELETED).
+func MadeBefore(opMs, deletedAtMs int64) bool {
+	return deletedAtMs > 0 && opMs > 0 && opMs <= deletedAtMs
+}

@@ -72,3 +72,15 @@ func TestKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestMadeBefore: an operation made at or before the last delete is refused.
+func TestMadeBefore(t *testing.T) {
+	for _, c := range []struct {
+		op, at int64
+		want   bool
+	}{{100, 0, false}, {0, 100, false}, {99, 100, true}, {100, 100, true}, {101, 100, false}} {
+		if got := lifecycle.MadeBefore(c.op, c.at); got != c.want {
+			t.Errorf("MadeBefore(%d, %d) = %v, want %v", c.op, c.at, got, c.want)
+		}
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -57,10 +58,14 @@ func TestObjectDeletesItself(t *testing.T) {
 			if r, err := knew.Call(ctx, obj, "add", "5"); err != nil || value(t, r) != 5 {
 				t.Fatalf("add: %v", err)
 			}
+			before := wire.NewOperationID() // made before the delete, by a caller that never learns the object
 			r, err := knew.Call(ctx, obj, "delete")
 			if err != nil || value(t, r) != 5 {
 				t.Fatalf("delete: %v", err)
 			}
+			// Operations made in the delete's millisecond count as made
+			// before it; the calls below are made after.
+			time.Sleep(2 * time.Millisecond)
 			gen := r.Fence.ObjectGeneration
 			if rec, state := m.etcdKeys(t, obj); rec != 0 || state != 0 {
 				t.Fatalf("after the delete etcd holds %d record and %d state keys", rec, state)
@@ -70,6 +75,9 @@ func TestObjectDeletesItself(t *testing.T) {
 				t.Fatalf("a caller that knew it: %v (code %v), want CODE_DELETED", err, c)
 			}
 			fresh := newClient(t, client.Config{Nodes: m.addrs()})
+			if _, err := fresh.CallID(ctx, before, obj, "add", "1"); durableCode(err) != pb.Code_CODE_DELETED {
+				t.Fatalf("an operation made before the delete: %v, want CODE_DELETED (not run on the new object)", err)
+			}
 			r, err = fresh.Call(ctx, obj, "get")
 			if err != nil || value(t, r) != 0 || r.Fence.ObjectGeneration <= gen {
 				t.Fatalf("a new caller: %v %+v, want 0 under a generation above %d", err, r, gen)

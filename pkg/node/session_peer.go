@@ -11,6 +11,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -70,7 +71,7 @@ func (s *peerServer) SessionBind(ctx context.Context, m *pb.SessionBindRequest) 
 		return &pb.SessionBindReply{Code: pb.Code_CODE_STATE_LOST, Message: fmt.Sprintf("%s was re-created (object generation %d)", h.Name(), h.Fence.ObjectGeneration),
 			Fence: n.wireFence(h.Fence, h.Version, n.rid.Hex())}, nil
 	}
-	if code, msg := h.OutdatedLocked(m.GetKnownObjectGeneration()); code != pb.Code_CODE_OK {
+	if code, msg := h.OutdatedLocked(m.GetKnownObjectGeneration(), wire.OperationID{}); code != pb.Code_CODE_OK {
 		return &pb.SessionBindReply{Code: code, Message: msg, Fence: n.wireFence(h.Fence, h.Version, n.rid.Hex())}, nil
 	}
 	b := h.Sessions[ref.Session]

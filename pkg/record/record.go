@@ -118,6 +118,12 @@ type Record struct {
 	// older one, is answered CODE_DELETED, never a silent fresh start.
 	// Activate copies it from the catalog; every later write keeps it.
 	Deleted int64 `json:"deletedObjectGeneration,omitempty"`
+	// DeletedAtMs is when that delete was made (Unix ms, the deleter's
+	// clock): an operation made before it was addressed to the deleted
+	// object, and is refused (CODE_DELETED) instead of run on this one,
+	// so a retry of a request the deleted object may have run never runs
+	// again.
+	DeletedAtMs int64 `json:"deletedAtUnixMs,omitempty"`
 }
 
 // Validate checks the fields a record must have.
@@ -127,8 +133,8 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("%w: kind %q", ErrInvalidRecord, r.Kind)
 	case r.ObjectGeneration <= 0 || r.AuthorityGeneration <= 0:
 		return fmt.Errorf("%w: generations must be positive", ErrInvalidRecord)
-	case r.Deleted < 0 || r.Deleted >= r.ObjectGeneration:
-		return fmt.Errorf("%w: deleted generation %d of an object of generation %d", ErrInvalidRecord, r.Deleted, r.ObjectGeneration)
+	case r.Deleted < 0 || r.Deleted >= r.ObjectGeneration || r.DeletedAtMs < 0 || (r.Deleted == 0) != (r.DeletedAtMs == 0):
+		return fmt.Errorf("%w: deleted generation %d (at %d ms) of an object of generation %d", ErrInvalidRecord, r.Deleted, r.DeletedAtMs, r.ObjectGeneration)
 	case r.State == StateSleeping:
 		return r.validateAsleep()
 	case r.Owner.ID == "" || r.Owner.Generation <= 0:

@@ -59,7 +59,7 @@ type Node struct {
 type Lifecycle struct {
 	Sleeps  *prometheus.CounterVec // outcome: slept, raced, failed
 	Wakes   prometheus.Counter
-	Deletes *prometheus.CounterVec // how: ended, dropped
+	Deletes *prometheus.CounterVec // how: ended, dropped, failed
 }
 
 func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle {
@@ -69,7 +69,7 @@ func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle
 			[]string{"outcome"}),
 		Wakes: prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_wakes_total", Help: "Sleeping objects woken on this node by a call.", ConstLabels: l}),
 		Deletes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_deletes_total",
-			Help: "Objects hosted here that were deleted, by how: ended (the object's own request called Context.Delete), dropped (its record was deleted from outside, by meshctl delete or the API, and this node dropped the instance).", ConstLabels: l},
+			Help: "Objects hosted here that were deleted, by how: ended (the object's own request called Context.Delete), dropped (its record was deleted from outside, by meshctl delete or the API, and this node dropped the instance), failed (its own request asked it, and the delete was not written: the record changed first, or etcd left the outcome unknown).", ConstLabels: l},
 			[]string{"how"}),
 	}
 	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes)

@@ -318,7 +318,7 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 		n.metrics.FencedRefusals.Inc()
 		return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "owner cannot confirm its lease ("+st.String()+"): not serving")
 	}
-	if code, msg := h.Outdated(n.knownGeneration(w.Req)); code != pb.Code_CODE_OK {
+	if code, msg := h.Outdated(n.knownGeneration(w.Req), w.Op); code != pb.Code_CODE_OK {
 		return h.Reply(code, nil, msg)
 	}
 	if h.Typ.Durable {
@@ -391,7 +391,9 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 		h.KickDelivery()
 	}
 	if herr == nil && hc.del {
-		h.end() // delete.go: the reply leaves once the delete is decided
+		if r := h.end(); r != nil { // delete.go: the reply leaves once the delete is decided
+			return r
+		}
 	}
 	// Check again just before the reply leaves (docs/design.md §5).
 	if st := n.leaseStatus(n.now()); st == lease.Expired || st == lease.Lost || st == lease.Closed {
@@ -472,8 +474,7 @@ func (h *Object) fireTimers() {
 			h.persistTimers(now)
 		}
 	}
-	if ended {
-		h.end()
+	if ended && h.end() == nil { // deleted (a timer's turn has no caller to tell otherwise)
 		return
 	}
 	h.Arm()

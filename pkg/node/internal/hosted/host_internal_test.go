@@ -38,8 +38,8 @@ func TestTimerFireDuringSealIsNotKept(t *testing.T) {
 // TestSameRecordFields: sameRecord (served.go) compares every field of a
 // record; a field added to record.Record must be added there too.
 func TestSameRecordFields(t *testing.T) {
-	if n := reflect.TypeFor[record.Record]().NumField(); n != 13 {
-		t.Fatalf("record.Record has %d fields; sameRecord compares 13: compare the new one there, then update this count", n)
+	if n := reflect.TypeFor[record.Record]().NumField(); n != 14 {
+		t.Fatalf("record.Record has %d fields; sameRecord compares 14: compare the new one there, then update this count", n)
 	}
 	base := record.Record{Kind: "actor", Type: "counter", ObjectGeneration: 1, AuthorityGeneration: 2,
 		Owner: record.OwnerRef{ID: "n1", Generation: 3}, Node: record.NodeRef{RoutingID: "r", Address: "a"},
@@ -54,7 +54,7 @@ func TestSameRecordFields(t *testing.T) {
 		func(r *record.Record) { r.State = record.StateRelocating }, func(r *record.Record) { r.Intent = &record.Intent{} },
 		func(r *record.Record) { r.Group = "g" }, func(r *record.Record) { r.Members = []string{} },
 		func(r *record.Record) { r.Pinned = true }, func(r *record.Record) { r.LastRelocation = "y" },
-		func(r *record.Record) { r.Deleted = 1 },
+		func(r *record.Record) { r.Deleted = 1 }, func(r *record.Record) { r.DeletedAtMs = 1 },
 	} {
 		r := base
 		mut(&r)

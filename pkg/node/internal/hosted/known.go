@@ -2,34 +2,44 @@ package hosted
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/meshloc/meshloc/pkg/lifecycle"
+	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// sinceLocked is what became of the object a caller knew at generation
-// known (lifecycle.Known), judged against the record h serves under (h.Mu
-// held, or on h's drain goroutine).
-func (h *Object) sinceLocked(known int64) lifecycle.Since {
-	var deleted int64
-	if h.Rec.full != nil {
-		deleted = h.Rec.full.Record.Deleted // a record with a deleted mark is never standard (served.go)
+// deletedLocked is the deleted mark of the record h serves under: the
+// generation last deleted under its name and when (0, 0: none).
+func (h *Object) deletedLocked() (gen, atMs int64) {
+	if h.Rec.full == nil {
+		return 0, 0 // a record with a deleted mark is never standard (served.go)
 	}
-	return lifecycle.Known(known, h.Fence.ObjectGeneration, deleted, h.Typ.Durable)
+	return h.Rec.full.Record.Deleted, h.Rec.full.Record.DeletedAtMs
 }
 
-// Outdated is the refusal owed to a caller that knew generation known of
-// h's object (CODE_DELETED or CODE_STATE_LOST and its message: nothing is
-// executed), or CODE_OK when the call is served.
-func (h *Object) Outdated(known int64) (pb.Code, string) {
+// Outdated is the refusal owed to a call of operation op (zero: none, a
+// session's bind) by a caller that knew generation known of h's object
+// (CODE_DELETED or CODE_STATE_LOST and its message: nothing is executed),
+// or CODE_OK when the call is served. An operation made before the name's
+// last delete is refused too (lifecycle.MadeBefore): a retry of a request
+// the deleted object may have run, by a caller that never learnt its
+// generation.
+func (h *Object) Outdated(known int64, op wire.OperationID) (pb.Code, string) {
 	h.Mu.Lock()
 	defer h.Mu.Unlock()
-	return h.OutdatedLocked(known)
+	return h.OutdatedLocked(known, op)
 }
 
 // OutdatedLocked is Outdated with h.Mu held.
-func (h *Object) OutdatedLocked(known int64) (pb.Code, string) {
-	switch h.sinceLocked(known) {
+func (h *Object) OutdatedLocked(known int64, op wire.OperationID) (pb.Code, string) {
+	deleted, at := h.deletedLocked()
+	if !op.IsZero() && lifecycle.MadeBefore(op.Time().UnixMilli(), at) {
+		return pb.Code_CODE_DELETED, fmt.Sprintf(
+			"operation %s was made before %s of object generation %d was deleted (%s); it is not run on the new object of generation %d",
+			op, h.name, deleted, time.UnixMilli(at).UTC().Format(time.RFC3339Nano), h.Fence.ObjectGeneration)
+	}
+	switch lifecycle.Known(known, h.Fence.ObjectGeneration, deleted, h.Typ.Durable) {
 	case lifecycle.Deleted:
 		return pb.Code_CODE_DELETED, fmt.Sprintf(
 			"%s of object generation %d was deleted; this is a new object of generation %d: the request was not executed",

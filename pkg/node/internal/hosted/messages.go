@@ -219,8 +219,7 @@ func (h *Object) ApplyAnswers(as []messageAnswer) {
 			n.xlog.OnReply(h.name, f, r.op, r.msg, now)
 		}
 	}
-	if ended {
-		h.end()
+	if ended && h.end() == nil { // deleted (OnReply's turn has no caller to tell otherwise)
 		return
 	}
 	h.KickDelivery()

@@ -61,5 +61,5 @@ func sameRecord(a, b record.Record) bool {
 		a.Kind == b.Kind && a.Type == b.Type && a.ObjectGeneration == b.ObjectGeneration &&
 		a.AuthorityGeneration == b.AuthorityGeneration && a.Owner == b.Owner && a.Node == b.Node &&
 		a.State == b.State && a.Group == b.Group && a.Pinned == b.Pinned && a.LastRelocation == b.LastRelocation &&
-		a.Deleted == b.Deleted
+		a.Deleted == b.Deleted && a.DeletedAtMs == b.DeletedAtMs
 }
