@@ -335,7 +335,7 @@ func (c *Client) CallBytes(ctx context.Context, op wire.OperationID, object, met
 			}
 		}
 		werr := &wire.Error{Code: rep.GetCode(), Message: rep.GetMessage(), Hint: rep.GetHint()}
-		if !wire.Retryable(rep.GetCode()) {
+		if !wire.RetryReply(rep) {
 			return nil, werr
 		}
 		last = werr

@@ -32,6 +32,9 @@ type Descriptor struct {
 	// TLS: the node serves mutual TLS. A node that serves TLS never routes
 	// to, nor moves objects to, an owner without it (RequireTLS).
 	TLS bool `json:"tls,omitempty"`
+	// Full: the node is at its memory limits (--max-objects,
+	// --memory-limit) and takes no new object (placement.Candidate.Full).
+	Full bool `json:"full,omitempty"`
 }
 
 // Encode is the JSON of d.
@@ -74,5 +77,5 @@ type Owner struct {
 // An owner that advertises no address cannot be reached: not serving.
 func (o Owner) Candidate() placement.Candidate {
 	d := o.Descriptor
-	return placement.Candidate{ID: d.OwnerID, Serving: d.State == StateServing && d.Address != "", Weight: d.Weight, Types: d.Types, Version: d.ApplicationVersion}
+	return placement.Candidate{ID: d.OwnerID, Serving: d.State == StateServing && d.Address != "", Weight: d.Weight, Types: d.Types, Version: d.ApplicationVersion, Full: d.Full}
 }

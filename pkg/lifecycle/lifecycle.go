@@ -28,6 +28,9 @@ type Facts struct {
 	// Unpersisted: a durable object whose current state differs from the
 	// state last written to etcd (judged on its mailbox only).
 	Unpersisted bool
+	// Pressed: its node is over a memory limit's soft bound (pressure.go):
+	// idleness does not count, only whether a sleep would lose anything.
+	Pressed bool
 }
 
 // Reason names why an object stays awake ("" : it may sleep).
@@ -52,9 +55,9 @@ const (
 // the cheapest and most common reason to stay awake.
 func Judge(f Facts) Reason {
 	switch {
-	case !f.Sleeps || f.After <= 0:
+	case !f.Sleeps || f.After <= 0 && !f.Pressed:
 		return Never
-	case f.IdleFor < f.After:
+	case f.IdleFor < f.After && !f.Pressed:
 		return NotIdle
 	case !f.Serving:
 		return NotServing

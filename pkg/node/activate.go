@@ -150,7 +150,10 @@ func (n *Node) mayActivate(h *hosted.Object, why string) *pb.CallReply {
 	if !n.canHost(h.Typ.Name) {
 		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: fmt.Sprintf("%s %snode %s does not host type %s", h.Name(), why, n.cfg.Name, h.Typ.Name)}
 	}
-	return nil
+	n.mu.Lock()
+	count := len(n.objects)
+	n.mu.Unlock()
+	return n.env.RefuseNew(h.Name(), count) // at the memory limits: another node takes it
 }
 
 // wake activates h's sleeping object (snap) here: a durable one from its

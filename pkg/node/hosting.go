@@ -48,6 +48,13 @@ func (o objectHost) Unhost(h *hosted.Object)                        { o.n.unhost
 func (o objectHost) NoteChange()                                    { o.n.noteChange() }
 func (o objectHost) RememberMove(name, addr string)                 { o.n.rememberMove(name, addr) }
 func (o objectHost) CheckSender(ms *pb.MessageSender) *pb.CallReply { return o.n.checkSender(ms) }
+func (o objectHost) SetFull(full bool) {
+	o.n.work.Go(func() { // the descriptor's write waits for etcd; the sweep does not
+		if _, err := o.n.keeper.Update(o.n.life, func(d *lease.Descriptor) { d.Full = full }); err != nil {
+			o.n.log.Warn().Err(err).Bool("full", full).Msg("owner descriptor not updated")
+		}
+	})
+}
 func (o objectHost) NotOwnerAt(obj keyspace.Object, loc record.Location) *pb.CallReply {
 	return o.n.notOwnerAt(obj, loc)
 }

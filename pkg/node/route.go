@@ -75,7 +75,7 @@ func (r routeHost) Refresh(ctx context.Context, obj keyspace.Object) {
 func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Type, op wire.OperationID, req *pb.CallRequest) (*pb.CallReply, bool) {
 	h, rep := n.hostedOrActivate(ctx, obj, typ)
 	if rep != nil {
-		return rep, wire.Retryable(rep.GetCode())
+		return rep, wire.RetryReply(rep)
 	}
 	if r, ok := h.RunInline(&hosted.Work{Req: req, Op: op}); ok {
 		return beforeReply(r), false

@@ -33,6 +33,9 @@ type Candidate struct {
 	Types []string
 	// Version is the application version the owner runs.
 	Version string
+	// Full: the owner is at its memory limits (meshnode --max-objects,
+	// --memory-limit): it takes no new object.
+	Full bool
 }
 
 // Need is what an object asks of the owner that receives it.
@@ -78,6 +81,8 @@ func Ineligible(c Candidate, need Need) string {
 		return c.ID + " is not serving"
 	case c.Weight <= 0:
 		return c.ID + " has weight 0 (a gateway)"
+	case c.Full:
+		return c.ID + " is at its memory limits (--max-objects, --memory-limit)"
 	case need.Version != "" && c.Version != need.Version:
 		return fmt.Sprintf("%s runs application version %q, not %q", c.ID, c.Version, need.Version)
 	}

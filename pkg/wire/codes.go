@@ -129,6 +129,11 @@ func GRPCCode(c pb.Code) codes.Code {
 	return codes.Internal
 }
 
+// RetryReply reports whether a caller retries the call after reply r: its
+// code is Retryable, or the node refused to take the object and another
+// node may (r.Elsewhere: a node at its memory limits).
+func RetryReply(r *pb.CallReply) bool { return Retryable(r.GetCode()) || r.GetElsewhere() }
+
 // Retryable reports whether a caller may retry the same operation id after
 // this code (the request was not executed, or retrying returns the same reply).
 func Retryable(c pb.Code) bool {

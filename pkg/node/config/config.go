@@ -74,6 +74,12 @@ type Config struct {
 	// idle before it sleeps, for types that set no bound of their own
 	// (actor.Type.SleepAfter); 0: never (docs/developing/lifecycle.md).
 	SleepAfter time.Duration
+	// MaxObjects and MemoryLimit (bytes of Go heap in use) bound what the
+	// node holds awake (docs/developing/lifecycle.md, "Memory limits");
+	// 0: no bound. Over 90% of either it puts its least recently used
+	// objects that may sleep to sleep; at either it takes no new object.
+	MaxObjects  int
+	MemoryLimit int64
 	// AcquireWait: how long to wait at start for a crashed predecessor's owner
 	// key to expire (default: LeaseTTL + 1 s).
 	AcquireWait time.Duration
@@ -337,6 +343,8 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.CallTimeout, "call-timeout", c.CallTimeout, "bound on one call, forwards included")
 	fs.DurationVar(&c.DedupWindow, "dedup-window", c.DedupWindow, "how long an operation id may be retried")
 	fs.DurationVar(&c.SleepAfter, "sleep-after", c.SleepAfter, "idle time after which an object of a type that may sleep (durable, or opted in) sleeps, unless its type sets its own; 0: never")
+	fs.IntVar(&c.MaxObjects, "max-objects", c.MaxObjects, "most objects this node holds awake; over 90% it puts its least recently used objects that may sleep to sleep, at the bound it takes no new object (resource_exhausted: callers go to another node); 0: no bound")
+	fs.Int64Var(&c.MemoryLimit, "memory-limit", c.MemoryLimit, "bytes of Go heap in use the node's objects may take, as --max-objects: over 90% objects sleep, at the bound no new object is taken; 0: no bound")
 	fs.DurationVar(&c.AcquireWait, "acquire-wait", c.AcquireWait, "wait at start for a crashed predecessor's owner key (default: lease TTL + 1s)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "log level: debug, info, warn, error or disabled")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "log format: json (one object a line) or console (readable text)")
@@ -433,6 +441,9 @@ func (c *Config) Validate() error {
 	}
 	if c.SleepAfter < 0 {
 		return bad("--sleep-after", "negative (0 is never)")
+	}
+	if c.MaxObjects < 0 || c.MemoryLimit < 0 || c.MemoryLimit > 0 && c.MemoryLimit < 16<<20 {
+		return bad("--max-objects/--memory-limit", "%d objects, %d bytes: negative, or a memory limit under 16 MiB (0 is no bound)", c.MaxObjects, c.MemoryLimit)
 	}
 	if c.AcquireWait == 0 {
 		c.AcquireWait = c.LeaseTTL + time.Second

@@ -60,6 +60,11 @@ type Lifecycle struct {
 	Sleeps  *prometheus.CounterVec // outcome: slept, raced, failed
 	Wakes   prometheus.Counter
 	Deletes *prometheus.CounterVec // how: ended, dropped, failed
+	// Memory limits: objects put to sleep over the soft bound, new objects
+	// refused at the hard bound, and whether the node is full now.
+	Shed     prometheus.Counter
+	Refusals prometheus.Counter
+	Full     prometheus.Gauge
 }
 
 func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle {
@@ -72,7 +77,13 @@ func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle
 			Help: "Objects hosted here that were deleted, by how: ended (the object's own request called Context.Delete), dropped (its record was deleted from outside, by meshctl delete or the API, and this node dropped the instance), failed (its own request asked it, and the delete was not written: the record changed first, or etcd left the outcome unknown).", ConstLabels: l},
 			[]string{"how"}),
 	}
-	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes)
+	m.Shed = prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_pressure_sleeps_total", ConstLabels: l,
+		Help: "Objects this node chose to put to sleep because it was over 90% of --max-objects or --memory-limit (least recently used first; each sleep's outcome is in meshloc_sleeps_total)."})
+	m.Refusals = prometheus.NewCounter(prometheus.CounterOpts{Name: "meshloc_activation_refusals_total", ConstLabels: l,
+		Help: "New objects (first calls, wakes, recoveries) this node refused because it was at --max-objects or --memory-limit; the callers retried on another node."})
+	m.Full = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_node_full", ConstLabels: l,
+		Help: "1 while this node is at --max-objects or --memory-limit (its owner descriptor says full: placement passes it by), 0 otherwise."})
+	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes, m.Shed, m.Refusals, m.Full)
 	return m
 }
 

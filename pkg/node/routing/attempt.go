@@ -58,6 +58,9 @@ func (r *Router) forward(ctx context.Context, obj keyspace.Object, addr string, 
 		r.d.Host.Refresh(ctx, obj)
 		return rep, true
 	}
+	if rep.GetElsewhere() { // the node placement chose is full: place again
+		return rep, true
+	}
 	if rep.GetFence() != nil && !r.cacheFresh() {
 		// An owner's reply is accepted only while this gateway's cache is
 		// known fresh, so it holds any newer fence a woken, superseded

@@ -51,6 +51,9 @@ type Node interface {
 	// destination's check of a message's sender (nil: it may run).
 	SendMessage(m actor.OutMessage, from *pb.MessageSender) *pb.CallReply
 	CheckSender(ms *pb.MessageSender) *pb.CallReply
+	// SetFull says whether the node is at a memory limit (pressure.go):
+	// its owner descriptor says so, and placement passes it by.
+	SetFull(full bool)
 	// DeliverPushes sends pushes to a session's gateway; SessionSeal asks it
 	// to hold the client's calls before a move; SessionRoute tells it where
 	// its object is after a move.
@@ -107,6 +110,7 @@ type Env struct {
 	knownGeneration func(*pb.CallRequest) int64
 	writeBehind     func() bool
 	node            Node
+	press           pressure
 }
 
 // NewEnv is the environment of a node's objects.

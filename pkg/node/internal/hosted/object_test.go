@@ -78,6 +78,7 @@ func (f *fakeNode) Unhost(h *Object) {
 func (f *fakeNode) NoteChange()                                 {}
 func (f *fakeNode) RememberMove(string, string)                 {}
 func (f *fakeNode) CheckSender(*pb.MessageSender) *pb.CallReply { return nil }
+func (f *fakeNode) SetFull(bool)                                {}
 func (f *fakeNode) SendMessage(actor.OutMessage, *pb.MessageSender) *pb.CallReply {
 	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE}
 }

@@ -23,8 +23,9 @@ import (
 func (h *Object) Used(now time.Time) { h.used.Store(now.UnixNano()) }
 
 // factsLocked are the sleep rule's facts about h at now (h.Mu held).
-// onMailbox: judged from h's own drain (which is then the one running).
-func (h *Object) factsLocked(now time.Time, onMailbox bool) lifecycle.Facts {
+// onMailbox: judged from h's own drain (which is then the one running);
+// pressed: for the memory limits (pressure.go).
+func (h *Object) factsLocked(now time.Time, onMailbox, pressed bool) lifecycle.Facts {
 	timers := 0
 	if h.Timers != nil {
 		timers = h.Timers.Len()
@@ -37,16 +38,17 @@ func (h *Object) factsLocked(now time.Time, onMailbox bool) lifecycle.Facts {
 			h.Mode == ModeServing && h.Mv == nil,
 		Busy:     len(h.Queue) > 0 || h.Running && !onMailbox,
 		Grouped:  h.obj.Kind == keyspace.KindGroup || h.Rec.full != nil && h.Rec.full.Record.Group != "",
-		Sessions: len(h.Sessions), Outbox: h.Outbox.Len(), Timers: timers,
+		Sessions: len(h.Sessions), Outbox: h.Outbox.Len(), Timers: timers, Pressed: pressed,
 	}
 }
 
 // MaySleep is the sleep rule's verdict on h at now, judged off its mailbox
-// (the sweep's first look; Sleep judges again on the mailbox).
-func (h *Object) MaySleep(now time.Time) lifecycle.Reason {
+// (the sweep's first look; Sleep judges again on the mailbox); pressed:
+// for the memory limits.
+func (h *Object) MaySleep(now time.Time, pressed bool) lifecycle.Reason {
 	h.Mu.Lock()
 	defer h.Mu.Unlock()
-	return lifecycle.Judge(h.factsLocked(now, false))
+	return lifecycle.Judge(h.factsLocked(now, false, pressed))
 }
 
 // Sleep puts h to sleep if the rule still allows it when its turn comes on
@@ -55,11 +57,11 @@ func (h *Object) MaySleep(now time.Time) lifecycle.Reason {
 // CODE_UNAVAILABLE: its retry wakes the object where placement chooses. An
 // error is a sleep whose outcome etcd left unknown: h is dropped all the
 // same.
-func (h *Object) Sleep(ctx context.Context) (lifecycle.Reason, error) {
+func (h *Object) Sleep(ctx context.Context, pressed bool) (lifecycle.Reason, error) {
 	var why lifecycle.Reason
 	var err error
 	w := &Work{Done: make(chan *pb.CallReply, 1)}
-	w.Fn = func() { why, err = h.sleepOnMailbox() }
+	w.Fn = func() { why, err = h.sleepOnMailbox(pressed) }
 	if !h.Submit(w) {
 		return lifecycle.NotServing, nil
 	}
@@ -77,10 +79,10 @@ func (h *Object) Sleep(ctx context.Context) (lifecycle.Reason, error) {
 // raced is the reason of a sleep whose record changed under it.
 const raced lifecycle.Reason = "its record changed first"
 
-func (h *Object) sleepOnMailbox() (lifecycle.Reason, error) {
+func (h *Object) sleepOnMailbox(pressed bool) (lifecycle.Reason, error) {
 	n := h.env
 	h.Mu.Lock()
-	if why := lifecycle.Judge(h.factsLocked(n.now(), true)); why != lifecycle.Sleep {
+	if why := lifecycle.Judge(h.factsLocked(n.now(), true, pressed)); why != lifecycle.Sleep {
 		h.Mu.Unlock()
 		return why, nil
 	}

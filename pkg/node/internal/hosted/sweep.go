@@ -22,7 +22,10 @@ const sleepsInFlight = 64
 //     caller can observe changes: a pruned reply had expired already.
 //     Then it calls also (nil: nothing), the node's own pruning;
 //   - every sleepTick (0: never) it puts the objects the sleep rule allows
-//     to sleep (sleep.go), sleepsInFlight at a time.
+//     to sleep (sleep.go), sleepsInFlight at a time;
+//   - with memory limits, every pressureTick it looks at the load and
+//     sheds the least recently used objects over the soft bound
+//     (pressure.go).
 func (n *Env) Sweep(ctx context.Context, objects func() []*Object, sleepTick time.Duration, also func()) {
 	window := n.cfg.DedupWindow
 	if window <= 0 {
@@ -30,11 +33,16 @@ func (n *Env) Sweep(ctx context.Context, objects func() []*Object, sleepTick tim
 	}
 	prune := n.clock.NewTicker(window)
 	defer prune.Stop()
-	var sleepC <-chan time.Time
+	var sleepC, pressC <-chan time.Time
 	if sleepTick > 0 {
 		t := n.clock.NewTicker(sleepTick)
 		defer t.Stop()
 		sleepC = t.C()
+	}
+	if n.limits().Enabled() {
+		t := n.clock.NewTicker(pressureTick)
+		defer t.Stop()
+		pressC = t.C()
 	}
 	for {
 		select {
@@ -49,18 +57,29 @@ func (n *Env) Sweep(ctx context.Context, objects func() []*Object, sleepTick tim
 			}
 		case now := <-sleepC:
 			n.sleepIdle(ctx, objects(), now)
+		case now := <-pressC:
+			n.relieve(ctx, objects(), now)
 		}
 	}
 }
 
 // sleepIdle puts to sleep those of objs the rule allows to at now.
 func (n *Env) sleepIdle(ctx context.Context, objs []*Object, now time.Time) {
+	idle := make([]*Object, 0, len(objs)/8)
+	for _, h := range objs {
+		if h.MaySleep(now, false) == lifecycle.Sleep {
+			idle = append(idle, h)
+		}
+	}
+	n.sleepAll(ctx, idle, false)
+}
+
+// sleepAll puts objs to sleep, sleepsInFlight at a time; pressed: for the
+// memory limits (lifecycle.Facts.Pressed).
+func (n *Env) sleepAll(ctx context.Context, objs []*Object, pressed bool) {
 	sem := make(chan struct{}, sleepsInFlight)
 	var wg sync.WaitGroup
 	for _, h := range objs {
-		if h.MaySleep(now) != lifecycle.Sleep {
-			continue
-		}
 		select {
 		case sem <- struct{}{}:
 		case <-ctx.Done():
@@ -69,7 +88,7 @@ func (n *Env) sleepIdle(ctx context.Context, objs []*Object, now time.Time) {
 		}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if _, err := h.Sleep(ctx); err != nil {
+			if _, err := h.Sleep(ctx, pressed); err != nil {
 				n.log.Debug().Err(err).Str("object", h.name).Msg("sleep failed: the object stays awake")
 			}
 		})

@@ -615,7 +615,11 @@ type CallReply struct {
 	// For NOT_OWNER / RELOCATING / STATE_LOST: where the object is served now.
 	Hint *Location `protobuf:"bytes,5,opt,name=hint,proto3" json:"hint,omitempty"`
 	// The reply came from the de-duplication table: the operation ran before.
-	Replayed      bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,6,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// Not run: this node refused to take the object (it is at its
+	// --max-objects or --memory-limit; code RESOURCE_EXHAUSTED). Gateways
+	// and clients retry the call, with the same operation id, on another node.
+	Elsewhere     bool `protobuf:"varint,7,opt,name=elsewhere,proto3" json:"elsewhere,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -688,6 +692,13 @@ func (x *CallReply) GetHint() *Location {
 func (x *CallReply) GetReplayed() bool {
 	if x != nil {
 		return x.Replayed
+	}
+	return false
+}
+
+func (x *CallReply) GetElsewhere() bool {
+	if x != nil {
+		return x.Elsewhere
 	}
 	return false
 }
@@ -4052,14 +4063,15 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x06sender\x18\f \x01(\v2\x19.meshloc.v1.MessageSenderR\x06sender\"P\n" +
 	"\rMessageSender\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12'\n" +
-	"\x05fence\x18\x02 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\"\xd4\x01\n" +
+	"\x05fence\x18\x02 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\"\xf2\x01\n" +
 	"\tCallReply\x12$\n" +
 	"\x04code\x18\x01 \x01(\x0e2\x10.meshloc.v1.CodeR\x04code\x12\x18\n" +
 	"\apayload\x18\x02 \x01(\fR\apayload\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12'\n" +
 	"\x05fence\x18\x04 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\x12(\n" +
 	"\x04hint\x18\x05 \x01(\v2\x14.meshloc.v1.LocationR\x04hint\x12\x1a\n" +
-	"\breplayed\x18\x06 \x01(\bR\breplayed\"l\n" +
+	"\breplayed\x18\x06 \x01(\bR\breplayed\x12\x1c\n" +
+	"\telsewhere\x18\a \x01(\bR\telsewhere\"l\n" +
 	"\x0eForwardRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12+\n" +
 	"\x04call\x18\x02 \x01(\v2\x17.meshloc.v1.CallRequestR\x04call\x12\x1d\n" +
