@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 
@@ -36,7 +37,9 @@ json the API's answer.`,
 			if err != nil {
 				return err
 			}
-			d, raw, err := c.Delete(cmd.Context(), obj.String())
+			ctx, cancel := context.WithTimeout(cmd.Context(), g.timeout)
+			defer cancel()
+			d, raw, err := c.Delete(ctx, obj.String())
 			if err != nil {
 				return err
 			}

@@ -26,7 +26,10 @@ import (
 //   - wake + call p50: one caller calling 2,000 of the sleeping objects
 //     once each, beside the durable write p50 (the bound: 2×);
 //   - deletes/s of all of them, 64 in flight, beside etcd's CAS/s on the
-//     same etcd (the bound: 0.5×; lifecycle_delete.go).
+//     same etcd (the bound: 0.5×; lifecycle_delete.go);
+//   - a node with --max-objects p.Objects/2 while p.Objects are made
+//     through it: the most it held awake (the bound: 1×;
+//     lifecycle_pressure.go).
 
 // LifecyclePlan sizes the lifecycle section.
 type LifecyclePlan struct {
@@ -150,7 +153,11 @@ func (x *run) lifecycle() error {
 	x.fig(Measure{Name: "lifecycle: call p50 to a sleeping object (wake + call)", Value: ms(pct(wakes, 50)), Unit: "ms", N: int64(len(wakes)),
 		Note: fmt.Sprintf("p99 %.2f ms", ms(pct(wakes, 99)))}, lifecycleWriteP50, le(2))
 	// Deletes: the objects the wakes did not touch are asleep still.
-	return x.lifecycleDeletes(ctx, m, "s", p.Objects)
+	if err := x.lifecycleDeletes(ctx, m, "s", p.Objects); err != nil {
+		return err
+	}
+	_ = n1.stop(30 * time.Second) // its owner key goes: the next node is alone
+	return x.lifecyclePressure(ctx, m, p.Objects)
 }
 
 // waitHosted waits until the node child serving HTTP at web hosts want

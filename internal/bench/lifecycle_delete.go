@@ -20,7 +20,8 @@ const lifecycleDeletesCAS = "lifecycle: etcd CAS/s, 64 clients, the same etcd"
 // lifecycle section (names prefix0…), 64 in flight, each as DELETE
 // /v1/objects runs it (a linearizable read of the record, then the
 // delete transaction compared on its store version: record, state and
-// replies removed, the catalog marked), beside etcd's CAS/s with 64
+// replies removed, the catalog marked; concurrent deletes share etcd
+// round trips, as locationd's batched store does), beside etcd's CAS/s with 64
 // clients on the same etcd (the bound: 0.5×).
 func (x *run) lifecycleDeletes(ctx context.Context, m *mesh, prefix string, count int) error {
 	x.step("lifecycle: etcd CAS/s with 64 clients, %s", x.cfg.Plan.Window)
@@ -30,7 +31,7 @@ func (x *run) lifecycleDeletes(ctx context.Context, m *mesh, prefix string, coun
 	}
 	x.base(Measure{Name: lifecycleDeletesCAS, Value: float64(ok) / el.Seconds(), Unit: "/s", N: ok})
 	x.step("lifecycle: deleting %d sleeping dcounters, 64 in flight", count)
-	st := authority.New(m.ec, keyspace.Default())
+	st := authority.New(m.ec, keyspace.Default()).Batched(authority.Limits{}) // as locationd's
 	var next atomic.Int64
 	var first atomic.Value
 	var wg sync.WaitGroup

@@ -18,7 +18,7 @@ func TestLifecycleTiny(t *testing.T) {
 	if err := x.lifecycle(); err != nil {
 		t.Fatal(err)
 	}
-	if len(x.r.Baselines) != 3 || len(x.r.Figures) != 4 {
+	if len(x.r.Baselines) != 4 || len(x.r.Figures) != 5 {
 		t.Fatalf("baselines %+v, figures %+v", x.r.Baselines, x.r.Figures)
 	}
 	for _, f := range x.r.Figures {

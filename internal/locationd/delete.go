@@ -52,7 +52,7 @@ func (h *handlers) deleteObject(ctx context.Context, r *http.Request) (any, erro
 		if err != nil {
 			return nil, err
 		}
-		res, err := h.st.Delete(ctx, authority.DeleteRequest{Seen: snap})
+		res, err := h.del.Delete(ctx, authority.DeleteRequest{Seen: snap})
 		if err != nil {
 			return nil, err
 		}

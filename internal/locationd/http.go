@@ -70,6 +70,7 @@ type apiHandler func(ctx context.Context, r *http.Request) (any, error)
 type handlers struct {
 	s      *Server
 	st     *authority.Store
+	del    *authority.Store // st, batched: concurrent deletes share etcd round trips (delete.go)
 	cli    *clientv3.Client
 	pool   *adminPool
 	moves  *prometheus.CounterVec // meshloc_rebalance_moves_total (rebalance.go)
@@ -268,7 +269,7 @@ func (s *Server) authorize(h http.Handler) http.Handler {
 // typed 404, a path that is not canonical a typed 400 (canonicalPaths), and
 // a POST body that is not JSON a typed 415 (readBody).
 func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPool, events *eventHub) http.Handler {
-	h := &handlers{s: s, st: st, cli: cli, pool: pool, events: events}
+	h := &handlers{s: s, st: st, del: st.Batched(authority.Limits{}), cli: cli, pool: pool, events: events}
 	mux := http.NewServeMux()
 	handle := func(pattern string, f apiHandler) {
 		mux.Handle(pattern, s.m.instrument(pattern, s.getOnly(s.serve(pattern, f, s.cfg.RequestTimeout))))
