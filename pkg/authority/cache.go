@@ -265,27 +265,56 @@ func (c *Cache) load(ctx context.Context) (int64, error) {
 	// The list's revision holds every change committed before its first
 	// (linearizable) read was sent.
 	at := c.now()
+	// A record deleted while the watch was down (a relist after an error)
+	// is not in the list: the names listed are kept, when the cache held
+	// any, so that those it still holds are deleted below.
+	c.mu.Lock()
+	var listed map[string]struct{}
+	if len(c.entries) > 0 {
+		listed = make(map[string]struct{}, len(c.entries))
+	}
+	c.mu.Unlock()
 	rev, err := etcdscan.Range(ctx, c.c, prefix, clientv3.GetPrefixRangeEnd(prefix), 0, func(kvs []*mvccpb.KeyValue) error {
 		c.mu.Lock()
 		defer c.unlock()
 		for _, kv := range kvs {
 			c.applyKVLocked(kv)
+			if listed != nil {
+				if obj, err := c.keys.ParseAuthority(string(kv.Key)); err == nil {
+					listed[obj.String()] = struct{}{}
+				}
+			}
 		}
 		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("authority: cache load: %w", err)
 	}
-	// A key deleted while we were not watching is not in the list: a known
-	// entry older than rev that is absent from etcd now stays until an event
-	// or Observe replaces it. Authority records are durable and never deleted
-	// by meshloc, so this only matters for operator deletions.
 	c.mu.Lock()
+	if listed != nil {
+		c.dropUnlistedLocked(listed, rev)
+	}
 	c.advanceLocked(rev)
 	c.freshAt = later(c.freshAt, at)
-	c.mu.Unlock()
+	c.unlock() // offers the names dropped
 	c.readyOne.Do(func() { close(c.ready) })
 	return rev, nil
+}
+
+// dropUnlistedLocked deletes the entries of records absent from a list at
+// rev that the cache learnt before rev: records deleted (meshctl delete,
+// Context.Delete) while the watch was down. Their owners learn it as from
+// a watched delete (subscribers are offered the names).
+func (c *Cache) dropUnlistedLocked(listed map[string]struct{}, rev int64) {
+	var gone []string
+	for name, e := range c.entries {
+		if _, ok := listed[name]; !ok && e.at != nil && e.version < rev {
+			gone = append(gone, name)
+		}
+	}
+	for _, name := range gone {
+		c.applyLocked(name, Location{}, true, rev, nil)
+	}
 }
 
 // follow watches from rev+1 until an error; ErrCompacted means re-list.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -136,5 +137,44 @@ func TestDeleteRefusals(t *testing.T) {
 	}
 	if res, err := s.Delete(ctx, authority.DeleteRequest{Seen: other, By: a}); err != nil || res.Deleted || !res.Found {
 		t.Fatalf("delete by a dead owner: %v %+v", err, res)
+	}
+}
+
+// TestCacheRelistDropsDeleted: a record deleted while the cache did not
+// watch (a relist after a watch error) is gone from the cache after the
+// relist, as a deletion: its owner learns it (a subscriber is offered the
+// name); the others stay.
+func TestCacheRelistDropsDeleted(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	gone, kept := keyspace.Actor("counter", "gone"), keyspace.Actor("counter", "kept")
+	snap := activate(t, s, gone, a)
+	activate(t, s, kept, a)
+	cache := authority.NewCache(c, keys)
+	if _, err := authority.LoadCache(ctx, cache); err != nil {
+		t.Fatal(err)
+	}
+	sub := cache.Subscribe(func(string) bool { return true })
+	defer cache.Unsubscribe(sub)
+	if res, err := s.Delete(ctx, authority.DeleteRequest{Seen: snap}); err != nil || !res.Deleted {
+		t.Fatalf("delete: %v %+v", err, res)
+	}
+	if _, err := authority.LoadCache(ctx, cache); err != nil {
+		t.Fatal(err)
+	}
+	if e, ok := cache.EntryOf(gone.String()); !ok || !e.Deleted {
+		t.Fatalf("the deleted record after the relist: %+v %v", e, ok)
+	}
+	if _, ok := cache.Lookup(kept); !ok {
+		t.Fatal("the kept record was dropped")
+	}
+	select {
+	case <-sub.Ready():
+		if names := sub.Take(); len(names) != 1 || names[0] != gone.String() {
+			t.Fatalf("offered %v", names)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the deletion was not offered")
 	}
 }

@@ -1,6 +1,9 @@
 package authority
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetListScanMax lowers the records one ListPage reads, for a test; the
 // returned function restores it.
@@ -12,3 +15,7 @@ func SetListScanMax(n int) (restore func()) {
 
 // SetCacheClock gives c a clock of the test's, before it runs.
 func SetCacheClock(c *Cache, now func() time.Time) { c.now = now }
+
+// LoadCache lists every record into c once, as its Run does after a
+// watch error, and returns the listing's revision.
+func LoadCache(ctx context.Context, c *Cache) (int64, error) { return c.load(ctx) }

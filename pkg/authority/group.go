@@ -213,8 +213,10 @@ func WithMember(members []string, m string) []string { return withMember(members
 //	   CreateRevision(owners/new)=new.Generation [∧ guard]
 //	Then put every participant with objectGeneration+1, ownerGeneration+1, owned by new
 //
-// The catalog is not bumped: records are never deleted, so a record's own
-// object generation is what a later recovery or activation starts from.
+// The catalog is not bumped: a group's records are never deleted
+// (Deletable: a member leaves first), so a record's own object generation
+// is what a later recovery or activation starts from, and a delete marks
+// the record's generation, not the catalog's.
 // The result is the requested object's (req.Seen's); a group that changed
 // since req.Seen, or whose owner is alive, is decided without a write.
 func (s *Store) planGroupRecovery(ctx context.Context, req RecoverRequest) (recoverPlan, error) {
