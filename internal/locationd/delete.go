@@ -2,6 +2,7 @@ package locationd
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 
@@ -47,11 +48,17 @@ func (h *handlers) deleteObject(ctx context.Context, r *http.Request) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	// The first read is local (it may be stale: the delete compares the
+	// store version, and its failure returns the current record, which the
+	// next attempt uses); one not found is confirmed by a quorum read.
+	snap, err := h.st.ReadLocal(ctx, obj)
+	if errors.Is(err, authority.ErrNotFound) {
+		snap, err = h.st.Read(ctx, obj)
+	}
+	if err != nil {
+		return nil, err
+	}
 	for range deleteAttempts {
-		snap, err := h.st.Read(ctx, obj)
-		if err != nil {
-			return nil, err
-		}
 		res, err := h.del.Delete(ctx, authority.DeleteRequest{Seen: snap})
 		if err != nil {
 			return nil, err
@@ -67,6 +74,7 @@ func (h *handlers) deleteObject(ctx context.Context, r *http.Request) (any, erro
 		if !res.Found {
 			return nil, fmt.Errorf("%w: %s", authority.ErrNotFound, obj)
 		}
+		snap = res.Snapshot
 	}
 	return nil, fmt.Errorf("%w: %s kept changing while it was deleted: try again", authority.ErrNotDeletable, obj)
 }

@@ -41,10 +41,22 @@ func (s *Store) snapshot(kv *mvccpb.KeyValue, rev int64) (Snapshot, error) {
 
 // Read returns the object's record, or ErrNotFound.
 func (s *Store) Read(ctx context.Context, obj keyspace.Object) (Snapshot, error) {
+	return s.read(ctx, obj)
+}
+
+// ReadLocal is Read from the etcd member the client talks to, without a
+// quorum round (serializable): it may be stale, so it serves only a write
+// that compares the store version it read and learns the current record
+// when that fails (Delete does).
+func (s *Store) ReadLocal(ctx context.Context, obj keyspace.Object) (Snapshot, error) {
+	return s.read(ctx, obj, clientv3.WithSerializable())
+}
+
+func (s *Store) read(ctx context.Context, obj keyspace.Object, opts ...clientv3.OpOption) (Snapshot, error) {
 	if err := obj.Validate(); err != nil {
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	resp, err := s.c.Get(ctx, s.keys.Authority(obj))
+	resp, err := s.c.Get(ctx, s.keys.Authority(obj), opts...)
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("authority: read %s: %w", obj, err)
 	}
