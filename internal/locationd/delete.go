@@ -2,12 +2,10 @@ package locationd
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 
 	"github.com/meshloc/meshloc/pkg/api"
-	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -31,15 +29,12 @@ func (h *handlers) objectRoute(mux *http.ServeMux) {
 	})))
 }
 
-// deleteAttempts bounds the deletes of one request that find the record
-// changed since it was read (a move, a sleep, a wake in between).
-const deleteAttempts = 5
-
-// deleteObject deletes one object (authority.Delete): its record, state and
-// replies in one transaction fenced by the record's store version. Its
-// owner, if any, sees the record gone and drops the instance. A group, a
-// group's member and a relocating object are refused (409 conflict), an
-// unknown object is 404 not_found; nothing changes then.
+// deleteObject deletes one object (authority.Store.DeleteObject): its
+// record, state and replies in one transaction fenced by the record's
+// store version, through the batched store. Its owner, if any, sees the
+// record gone and drops the instance. A group, a group's member and a
+// relocating object are refused (409 conflict), an unknown object is 404
+// not_found; nothing changes then.
 func (h *handlers) deleteObject(ctx context.Context, r *http.Request) (any, error) {
 	if _, err := query(r); err != nil {
 		return nil, err
@@ -48,33 +43,14 @@ func (h *handlers) deleteObject(ctx context.Context, r *http.Request) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	// The first read is local (it may be stale: the delete compares the
-	// store version, and its failure returns the current record, which the
-	// next attempt uses); one not found is confirmed by a quorum read.
-	snap, err := h.st.ReadLocal(ctx, obj)
-	if errors.Is(err, authority.ErrNotFound) {
-		snap, err = h.st.Read(ctx, obj)
-	}
+	snap, res, err := h.del.DeleteObject(ctx, obj)
 	if err != nil {
 		return nil, err
 	}
-	for range deleteAttempts {
-		res, err := h.del.Delete(ctx, authority.DeleteRequest{Seen: snap})
-		if err != nil {
-			return nil, err
-		}
-		if res.Deleted {
-			out := api.Deleted{Object: obj.String(), ObjectGeneration: snap.Record.ObjectGeneration, Revision: res.Revision}
-			if !snap.Record.Owner.IsZero() {
-				out.Owner = snap.Record.Owner.String()
-			}
-			h.s.m.deletes.Inc()
-			return out, nil
-		}
-		if !res.Found {
-			return nil, fmt.Errorf("%w: %s", authority.ErrNotFound, obj)
-		}
-		snap = res.Snapshot
+	h.s.m.deletes.Inc()
+	out := api.Deleted{Object: obj.String(), ObjectGeneration: snap.Record.ObjectGeneration, Revision: res.Revision}
+	if !snap.Record.Owner.IsZero() {
+		out.Owner = snap.Record.Owner.String()
 	}
-	return nil, fmt.Errorf("%w: %s kept changing while it was deleted: try again", authority.ErrNotDeletable, obj)
+	return out, nil
 }

@@ -382,7 +382,9 @@ func TestBadInput(t *testing.T) {
 		{"POST", "/", 405, api.CodeMethodNotAllowed},
 		{"POST", "/ui/app.js", 405, api.CodeMethodNotAllowed},
 		{"POST", "/v1/objects", 405, api.CodeMethodNotAllowed},
-		{"DELETE", "/v1/objects/actor/counter/c1", 405, api.CodeMethodNotAllowed},
+		{"PUT", "/v1/objects/actor/counter/c1", 405, api.CodeMethodNotAllowed},
+		{"DELETE", "/v1/objects/actor/counter/c1?force=1", 400, api.CodeInvalidArgument},
+		{"DELETE", "/v1/objects/group/missing", 404, api.CodeNotFound},
 		{"PUT", "/v1/owners", 405, api.CodeMethodNotAllowed},
 	} {
 		status, ctype, body := rawGet(t, tc.method, r.base+tc.path)

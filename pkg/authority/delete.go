@@ -2,6 +2,7 @@ package authority
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -148,4 +149,38 @@ func (s *Store) resolveDelete(ctx context.Context, obj keyspace.Object, gen int6
 		return DeleteResult{Deleted: true, Resolved: resolved}, nil
 	}
 	return DeleteResult{Resolved: resolved}, nil
+}
+
+// deleteAttempts bounds the deletes of one DeleteObject that find the
+// record changed since it was read (a move, a sleep, a wake in between).
+const deleteAttempts = 5
+
+// DeleteObject is an operator's delete of obj (DELETE /v1/objects,
+// meshctl delete), fenced by the record's store version alone. The first
+// read is local (ReadLocal: it may be stale, which only fails the delete's
+// compare, whose Else gives the current record for the next attempt); a
+// record not found locally is confirmed by a quorum read. It returns the
+// record deleted; ErrNotFound, ErrNotDeletable (also when the record kept
+// changing), or the store's error otherwise, with nothing deleted.
+func (s *Store) DeleteObject(ctx context.Context, obj keyspace.Object) (Snapshot, DeleteResult, error) {
+	snap, err := s.ReadLocal(ctx, obj)
+	if errors.Is(err, ErrNotFound) {
+		snap, err = s.Read(ctx, obj)
+	}
+	if err != nil {
+		return Snapshot{}, DeleteResult{}, err
+	}
+	for range deleteAttempts {
+		res, err := s.Delete(ctx, DeleteRequest{Seen: snap})
+		switch {
+		case err != nil:
+			return snap, res, err
+		case res.Deleted:
+			return snap, res, nil
+		case !res.Found:
+			return snap, res, fmt.Errorf("%w: %s", ErrNotFound, obj)
+		}
+		snap = res.Snapshot
+	}
+	return snap, DeleteResult{}, fmt.Errorf("%w: %s kept changing while it was deleted: try again", ErrNotDeletable, obj)
 }

@@ -178,3 +178,25 @@ func TestCacheRelistDropsDeleted(t *testing.T) {
 		t.Fatal("the deletion was not offered")
 	}
 }
+
+// TestDeleteObject: the operator's delete reads and deletes; a second one
+// finds nothing; a group is refused.
+func TestDeleteObject(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	obj := keyspace.Actor("counter", "op1")
+	activate(t, s, obj, a)
+	b := s.Batched(authority.Limits{})
+	snap, res, err := b.DeleteObject(ctx, obj)
+	if err != nil || !res.Deleted || snap.Record.Owner != a || snap.Record.ObjectGeneration != 1 {
+		t.Fatalf("delete: %v %+v %+v", err, res, snap)
+	}
+	if _, _, err := b.DeleteObject(ctx, obj); !errors.Is(err, authority.ErrNotFound) {
+		t.Fatalf("a second delete: %v, want ErrNotFound", err)
+	}
+	activate(t, s, keyspace.Group("og"), a)
+	if _, _, err := b.DeleteObject(ctx, keyspace.Group("og")); !errors.Is(err, authority.ErrNotDeletable) {
+		t.Fatalf("a group: %v, want ErrNotDeletable", err)
+	}
+}
