@@ -237,7 +237,7 @@ func TestCall(t *testing.T) {
 			code   int
 			stderr string // a regexp of the whole line
 		}{
-			{nil, append(gw, "call", "actor/counter/x", "explode"), 1, `meshctl: unknown_method: .*explode.*\(its methods: add, get, delete\)`},
+			{nil, append(gw, "call", "actor/counter/x", "explode"), 1, `meshctl: unknown_method: .*explode.*\(its methods: add, get, delete, remind, unremind\)`},
 			{nil, append(gw, "call", "actor/counter/x", "add", "one"), 1, `meshctl: invalid_argument: .*`},
 			{nil, append(gw, "call", "actor/nosuch/x", "get"), 1, `meshctl: unknown_type: .*"nosuch".*the cluster's types: .*bank.*counter.*`},
 			// A name that does not parse is not sent: exit status 2.

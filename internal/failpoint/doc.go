@@ -144,6 +144,12 @@ const (
 	// wake restores what etcd held before them: the lifecycle workload
 	// (durable counters idle past the nodes' --sleep-after).
 	BugSleepBeforePersist = "sleep-before-persist"
+	// BugReminderFreshOp: a node sends a reminder firing again (its first
+	// answer lost) under a fresh operation id instead of the firing's
+	// own, so the object's de-duplication table cannot tell it ran: the
+	// lifecycle workload's periodic reminders, with replies lost after
+	// execution.
+	BugReminderFreshOp = "reminder-fresh-op"
 )
 
 // Bugs lists every planted bug.
@@ -151,4 +157,5 @@ var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
 	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
 	BugRecycleEarly, BugBulkCommitIgnoresCompare, BugRecoveryBatchSharedCompare, BugSleepBeforePersist,
+	BugReminderFreshOp,
 }

@@ -126,6 +126,8 @@ func (x fakeCtx) Fence() actor.Fence                   { return actor.Fence{} }
 func (x fakeCtx) Now() time.Time                       { return time.Now() }
 func (x fakeCtx) SetTimer(actor.TimerSpec) error       { return nil }
 func (x fakeCtx) CancelTimer(string) bool              { return false }
+func (x fakeCtx) SetReminder(actor.ReminderSpec) error { return actor.ErrInvalidReminder }
+func (x fakeCtx) CancelReminder(string) bool           { return false }
 func (x fakeCtx) Push([]byte) error                    { return actor.ErrNoSession }
 func (x fakeCtx) Publish([]byte) error                 { return nil }
 func (x fakeCtx) Send(string, string, ...[]byte) error { return nil }

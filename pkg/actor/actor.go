@@ -106,6 +106,14 @@ type Context interface {
 	// ErrNotDeletable: the object is a group's member (it must leave the
 	// group first).
 	Delete() error
+	// SetReminder creates or replaces a durable reminder (ReminderSpec):
+	// persisted with this turn, it fires OnReminder at each due time,
+	// exactly once, wherever the object is, asleep or awake. Only a
+	// durable type implementing ReminderObject has reminders
+	// (ErrInvalidReminder); at most MaxReminders (ErrTooManyReminders).
+	SetReminder(spec ReminderSpec) error
+	// CancelReminder removes a reminder; it reports whether it existed.
+	CancelReminder(name string) bool
 }
 
 // ErrNotDeletable: Context.Delete of an object that cannot be deleted (a
@@ -169,7 +177,7 @@ func (t Type) Sleeps() bool { return t.SleepAfter >= 0 && (t.Durable || t.SleepD
 // HasMethod reports whether a call of method may reach Handle: it is
 // listed in Methods, or Methods is empty.
 func (t Type) HasMethod(method string) bool {
-	return len(t.Methods) == 0 || slices.Contains(t.Methods, method)
+	return len(t.Methods) == 0 || slices.Contains(t.Methods, method) || method == ReminderMethod
 }
 
 // Errors a handler returns; the runtime maps them to codes.

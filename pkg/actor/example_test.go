@@ -48,6 +48,8 @@ func (c *callContext) Now() time.Time                       { return time.Unix(0
 func (c *callContext) SetTimer(spec actor.TimerSpec) error  { return c.timers.Set(spec, c.Now()) }
 func (c *callContext) Delete() error                        { return nil }
 func (c *callContext) CancelTimer(name string) bool         { return c.timers.Cancel(name) }
+func (c *callContext) SetReminder(actor.ReminderSpec) error { return actor.ErrInvalidReminder }
+func (c *callContext) CancelReminder(string) bool           { return false }
 func (c *callContext) Push([]byte) error                    { return actor.ErrNoSession }
 func (c *callContext) Publish([]byte) error                 { return nil }
 func (c *callContext) Send(string, string, ...[]byte) error { return nil }

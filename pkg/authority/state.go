@@ -9,7 +9,9 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/reminder"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -78,6 +80,10 @@ type StateValue struct {
 	// in the same write as the state that sent them, so an owner's crash
 	// loses no message (docs/design.md §13).
 	Outbox []byte `json:"outbox,omitempty"`
+	// Reminders are the object's durable reminders (pkg/reminder); when
+	// each comes due is in the schedule, reminders/<shard>/<due>/<id>,
+	// written by the same transaction that set it.
+	Reminders []reminder.Def `json:"reminders,omitempty"`
 }
 
 // ReplyValue is the value of one persisted reply (JSON; the payload base64).
@@ -143,6 +149,9 @@ func DecodeStateValue(b []byte) (StateValue, error) {
 		return StateValue{}, fmt.Errorf("%w: reply table bounds %d ms, %d entries, watermark %d", ErrInvalidState, v.ReplyWindowMs, v.ReplyMaxEntries, v.ReplyWatermarkMs)
 	}
 	if _, err := keyspace.ParseObject(v.Object); err != nil {
+		return StateValue{}, fmt.Errorf("%w: %v", ErrInvalidState, err)
+	}
+	if err := reminder.Validate(v.Reminders); err != nil {
 		return StateValue{}, fmt.Errorf("%w: %v", ErrInvalidState, err)
 	}
 	return v, nil
@@ -238,6 +247,9 @@ type PersistRequest struct {
 	// oldest entry of the writer's table, Reply's or older): every reply
 	// before it is deleted. Empty: none is kept.
 	KeepRepliesFrom string
+	// Schedule are the schedule entries of the reminders this write sets
+	// (pkg/reminder), written with it.
+	Schedule []reminder.Scheduled
 }
 
 // Size is the size of what the write carries: the value and the reply.
@@ -245,6 +257,9 @@ func (r PersistRequest) Size() int {
 	n := len(r.Value)
 	if r.Reply != nil {
 		n += len(r.Reply.Value.Encode()) + len(r.Reply.ID)
+	}
+	for _, e := range r.Schedule {
+		n += len(e.Value) + 64
 	}
 	return n
 }
@@ -266,6 +281,13 @@ func (r PersistRequest) validate() error {
 		return fmt.Errorf("%w: persist keeping replies from %q (want 32 lowercase hex digits)", ErrInvalidRequest, r.KeepRepliesFrom)
 	case r.Reply != nil && (!validReplyID(r.Reply.ID) || r.KeepRepliesFrom == "" || r.KeepRepliesFrom > r.Reply.ID):
 		return fmt.Errorf("%w: persist of reply %q keeping replies from %q", ErrInvalidRequest, r.Reply.ID, r.KeepRepliesFrom)
+	case len(r.Schedule) > actor.MaxReminders:
+		return fmt.Errorf("%w: persist scheduling %d reminders", ErrInvalidRequest, len(r.Schedule))
+	}
+	for _, e := range r.Schedule {
+		if e.Shard < 0 || e.Shard >= reminder.Shards || e.DueMs <= 0 || !validReplyID(e.ID) {
+			return fmt.Errorf("%w: persist scheduling a reminder in shard %d at %d (id %q)", ErrInvalidRequest, e.Shard, e.DueMs, e.ID)
+		}
 	}
 	return nil
 }
@@ -353,6 +375,9 @@ func (s *Store) PersistState(ctx context.Context, req PersistRequest) (PersistRe
 	ops := []clientv3.Op{prune, clientv3.OpPut(stateKey, string(req.Value))}
 	if req.Reply != nil {
 		ops = append(ops, clientv3.OpPut(prefix+req.Reply.ID, string(req.Reply.Value.Encode())))
+	}
+	for _, e := range req.Schedule {
+		ops = append(ops, clientv3.OpPut(s.keys.Reminder(e.Shard, e.DueMs, e.ID), string(e.Value)))
 	}
 	resp, err := s.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(authKey), "=", req.StoreVersion),

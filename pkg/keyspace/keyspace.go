@@ -215,3 +215,19 @@ func (k Keys) ParseOwner(key string) (string, error) {
 	}
 	return rest, nil
 }
+
+// RemindersShard is the prefix of one shard of the reminder schedule
+// (pkg/reminder): RemindersShard(s) + <due time, 13 decimal digits of Unix
+// ms> + "/" + <reminder id>. Keys sort by due time within a shard, so what
+// is due is one range read from the shard's start.
+func (k Keys) RemindersShard(shard int) string {
+	return fmt.Sprintf("%sreminders/%02x/", k.base, shard)
+}
+
+// Reminder is the schedule key of a reminder's due time.
+func (k Keys) Reminder(shard int, dueMs int64, id string) string {
+	return fmt.Sprintf("%s%013d/%s", k.RemindersShard(shard), dueMs, id)
+}
+
+// RemindersPrefix is the prefix of the whole reminder schedule.
+func (k Keys) RemindersPrefix() string { return k.base + "reminders/" }

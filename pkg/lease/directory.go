@@ -156,3 +156,14 @@ func (d *Directory) runOnce(ctx context.Context) error {
 	}
 	return ctx.Err()
 }
+
+// ServingIDs are the ids of the owners in os that serve.
+func ServingIDs(os []Owner) []string {
+	var ids []string
+	for _, o := range os {
+		if o.Descriptor.State == StateServing {
+			ids = append(ids, o.Descriptor.OwnerID)
+		}
+	}
+	return ids
+}

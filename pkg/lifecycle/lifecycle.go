@@ -31,7 +31,14 @@ type Facts struct {
 	// Pressed: its node is over a memory limit's soft bound (pressure.go):
 	// idleness does not count, only whether a sleep would lose anything.
 	Pressed bool
+	// ReminderIn is how long until its next reminder is due, at least 1ns
+	// (0: it has none).
+	ReminderIn time.Duration
 }
+
+// ReminderSoon: an object whose next reminder is due within it stays
+// awake (the firing would wake it again at once).
+const ReminderSoon = 10 * time.Second
 
 // Reason names why an object stays awake ("" : it may sleep).
 type Reason string
@@ -48,6 +55,7 @@ const (
 	PendingOutbox Reason = "messages it sent are not answered yet"
 	ArmedTimers   Reason = "timers are armed (they fire only while awake)"
 	Unpersisted   Reason = "its state differs from the one persisted"
+	ReminderDue   Reason = "a reminder is due soon"
 )
 
 // Judge is the sleep rule: an object sleeps only when nothing it holds
@@ -73,6 +81,8 @@ func Judge(f Facts) Reason {
 		return ArmedTimers
 	case f.Unpersisted:
 		return Unpersisted
+	case f.ReminderIn > 0 && f.ReminderIn < ReminderSoon && !f.Pressed:
+		return ReminderDue
 	}
 	return Sleep
 }

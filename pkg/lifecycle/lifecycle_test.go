@@ -84,3 +84,20 @@ func TestMadeBefore(t *testing.T) {
 		}
 	}
 }
+
+func TestJudgeReminderSoon(t *testing.T) {
+	f := lifecycle.Facts{After: time.Minute, Sleeps: true, IdleFor: time.Hour, Serving: true}
+	for _, c := range []struct {
+		in   time.Duration
+		want lifecycle.Reason
+	}{{0, lifecycle.Sleep}, {time.Nanosecond, lifecycle.ReminderDue}, {lifecycle.ReminderSoon - 1, lifecycle.ReminderDue}, {lifecycle.ReminderSoon, lifecycle.Sleep}} {
+		f.ReminderIn = c.in
+		if got := lifecycle.Judge(f); got != c.want {
+			t.Errorf("reminder in %s: lifecycle.Judge = %q, want %q", c.in, got, c.want)
+		}
+	}
+	f.ReminderIn, f.Pressed = time.Nanosecond, true
+	if got := lifecycle.Judge(f); got != lifecycle.Sleep {
+		t.Errorf("pressed: lifecycle.Judge = %q, want sleep", got)
+	}
+}

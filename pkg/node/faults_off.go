@@ -28,6 +28,9 @@ func acceptOlderFence() bool                  { return false }
 // test build's sleep-before-persist acts there): never.
 func writeBehind() bool { return false }
 
+// freshReminderOp is the seam of a firing's operation id: always its own.
+func freshReminderOp(int) bool { return false }
+
 // leaseStatus is the node's lease as every check before serving, firing a
 // timer or sending reads it (a test build's woken-owner-serves lies here).
 func (n *Node) leaseStatus(now time.Time) lease.Status { return n.keeper.Status(now) }

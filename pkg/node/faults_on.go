@@ -76,6 +76,9 @@ func bugNoGenerationCheck() bool { return failpoint.Planted(failpoint.BugNoGener
 // are acknowledged unwritten and a sleep does not wait for them.
 func writeBehind() bool { return failpoint.Planted(failpoint.BugSleepBeforePersist) }
 
+// freshReminderOp: with the planted bug reminder-fresh-op, a firing sent again takes a fresh id.
+func freshReminderOp(attempt int) bool { return attempt > 0 && failpoint.Planted(failpoint.BugReminderFreshOp) }
+
 // With the planted bug no-generation-check: a call's known generation is
 // never seen, a re-created object's loss goes unsaid (the request runs on
 // the fresh state), and an older fence is taken.

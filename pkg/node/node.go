@@ -386,6 +386,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.spawnBG(func() { n.watchFence(bgctx) })
 	n.spawnBG(func() { n.syncPeers(bgctx) })
 	n.spawnBG(func() { n.sweep(bgctx) })
+	n.spawnBG(func() { n.fireReminders(bgctx) }) // reminders.go
 	if n.pacing.Enabled() {
 		n.spawnBG(func() { n.pacing.Run(bgctx) })
 	}

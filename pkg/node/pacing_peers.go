@@ -4,13 +4,9 @@ import (
 	"fmt"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node/pacing"
 	"github.com/meshloc/meshloc/pkg/node/peers"
-	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 )
 
 // backgroundUnits is what a relocation of obj asked with opts costs the
@@ -20,30 +16,6 @@ func (n *Node) backgroundUnits(obj keyspace.Object, opts RelocateOptions) float6
 		return 0
 	}
 	return n.relocationUnits(obj)
-}
-
-// admitIncoming is the target's part for a background stream: a source
-// that waits is admitted by this node's Pacer (at most half its
-// relocation timeout; its source gives up sooner), one that does not is
-// booked; then the headers answer this node's rate. A stream without a
-// claim, or a node whose pacing is off, is not touched. An error ends the
-// stream before anything was received.
-func (n *Node) admitIncoming(stream rpcpb.PeerService_RelocateServer) error {
-	units, wait, ok := pacing.BackgroundOf(stream.Context())
-	if !ok || !n.pacing.Enabled() {
-		return nil
-	}
-	if !wait {
-		// The headers go with the first answer: no frame of their own.
-		n.pacing.Book(units)
-		_ = stream.SetHeader(pacing.RateHeader(n.BackgroundRate()))
-		return nil
-	}
-	if _, err := n.pacing.Wait(stream.Context(), units, n.cfg.RelocationTimeout/2); err != nil {
-		return status.Error(codes.ResourceExhausted, "background relocation deferred: this node's calls are slow")
-	}
-	_ = stream.SendHeader(pacing.RateHeader(n.BackgroundRate())) // the source waits for them
-	return nil
 }
 
 // awaitTarget waits, at most bound, for the headers of a background

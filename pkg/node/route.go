@@ -60,6 +60,12 @@ func (r routeHost) SessionCaller(ctx context.Context, rs *pb.SessionRef) bool {
 	return r.n.tls == nil || mtls.PeerNode(ctx) == rs.GetGatewayId()
 }
 
+// NodeCaller: this node's own call, or (under mutual TLS) a node's: only
+// nodes fire reminders.
+func (r routeHost) NodeCaller(ctx context.Context) bool {
+	return r.n.tls == nil || ctx.Value(selfCall{}) != nil || mtls.PeerNode(ctx) != ""
+}
+
 func (r routeHost) CallServed() { r.n.pacing.CallServed() }
 
 func (r routeHost) Refresh(ctx context.Context, obj keyspace.Object) {

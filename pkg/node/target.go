@@ -23,7 +23,7 @@ import (
 // stages, TLS's peer), then the relocator's target run.
 func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 	n := s.n
-	if err := n.admitIncoming(stream); err != nil {
+	if err := n.pacing.Admit(stream, n.cfg.RelocationTimeout/2, n.BackgroundRate); err != nil {
 		return err // a background relocation this node's pacing did not admit: nothing was received
 	}
 	peer := n.seams.targetPeer(peers.ServeRelocation(stream))

@@ -65,7 +65,7 @@ const (
 // Types returns the built-in types.
 func Types() []actor.Type {
 	return []actor.Type{
-		{Name: CounterType, New: func() actor.Object { return &counter{} }, Methods: []string{"add", "get", "delete"}},
+		{Name: CounterType, New: func() actor.Object { return &counter{} }, Methods: []string{"add", "get", "delete", "remind", "unremind"}},
 		{Name: RegisterType, New: func() actor.Object { return &register{} }, MaxStateBytes: registerMaxStateBytes, Methods: []string{"get", "put", "cas"}},
 		{Name: ListType, New: func() actor.Object { return &list{} }, MaxStateBytes: listMaxStateBytes, Methods: []string{"append", "read"}},
 		{Name: BankType, New: func() actor.Object { return newBank() }, MaxStateBytes: bankMaxStateBytes, Methods: []string{"transfer", "read", "chain", "hop"}},

@@ -30,12 +30,14 @@ func (c *fakeContext) Object() keyspace.Object { return c.obj }
 func (c *fakeContext) Fence() actor.Fence {
 	return actor.Fence{OwnerID: "n1", OwnerGeneration: 7, ObjectGeneration: 1, AuthorityGeneration: 3}
 }
-func (c *fakeContext) Now() time.Time                      { return c.now }
-func (c *fakeContext) SetTimer(spec actor.TimerSpec) error { return c.timers.Set(spec, c.now) }
-func (c *fakeContext) Delete() error                       { return nil }
-func (c *fakeContext) CancelTimer(name string) bool        { return c.timers.Cancel(name) }
-func (c *fakeContext) Push([]byte) error                   { return actor.ErrNoSession }
-func (c *fakeContext) Publish([]byte) error                { return nil }
+func (c *fakeContext) Now() time.Time                       { return c.now }
+func (c *fakeContext) SetTimer(spec actor.TimerSpec) error  { return c.timers.Set(spec, c.now) }
+func (c *fakeContext) Delete() error                        { return nil }
+func (c *fakeContext) CancelTimer(name string) bool         { return c.timers.Cancel(name) }
+func (c *fakeContext) SetReminder(actor.ReminderSpec) error { return actor.ErrInvalidReminder }
+func (c *fakeContext) CancelReminder(string) bool           { return false }
+func (c *fakeContext) Push([]byte) error                    { return actor.ErrNoSession }
+func (c *fakeContext) Publish([]byte) error                 { return nil }
 func (c *fakeContext) Send(to, method string, args ...[]byte) error {
 	return c.record(to, method, args, false)
 }

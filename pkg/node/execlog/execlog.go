@@ -105,6 +105,13 @@ func (l *Log) OnReply(obj string, f authority.Fence, op, msg wire.OperationID, t
 	l.write(obj, f, "op", op.String(), "replyTo", msg.String(), t)
 }
 
+// Reminder logs the firing op of obj's reminder: firing is
+// "<name>@<seq>@<due ms>", one due time of one reminder, which must
+// execute once (under the one operation id every attempt uses).
+func (l *Log) Reminder(obj string, f authority.Fence, op wire.OperationID, firing string, t time.Time) {
+	l.write(obj, f, "op", op.String(), "reminder", firing, t)
+}
+
 // Timer logs one timer tick handled by obj.
 func (l *Log) Timer(obj string, f authority.Fence, name string, t time.Time) {
 	l.write(obj, f, "timer", name, "", "", t)

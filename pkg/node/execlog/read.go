@@ -36,6 +36,9 @@ type Entry struct {
 	// Replies are the OnReply turns (among OperationIDs): operation id →
 	// the id of the message whose answer they took.
 	Replies map[string]string `json:"replies,omitempty"`
+	// Reminders are the reminder firings (among OperationIDs): operation
+	// id → "<name>@<seq>@<due ms>".
+	Reminders map[string]string `json:"reminders,omitempty"`
 }
 
 // Line is one line of a meshnode's execution log (--exec-log): one
@@ -54,7 +57,10 @@ type Line struct {
 	// whose answer an OnReply turn took (both with Op).
 	From    string `json:"from,omitempty"`
 	ReplyTo string `json:"replyTo,omitempty"`
-	T       int64  `json:"t"`
+	// Reminder is the firing a reminder turn ran, "<name>@<seq>@<due ms>"
+	// (with Op).
+	Reminder string `json:"reminder,omitempty"`
+	T        int64  `json:"t"`
 }
 
 // OwnerKey is the owner that executed: "id@generation".
@@ -68,10 +74,10 @@ func (l Line) validate() error {
 		return errors.New("no object, object generation or authority generation")
 	case (l.Op == "") == (l.Timer == ""):
 		return errors.New("want exactly one of op and timer")
-	case (l.From != "" || l.ReplyTo != "") && l.Op == "":
-		return errors.New("from or replyTo without op")
-	case l.From != "" && l.ReplyTo != "":
-		return errors.New("both from and replyTo")
+	case (l.From != "" || l.ReplyTo != "" || l.Reminder != "") && l.Op == "":
+		return errors.New("from, replyTo or reminder without op")
+	case (l.From != "") && (l.ReplyTo != "" || l.Reminder != "") || l.ReplyTo != "" && l.Reminder != "":
+		return errors.New("more than one of from, replyTo and reminder")
 	}
 	return nil
 }
@@ -144,6 +150,11 @@ func (a *execAgg) add(l Line) {
 			e.Replies = map[string]string{}
 		}
 		e.Replies[l.Op] = l.ReplyTo
+	case l.Reminder != "":
+		if e.Reminders == nil {
+			e.Reminders = map[string]string{}
+		}
+		e.Reminders[l.Op] = l.Reminder
 	}
 }
 

@@ -65,6 +65,11 @@ type Lifecycle struct {
 	Shed     prometheus.Counter
 	Refusals prometheus.Counter
 	Full     prometheus.Gauge
+	// Reminders: firings run by objects hosted here (outcome) and how
+	// late; schedule entries this node fired, by what the answer meant.
+	ReminderFirings  *prometheus.CounterVec // outcome: ok, error, panicked
+	ReminderLateness prometheus.Histogram
+	ReminderSends    *prometheus.CounterVec // result: fired, gone, expired, retry
 }
 
 func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle {
@@ -83,7 +88,16 @@ func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle
 		Help: "New objects (first calls, wakes, recoveries) this node refused because it was at --max-objects or --memory-limit; the callers retried on another node."})
 	m.Full = prometheus.NewGauge(prometheus.GaugeOpts{Name: "meshloc_node_full", ConstLabels: l,
 		Help: "1 while this node is at --max-objects or --memory-limit (its owner descriptor says full: placement passes it by), 0 otherwise."})
-	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes, m.Shed, m.Refusals, m.Full)
+	m.ReminderFirings = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_reminder_firings_total", ConstLabels: l,
+		Help: "Reminder due times fired by objects hosted here (each due time runs OnReminder once), by outcome: ok, error (OnReminder returned an error: logged, the firing counts as done), panicked (not persisted: fired again)."},
+		[]string{"outcome"})
+	m.ReminderLateness = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "meshloc_reminder_lateness_seconds", ConstLabels: l,
+		Help:    "How long after its due time a reminder firing ran, on the node that ran it.",
+		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}})
+	m.ReminderSends = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_reminder_sends_total", ConstLabels: l,
+		Help: "Reminder firings this node sent as the primary or backup of a schedule shard, by what the answer meant: fired (the entry advanced to its next due time or was removed), gone (the reminder was cancelled, set again or its object deleted: the entry removed), expired (too late for the de-duplication window: re-based and sent again), retry (not decided: sent again later under the same operation id)."},
+		[]string{"result"})
+	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes, m.Shed, m.Refusals, m.Full, m.ReminderFirings, m.ReminderLateness, m.ReminderSends)
 	return m
 }
 

@@ -47,6 +47,9 @@ type Host interface {
 	// SessionCaller reports whether the caller of ctx may speak for the
 	// session that req names (only its gateway may, under mutual TLS).
 	SessionCaller(ctx context.Context, rs *pb.SessionRef) bool
+	// NodeCaller reports whether the caller of ctx is a node (a reminder's
+	// firing comes only from one).
+	NodeCaller(ctx context.Context) bool
 	// Refresh re-reads obj's record from etcd into the location cache, so
 	// the next attempt routes on fresh data.
 	Refresh(ctx context.Context, obj keyspace.Object)
@@ -99,6 +102,9 @@ func (r *Router) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	if rs := req.GetSession(); rs != nil && !r.d.Host.SessionCaller(ctx, rs) {
 		// Only a session's gateway speaks for it.
 		return &pb.CallReply{Code: pb.Code_CODE_PERMISSION_DENIED, Message: "a session call from another node than its gateway"}
+	}
+	if req.GetMethod() == actor.ReminderMethod && !r.d.Host.NodeCaller(ctx) {
+		return &pb.CallReply{Code: pb.Code_CODE_PERMISSION_DENIED, Message: "a reminder's firing from a client: only a node fires reminders"}
 	}
 	obj, err := keyspace.ParseObject(req.GetObject())
 	if err != nil {

@@ -144,6 +144,7 @@ func (h *fakeHost) Forward(context.Context, string, *pb.CallRequest) (*pb.CallRe
 	panic("no forward in these tests")
 }
 func (h *fakeHost) SessionCaller(context.Context, *pb.SessionRef) bool { return h.sessionOK }
+func (h *fakeHost) NodeCaller(context.Context) bool                    { return true }
 func (h *fakeHost) CallServed()                                        {}
 func (h *fakeHost) Refresh(context.Context, keyspace.Object)           { h.refreshed++ }
 

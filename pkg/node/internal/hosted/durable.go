@@ -5,12 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/node/durable"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/reminder"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -73,6 +75,10 @@ type durableState struct {
 	table    *actor.ReplyTable // replies of the persisted changes, as in etcd
 	stateRev int64             // ModRevision of state/<object> last written or read (0: absent)
 	seq      uint64            // StateValue.Seq of the last write
+	rem      []reminder.Def    // reminders as last persisted (reminders.go)
+	// force: the turn must be persisted even if nothing changed (a
+	// reminder firing: its persisted reply absorbs a retry).
+	force bool
 }
 
 func (n *Env) durableCtx() (context.Context, context.CancelFunc) {
@@ -146,10 +152,10 @@ func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
 		return h.dataLost(fmt.Sprintf("its persisted state (seq %d, state version %d)", v.Seq, rd.StateVersion), err)
 	}
 	h.Mu.Lock()
-	h.Inst, h.Replies, h.Timers = inst, replies, timers
+	h.Inst, h.Replies, h.Timers, h.Rem = inst, replies, timers, v.Reminders
 	h.Mu.Unlock()
 	h.SetOutbox(outbox) // delivered once the object is ready (hostedOrActivate)
-	h.Dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq}
+	h.Dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: table, stateRev: rd.StateVersion, seq: v.Seq, rem: v.Reminders}
 	n.metrics.Durable.Loads.WithLabelValues("restored").Inc()
 	n.log.Info().Str("object", h.name).Uint64("seq", v.Seq).Int64("stateVersion", rd.StateVersion).Int("replies", len(rd.Replies)).
 		Str("writtenBy", v.Owner.String()).Int64("writtenUnderObjectGeneration", v.ObjectGeneration).Msg("restored a durable object from etcd")
@@ -209,7 +215,10 @@ func (h *Object) EnsureDurable() *pb.CallReply {
 		return h.dataLost("its persisted replies", err)
 	}
 	v := rd.Value
-	h.Dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq}
+	h.Dur = &durableState{state: v.State, timers: v.Timers, outbox: v.Outbox, table: t, stateRev: rd.StateVersion, seq: v.Seq, rem: v.Reminders}
+	h.Mu.Lock()
+	h.Rem = v.Reminders // a relocation target: the reminders are the persisted ones
+	h.Mu.Unlock()
 	n.metrics.Durable.Loads.WithLabelValues("restored").Inc()
 	return nil
 }
@@ -231,19 +240,22 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	h.Mu.Lock()
 	timers := durable.EncodeTimers(h.Timers)
 	outbox := h.Outbox.Encode()
-	fence, version := h.Fence, h.Version
+	fence, version, rem := h.Fence, h.Version, h.Rem
 	h.Mu.Unlock()
-	if bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) {
+	force := d.force
+	d.force = false
+	if !force && bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) && slices.Equal(rem, d.rem) {
 		n.metrics.Durable.Writes.WithLabelValues("unchanged").Inc()
 		return nil
 	}
 	v := authority.StateValue{
 		V: authority.StateVersion1, Object: h.name,
 		ObjectGeneration: fence.ObjectGeneration, AuthorityGeneration: fence.AuthorityGeneration, Owner: fence.Owner,
-		Seq: d.seq + 1, State: state, Timers: timers, Outbox: outbox,
+		Seq: d.seq + 1, State: state, Timers: timers, Outbox: outbox, Reminders: rem,
 		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: durable.WatermarkMs(d.table),
 	}
-	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode()}
+	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode(),
+		Schedule: h.schedule(rem, d.rem, fence.ObjectGeneration)}
 	if op != nil {
 		req.Reply = &authority.StateReply{ID: durable.ReplyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
 	}
@@ -281,7 +293,7 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		case authority.PersistWritten:
 			n.metrics.Durable.Writes.WithLabelValues("written").Inc()
 			n.metrics.Durable.Bytes.Observe(float64(req.Size()))
-			d.state, d.timers, d.outbox, d.stateRev, d.seq = state, timers, outbox, res.StateVersion, v.Seq
+			d.state, d.timers, d.outbox, d.stateRev, d.seq, d.rem = state, timers, outbox, res.StateVersion, v.Seq, rem
 			return nil
 		case authority.PersistMoved:
 			// Our own intent or preserve rewrote the record: same fence
@@ -343,7 +355,7 @@ func (h *Object) rollbackDurable() error {
 		}
 	}
 	h.Mu.Lock()
-	h.Inst, h.Timers = inst, timers
+	h.Inst, h.Timers, h.Rem = inst, timers, d.rem
 	h.Mu.Unlock()
 	h.SetOutbox(outbox)
 	h.Arm()

@@ -11,6 +11,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/reminder"
 	"github.com/meshloc/meshloc/pkg/session"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -39,6 +40,7 @@ type Object struct {
 	Rec     servedRec
 	Replies *actor.ReplyTable
 	Timers  *actor.Timers
+	Rem     []reminder.Def // durable reminders (reminders.go)
 	timer   clock.Timer
 	fireSet bool // a timer fire is queued or armed
 	Queue   []*Work
@@ -353,8 +355,22 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 			return r
 		}
 	}
+	var firing *reminder.Firing
+	if w.Req.GetMethod() == reminder.Method {
+		f, r := h.checkFiring(w.Req.GetArgs(), now) // reminders.go
+		if r != nil {
+			return r
+		}
+		firing = &f
+	}
 	hc := &handlerCtx{h: h, now: now, session: sess, op: w.Op}
-	out, herr := h.handle(hc, w.Req.GetMethod(), w.Req.GetArgs())
+	var out []byte
+	var herr error
+	if firing != nil {
+		out, herr = h.runReminder(hc, *firing)
+	} else {
+		out, herr = h.handle(hc, w.Req.GetMethod(), w.Req.GetArgs())
+	}
 	if h.Typ.Durable && errors.Is(herr, actor.ErrPanicked) {
 		// Its memory is suspect and etcd holds its last good state:
 		// dropped, re-activated by the next call; nothing is recorded.
@@ -384,7 +400,10 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 	if sess != nil || len(hc.pushes) > 0 {
 		h.CommitPushes(sess, w.Req.GetSessionSeq(), hc.pushes)
 	}
-	if n.xlog != nil {
+	switch {
+	case n.xlog != nil && firing != nil:
+		n.xlog.Reminder(h.name, h.CurrentFence(), w.Op, firingLabel(*firing), now)
+	case n.xlog != nil:
 		n.xlog.Request(h.name, h.CurrentFence(), w.Op, w.Req.GetSender().GetObject(), now) // before the reply leaves
 	}
 	if herr == nil && len(hc.sends) > 0 {

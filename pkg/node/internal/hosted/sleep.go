@@ -39,6 +39,7 @@ func (h *Object) factsLocked(now time.Time, onMailbox, pressed bool) lifecycle.F
 		Busy:     len(h.Queue) > 0 || h.Running && !onMailbox,
 		Grouped:  h.obj.Kind == keyspace.KindGroup || h.Rec.full != nil && h.Rec.full.Record.Group != "",
 		Sessions: len(h.Sessions), Outbox: h.Outbox.Len(), Timers: timers, Pressed: pressed,
+		ReminderIn: h.reminderInLocked(now),
 	}
 }
 

@@ -1,0 +1,236 @@
+// Package reminders owns a node's part in firing durable reminders
+// (docs/developing/lifecycle.md): for each schedule shard this node is the
+// primary or the backup of (reminder.Roles over the live nodes), it reads
+// the entries that are due, sends each as a firing request to its object
+// (which wakes it if it sleeps), and advances the entry by what the answer
+// means (reminder.Judge). Every send of one due time carries the same
+// operation id, so the object's de-duplication table absorbs a retry, a
+// stale read and a backup that fired alongside its primary.
+package reminders
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+
+	"github.com/meshloc/meshloc/pkg/clock"
+	"github.com/meshloc/meshloc/pkg/reminder"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Store is the schedule in etcd (pkg/authority).
+type Store interface {
+	DueReminders(ctx context.Context, shard int, throughMs int64, limit int) (due, bad []reminder.Due, err error)
+	AdvanceReminder(ctx context.Context, d reminder.Due, next *reminder.Scheduled) (bool, error)
+	RebaseReminder(ctx context.Context, d reminder.Due, atMs int64) (reminder.Due, bool, error)
+}
+
+// Config bounds the scanner.
+type Config struct {
+	// Tick is how often the due entries are read (a reminder fires at
+	// most about Tick late on a healthy primary).
+	Tick time.Duration
+	// Grace is how late an entry must be before a shard's backup fires it.
+	Grace time.Duration
+	// InFlight bounds the firings sent at once; Batch the entries read per
+	// shard per tick.
+	InFlight, Batch int
+	// Window is the de-duplication window: a firing older than half of it
+	// is re-based before it is sent (reminder.Entry.AtMs).
+	Window time.Duration
+	// MaxBackoff bounds the wait before an undecided firing is sent again.
+	MaxBackoff time.Duration
+}
+
+// DefaultConfig is the node's.
+func DefaultConfig(window time.Duration) Config {
+	return Config{Tick: 200 * time.Millisecond, Grace: time.Second, InFlight: 256, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second}
+}
+
+// Deps are the scanner's seams.
+type Deps struct {
+	Clock clock.Clock
+	Store Store
+	Self  string
+	// Nodes are the ids of the live serving nodes.
+	Nodes func() []string
+	// Fire sends a firing and returns its answer's code.
+	Fire func(ctx context.Context, d reminder.Due, attempt int) pb.Code
+	// Sends counts the firings sent, by result (fired, gone, expired, retry).
+	Sends *prometheus.CounterVec
+	Log   zerolog.Logger
+}
+
+// Scanner fires the due entries of this node's shards.
+type Scanner struct {
+	cfg Config
+	d   Deps
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	mu sync.Mutex
+	// busy are the entries being fired or waiting to be sent again: key →
+	// not before, and how many sends so far.
+	busy map[string]*pending
+}
+
+type pending struct {
+	notBefore time.Time
+	attempts  int
+	running   bool
+}
+
+// New is a scanner; Run runs it.
+func New(cfg Config, d Deps) *Scanner {
+	return &Scanner{cfg: cfg, d: d, sem: make(chan struct{}, cfg.InFlight), busy: map[string]*pending{}}
+}
+
+// Run reads and fires until ctx ends, then waits for the firings it sent.
+func (s *Scanner) Run(ctx context.Context) {
+	t := s.d.Clock.NewTicker(s.cfg.Tick)
+	defer s.wg.Wait()
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+			s.scan(ctx)
+		}
+	}
+}
+
+// scan reads each shard this node fires and starts what is due.
+func (s *Scanner) scan(ctx context.Context) {
+	now := s.d.Clock.Now()
+	nodes := s.d.Nodes()
+	for shard := range reminder.Shards {
+		through := now.UnixMilli()
+		switch primary, backup := reminder.Roles(shard, nodes); s.d.Self {
+		case primary:
+		case backup:
+			through -= s.cfg.Grace.Milliseconds()
+		default:
+			continue
+		}
+		due, bad, err := s.d.Store.DueReminders(ctx, shard, through, s.cfg.Batch)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.d.Log.Debug().Err(err).Int("shard", shard).Msg("reading due reminders")
+			}
+			continue
+		}
+		for _, d := range bad {
+			s.d.Log.Warn().Str("key", d.Key).Msg("a reminder schedule entry cannot be read: removed")
+			s.start(ctx, d, now, s.drop)
+		}
+		for _, d := range due {
+			if !s.start(ctx, d, now, s.fire) {
+				break // InFlight firings run: the rest wait for the next tick
+			}
+		}
+	}
+	s.forget(now)
+}
+
+// forget drops the waiting entries nobody read again for long: another
+// node decided them (the busy map stays bounded by what is due).
+func (s *Scanner) forget(now time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, p := range s.busy {
+		if !p.running && now.Sub(p.notBefore) > 2*s.cfg.MaxBackoff {
+			delete(s.busy, k)
+		}
+	}
+}
+
+// start runs f on d unless d is being fired or waits to be sent again;
+// false when InFlight firings are running.
+func (s *Scanner) start(ctx context.Context, d reminder.Due, now time.Time, f func(context.Context, reminder.Due, int) bool) bool {
+	s.mu.Lock()
+	p := s.busy[d.Key]
+	if p != nil && (p.running || now.Before(p.notBefore)) {
+		s.mu.Unlock()
+		return true
+	}
+	select {
+	case s.sem <- struct{}{}:
+	default:
+		s.mu.Unlock()
+		return false
+	}
+	if p == nil {
+		p = &pending{}
+		s.busy[d.Key] = p
+	}
+	p.running = true
+	attempt := p.attempts
+	p.attempts++
+	s.mu.Unlock()
+	s.wg.Go(func() {
+		defer func() { <-s.sem }()
+		done := f(ctx, d, attempt)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if done {
+			delete(s.busy, d.Key)
+			return
+		}
+		p.running = false
+		p.notBefore = s.d.Clock.Now().Add(min(s.cfg.Tick<<min(attempt, 8), s.cfg.MaxBackoff))
+	})
+	return true
+}
+
+// fire sends d and advances its entry by the answer; true when the entry
+// is decided (advanced, removed, or changed by someone else).
+func (s *Scanner) fire(ctx context.Context, d reminder.Due, attempt int) bool {
+	now := s.d.Clock.Now()
+	if now.UnixMilli()-d.AtMs() > s.cfg.Window.Milliseconds()/2 {
+		var ok bool
+		var err error
+		if d, ok, err = s.d.Store.RebaseReminder(ctx, d, now.UnixMilli()); err != nil || !ok {
+			return err == nil // changed by someone else: decided there
+		}
+		s.d.Sends.WithLabelValues("expired").Inc()
+	}
+	code := s.d.Fire(ctx, d, attempt)
+	switch reminder.Judge(code) {
+	case reminder.Fired:
+		s.d.Sends.WithLabelValues("fired").Inc()
+		var next *reminder.Scheduled
+		if n, ok := d.Next(); ok {
+			next = &n
+		}
+		return s.advance(ctx, d, next)
+	case reminder.Gone:
+		s.d.Sends.WithLabelValues("gone").Inc()
+		s.d.Log.Info().Str("object", d.Entry.Object).Str("reminder", d.Entry.Name).Str("code", code.String()).Msg("a reminder's schedule entry fired nothing: removed")
+		return s.advance(ctx, d, nil)
+	case reminder.Expired:
+		s.d.Sends.WithLabelValues("expired").Inc()
+		_, _, err := s.d.Store.RebaseReminder(ctx, d, s.d.Clock.Now().UnixMilli())
+		return err == nil // re-based (read again at the next tick) or changed
+	}
+	s.d.Sends.WithLabelValues("retry").Inc()
+	return false
+}
+
+// drop removes an entry that cannot be read.
+func (s *Scanner) drop(ctx context.Context, d reminder.Due, _ int) bool {
+	return s.advance(ctx, d, nil)
+}
+
+// advance replaces d by next (nil: removes it); true unless etcd left it
+// unknown (then it is read and sent again: the same operation id).
+func (s *Scanner) advance(ctx context.Context, d reminder.Due, next *reminder.Scheduled) bool {
+	if _, err := s.d.Store.AdvanceReminder(ctx, d, next); err != nil {
+		s.d.Log.Debug().Err(err).Str("key", d.Key).Msg("advancing a reminder's schedule entry")
+		return false
+	}
+	return true
+}
