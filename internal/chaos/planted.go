@@ -88,6 +88,11 @@ var Plants = []Plant{
 			s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 3 * time.Second, 15 * time.Second, 15 * time.Second}
 			faults(4*time.Second, 14*time.Second, PauseNode)(s)
 		}},
+	{Bug: failpoint.BugReminderFreshOp, Trigger: "the lifecycle workload's periodic reminders (every second), with every 10th owner reply lost after execution (node.before-reply=error%10, as the control run): each lost firing is sent again",
+		apply: func(s *Spec) {
+			s.Workloads = []string{"lifecycle"}
+			failpoints("node.before-reply=error%10")(s)
+		}},
 }
 
 // PlantResult is one planted bug's runs.

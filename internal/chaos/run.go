@@ -113,7 +113,7 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 		case "lifecycle":
 			// Durable counters left idle past the nodes' --sleep-after
 			// (lifecycleSleepAfter): they sleep and wake all run long.
-			out = append(out, &verify.Counter{Label: "lifecycle", Type: "dcounter", Durable: true, Deletes: true, Prefix: prefix, N: 6, Think: think, Idle: 3 * lifecycleSleepAfter})
+			out = append(out, &verify.Counter{Label: "lifecycle", Type: "dcounter", Durable: true, Deletes: true, Reminders: true, Prefix: prefix, N: 6, Think: think, Idle: 3 * lifecycleSleepAfter})
 		default:
 			return nil, fmt.Errorf("chaos: unknown workload %q (want %s)", n, strings.Join(Workloads, ", "))
 		}

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/meshloc/meshloc/internal/verify/rotor"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -42,7 +43,7 @@ type Bank struct {
 	// named after its type, so both variants can run side by side.
 	Type string
 
-	rot lazyRotor
+	rot rotor.Lazy
 }
 
 // NewBank returns the workload on n objects.
@@ -54,9 +55,9 @@ func (w *Bank) Name() string { return w.typ() }
 func (w *Bank) typ() string { return typeOr(w.Type, "bank") }
 
 // Objects implements Workload.
-func (w *Bank) Objects() []string { return w.names().objects() }
+func (w *Bank) Objects() []string { return w.names().Objects() }
 
-func (w *Bank) names() *rotor { return w.rot.get(w.typ(), w.Prefix+"b", w.N, w.Rotate) }
+func (w *Bank) names() *rotor.Rotor { return w.rot.Get(w.typ(), w.Prefix+"b", w.N, w.Rotate) }
 
 // FinalRead implements Workload.
 func (w *Bank) FinalRead() (string, []string) { return "read", nil }
@@ -73,7 +74,7 @@ func (w *Bank) Run(ctx context.Context, s Stream, h *History) {
 	seq := 0
 	for ctx.Err() == nil {
 		slot := rng.IntN(w.N)
-		obj := rot.current(slot)
+		obj := rot.Current(slot)
 		var op Op
 		if mustRead != "" || rng.IntN(10) < 3 {
 			if mustRead != "" {
@@ -90,7 +91,7 @@ func (w *Bank) Run(ctx context.Context, s Stream, h *History) {
 			op = Invoke(ctx, s, h, w.Name(), obj, "transfer", fmt.Sprintf("a%d", from), fmt.Sprintf("a%d", to),
 				strconv.Itoa(1+rng.IntN(maxAmount)), fmt.Sprintf("t%d-%d", s.ID, seq))
 			if op.Outcome == OK {
-				rot.wrote(slot, obj)
+				rot.Wrote(slot, obj)
 			}
 		}
 		if op.Outcome == Unknown {

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
+
+	"github.com/meshloc/meshloc/internal/verify/remindcheck"
 )
 
 // Counter is the counter workload: streams add 1 and read. Every value a
@@ -46,6 +49,13 @@ type Counter struct {
 	// generations after the last delete before g, and no reply of a
 	// generation up to D may come after the delete returned.
 	Deletes bool
+	// Reminders: about one operation in 8 sets a reminder (dcounter's
+	// remind): a one-shot of its own name, due in 0.1-1.5 s, or (one in
+	// two) the object's periodic one ("p", every second) again. Every one-shot
+	// acknowledged must run once (unless its object was deleted), and no
+	// due time of any may run twice (the execution logs:
+	// internal/verify/remindcheck).
+	Reminders bool
 }
 
 // NewCounter returns the workload on n objects.
@@ -82,6 +92,12 @@ func (w *Counter) Run(ctx context.Context, s Stream, h *History) {
 			if op.Outcome == OK {
 				mustRead = ""
 			}
+		} else if w.Reminders && rng.IntN(8) == 0 {
+			name, period := fmt.Sprintf("o%d-%d", s.ID, rng.Uint64()), "0"
+			if rng.IntN(2) == 0 {
+				name, period = "p", "1000"
+			}
+			op = Invoke(ctx, s, h, w.Name(), obj, "remind", name, strconv.Itoa(100+rng.IntN(1400)), period)
 		} else if w.Deletes && rng.IntN(40) == 0 {
 			op = Invoke(ctx, s, h, w.Name(), obj, "delete")
 		} else {
@@ -229,6 +245,22 @@ func (w *Counter) Check(h *History, final FinalState) Result {
 		}
 		res.figure("final-sum", *r.Value)
 	}
+	if w.Reminders && final.Exec != nil {
+		rc := remindcheck.Check(final.Exec)
+		expectReminders(&rc, h, ops)
+		for _, v := range rc.NotRun {
+			res.violate("reminder-not-fired", "", v)
+		}
+		res.figure("reminder-firings", int64(rc.Firings))
+	}
 	res.finish()
 	return res
+}
+
+// Settle lets the reminders the run set come due before the final reads.
+func (w *Counter) Settle(ctx context.Context, _ Stream, _ *History) error {
+	if w.Reminders {
+		pause(ctx, 4*time.Second)
+	}
+	return nil
 }

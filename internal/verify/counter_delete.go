@@ -1,5 +1,13 @@
 package verify
 
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/meshloc/meshloc/internal/verify/remindcheck"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
 // counterDeletes are the deletes of one counter in a history: the
 // acknowledged ones (their reply's fence names the generation deleted) and
 // those of unknown outcome.
@@ -13,10 +21,12 @@ func deletesOf(ops []Op) counterDeletes {
 		if o.Kind != "delete" {
 			continue
 		}
-		switch o.Outcome {
-		case OK:
+		switch {
+		case o.Outcome == OK:
 			d.acked = append(d.acked, o)
-		case Unknown:
+		case o.Outcome == Unknown || o.Code == pb.Code_CODE_DELETED:
+			// A delete answered deleted may have been its own retry
+			// (the first attempt's reply lost): it may have deleted.
 			d.unknown = append(d.unknown, o)
 		}
 	}
@@ -53,4 +63,26 @@ func (d counterDeletes) cameBack(s Op) (Op, bool) {
 		}
 	}
 	return Op{}, false
+}
+
+// expectReminders expects each acknowledged one-shot remind of ops to have
+// run once, unless a delete of its object may have come before it ran or
+// it was due less than 3 s before the final reads began.
+func expectReminders(rc *remindcheck.Result, h *History, ops []Op) {
+	finals := int64(Infinity)
+	for _, o := range ops {
+		if o.Final {
+			finals = min(finals, o.Call)
+		}
+	}
+	cutoff := h.Start().UnixMilli() + finals/1e6 - 3000
+	for _, o := range ops {
+		var r struct{ DueMs int64 }
+		if o.Kind != "remind" || o.Outcome != OK || len(o.Input) != 3 || o.Input[2] != "0" || json.Unmarshal(o.Output, &r) != nil || r.DueMs > cutoff {
+			continue
+		}
+		if !slices.ContainsFunc(ops, func(d Op) bool { return d.Object == o.Object && d.Kind == "delete" && d.Return >= o.Call }) {
+			rc.Expect(o.Object, o.Input[0], r.DueMs)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 
+	"github.com/meshloc/meshloc/internal/verify/remindcheck"
 	"github.com/meshloc/meshloc/pkg/node/execlog"
 )
 
@@ -41,8 +42,12 @@ type ExecCheck struct {
 	// generation of the earlier execution superseded by a recovery: that
 	// state and its de-duplication table died with their owner and the
 	// loss was declared (StateLost), so the retry ran on the new state.
-	ReexecutedAfterLoss int         `json:"reexecutedAfterLoss"`
-	Violations          []Violation `json:"violations,omitempty"`
+	ReexecutedAfterLoss int `json:"reexecutedAfterLoss"`
+	// ReminderFirings: reminder due times executed; RemindersTwice: their
+	// executions after the first (internal/verify/remindcheck).
+	ReminderFirings int         `json:"reminderFirings,omitempty"`
+	RemindersTwice  int         `json:"remindersTwice,omitempty"`
+	Violations      []Violation `json:"violations,omitempty"`
 }
 
 // CheckExecLogs checks that for every (object, object generation, authority
@@ -85,6 +90,11 @@ func CheckExecLogs(logs map[string][]ExecEntry, audit *AuditResult) ExecCheck {
 		}
 	}
 	c.Operations = len(runs)
+	rc := remindcheck.Check(logs)
+	c.ReminderFirings, c.RemindersTwice = rc.Firings, rc.Twice
+	for _, v := range rc.Violations {
+		c.Violations = append(c.Violations, Violation{Check: "reminder-fired-twice", Detail: v})
+	}
 	ops := make([]string, 0, len(runs))
 	for op, rs := range runs {
 		if len(rs) > 1 {

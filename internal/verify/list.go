@@ -7,6 +7,8 @@ import (
 	"slices"
 	"sort"
 	"time"
+
+	"github.com/meshloc/meshloc/internal/verify/rotor"
 )
 
 // List is the list-append workload: streams append unique values and read.
@@ -35,7 +37,7 @@ type List struct {
 	// groups.
 	Groups int
 
-	rot lazyRotor
+	rot rotor.Lazy
 }
 
 // NewList returns the workload on n objects.
@@ -47,9 +49,9 @@ func (w *List) Name() string { return w.typ() }
 func (w *List) typ() string { return typeOr(w.Type, "list") }
 
 // Objects implements Workload.
-func (w *List) Objects() []string { return w.names().objects() }
+func (w *List) Objects() []string { return w.names().Objects() }
 
-func (w *List) names() *rotor { return w.rot.get(w.typ(), w.Prefix+"l", w.N, w.Rotate) }
+func (w *List) names() *rotor.Rotor { return w.rot.Get(w.typ(), w.Prefix+"l", w.N, w.Rotate) }
 
 // FinalRead implements Workload.
 func (w *List) FinalRead() (string, []string) { return "read", nil }
@@ -62,7 +64,7 @@ func (w *List) Run(ctx context.Context, s Stream, h *History) {
 	seq := 0
 	for ctx.Err() == nil {
 		slot := rng.IntN(w.N)
-		obj := rot.current(slot)
+		obj := rot.Current(slot)
 		var op Op
 		if mustRead != "" || rng.IntN(10) < 2 {
 			if mustRead != "" {
@@ -76,7 +78,7 @@ func (w *List) Run(ctx context.Context, s Stream, h *History) {
 			seq++
 			op = Invoke(ctx, s, h, w.Name(), obj, "append", fmt.Sprintf("c%d-%d", s.ID, seq))
 			if op.Outcome == OK {
-				rot.wrote(slot, obj)
+				rot.Wrote(slot, obj)
 			}
 		}
 		if op.Outcome == Unknown {

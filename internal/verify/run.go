@@ -369,7 +369,7 @@ func Assemble(rep *Report, h *History, final FinalState, workloads []Workload, s
 	}
 	if e := rep.Exec; e != nil {
 		t.TwoOwnerWindows += e.TwoOwnerWindows
-		t.Duplicated += e.DoubleExecutions
+		t.Duplicated += e.DoubleExecutions + e.RemindersTwice
 		rep.Violations = append(rep.Violations, prefixed("exec", e.Violations)...)
 	}
 	t.Violations = len(rep.Violations) + suppressed

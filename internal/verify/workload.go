@@ -263,3 +263,11 @@ func (r *Result) accountAll(obj, kind string, writes map[string]Op, present map[
 		}
 	}
 }
+
+// typeOr is a workload's object type: t, or def when t is empty.
+func typeOr(t, def string) string {
+	if t == "" {
+		return def
+	}
+	return t
+}

@@ -47,7 +47,7 @@ type Config struct {
 
 // DefaultConfig is the node's.
 func DefaultConfig(window time.Duration) Config {
-	return Config{Tick: 200 * time.Millisecond, Grace: time.Second, InFlight: 256, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second}
+	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 256, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second}
 }
 
 // Deps are the scanner's seams.
