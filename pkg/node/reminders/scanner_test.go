@@ -1,0 +1,174 @@
+package reminders
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+	"go.uber.org/goleak"
+
+	"github.com/meshloc/meshloc/pkg/clock"
+	"github.com/meshloc/meshloc/pkg/reminder"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// memStore is the schedule in memory (the real one is pkg/authority's,
+// tested against etcd there and in pkg/node).
+type memStore struct {
+	mu  sync.Mutex
+	rev int64
+	kv  map[string]reminder.Due // key → entry (Rev: its revision)
+}
+
+func (m *memStore) put(shard int, dueMs int64, e reminder.Entry) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.rev++
+	k := keyOf(shard, dueMs, e)
+	m.kv[k] = reminder.Due{Key: k, Rev: m.rev, Shard: shard, DueMs: dueMs, Entry: e}
+}
+
+func keyOf(shard int, dueMs int64, e reminder.Entry) string {
+	return string(rune('a'+shard)) + "/" + time.UnixMilli(dueMs).UTC().Format(time.RFC3339Nano) + "/" + reminder.ID(e.Object, e.Name, e.Seq)
+}
+
+func (m *memStore) DueReminders(_ context.Context, shard int, throughMs int64, limit int) (due, bad []reminder.Due, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, d := range m.kv {
+		if d.Shard == shard && d.DueMs <= throughMs && len(due) < limit {
+			due = append(due, d)
+		}
+	}
+	return due, nil, nil
+}
+
+func (m *memStore) AdvanceReminder(_ context.Context, d reminder.Due, next *reminder.Scheduled) (bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.kv[d.Key]; !ok || cur.Rev != d.Rev {
+		return false, nil
+	}
+	delete(m.kv, d.Key)
+	if next != nil {
+		e, err := reminder.DecodeEntry(next.Value)
+		if err != nil {
+			panic(err)
+		}
+		m.rev++
+		k := keyOf(next.Shard, next.DueMs, e)
+		m.kv[k] = reminder.Due{Key: k, Rev: m.rev, Shard: next.Shard, DueMs: next.DueMs, Entry: e}
+	}
+	return true, nil
+}
+
+func (m *memStore) RebaseReminder(_ context.Context, d reminder.Due, atMs int64) (reminder.Due, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if cur, ok := m.kv[d.Key]; !ok || cur.Rev != d.Rev {
+		return d, false, nil
+	}
+	m.rev++
+	d.Entry.AtMs, d.Rev = atMs, m.rev
+	m.kv[d.Key] = d
+	return d, true, nil
+}
+
+// TestScanner: a primary and a backup fire one store: a periodic entry
+// advances once per due time, an undecided firing is sent again under its
+// first attempt's number, a gone one is removed, an expired one re-based.
+func TestScanner(t *testing.T) {
+	st := &memStore{kv: map[string]reminder.Due{}}
+	now := time.Now().UnixMilli()
+	periodic := reminder.Entry{Object: "actor/dcounter/p", Name: "p", Seq: 1, Generation: 1, PeriodMs: 1000}
+	flaky := reminder.Entry{Object: "actor/dcounter/f", Name: "f", Seq: 1, Generation: 1}
+	gone := reminder.Entry{Object: "actor/dcounter/g", Name: "g", Seq: 1, Generation: 1}
+	old := reminder.Entry{Object: "actor/dcounter/o", Name: "o", Seq: 1, Generation: 1}
+	st.put(reminder.ShardOf(periodic.Object), now-2500, periodic)
+	st.put(reminder.ShardOf(flaky.Object), now, flaky)
+	st.put(reminder.ShardOf(gone.Object), now, gone)
+	st.put(reminder.ShardOf(old.Object), now-time.Minute.Milliseconds(), old)
+
+	var mu sync.Mutex
+	fired := map[string]int{} // object@due → firings that ran
+	attempts := map[string]int{}
+	fire := func(_ context.Context, d reminder.Due, attempt int) pb.Code {
+		mu.Lock()
+		defer mu.Unlock()
+		k := d.Entry.Object + "@" + time.UnixMilli(d.DueMs).String()
+		attempts[d.Entry.Object]++
+		switch d.Entry.Object {
+		case flaky.Object:
+			if attempt == 0 {
+				return pb.Code_CODE_UNAVAILABLE
+			}
+		case gone.Object:
+			return pb.Code_CODE_NOT_FOUND
+		case old.Object:
+			if d.Entry.AtMs == 0 {
+				t.Errorf("a firing a minute late sent without re-basing")
+			}
+		}
+		if fired[k] > 0 {
+			return pb.Code_CODE_OK // a replay: the de-duplication table answers
+		}
+		fired[k]++
+		return pb.Code_CODE_OK
+	}
+	sends := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"result"})
+	cfg := Config{Tick: 10 * time.Millisecond, Grace: 30 * time.Millisecond, InFlight: 8, Batch: 16, Window: time.Minute, MaxBackoff: 50 * time.Millisecond}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, self := range []string{"n1", "n2"} {
+		s := New(cfg, Deps{Clock: clock.Real(), Store: st, Self: self, Nodes: func() []string { return []string{"n1", "n2"} },
+			Fire: fire, Sends: sends, Log: zerolog.Nop()})
+		wg.Go(func() { s.Run(ctx) })
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := fired[flaky.Object+"@"+time.UnixMilli(now).String()]
+		p := 0
+		for k, v := range fired {
+			if len(k) > len(periodic.Object) && k[:len(periodic.Object)] == periodic.Object {
+				p += v
+			}
+		}
+		mu.Unlock()
+		if n == 1 && p >= 4 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	p := 0
+	for k := range fired {
+		if len(k) > len(periodic.Object) && k[:len(periodic.Object)] == periodic.Object {
+			p++
+		}
+	}
+	if p < 3 { // due 2.5 s ago every second: three due times already
+		t.Errorf("the periodic entry fired %d due times", p)
+	}
+	if attempts[flaky.Object] < 2 {
+		t.Errorf("the flaky firing was sent %d times", attempts[flaky.Object])
+	}
+	for k, v := range fired {
+		if v != 1 {
+			t.Errorf("%s ran %d times", k, v)
+		}
+	}
+	for _, d := range st.kv {
+		if d.Entry.Object == gone.Object || d.Entry.Object == flaky.Object || d.Entry.Object == old.Object {
+			t.Errorf("entry %s of %s left", d.Key, d.Entry.Object)
+		}
+	}
+}
