@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/etcdtest"
+	"github.com/meshloc/meshloc/internal/tcpproxy"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/reminder"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -194,5 +198,60 @@ func TestForgedFiring(t *testing.T) {
 	}
 	if n := m.fired(t, obj); n != 0 {
 		t.Fatalf("forged firings ran: fired %d", n)
+	}
+}
+
+// TestReminderSurvivesOwnerCrash: the owner of an object with reminders is
+// cut off from etcd (its lease ends); the reminders still fire, on the
+// node that recovers the object: the one-shot once, the periodic one on.
+func TestReminderSurvivesOwnerCrash(t *testing.T) {
+	srv := etcdtest.Single(t)
+	m := &mesh{etcd: etcdtest.Client(t, srv.Endpoint()), ep: srv.Endpoint()}
+	px, err := tcpproxy.New("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { px.Close() })
+	n1 := m.add(t, "n1", func(_ int, c *node.Config) {
+		c.EtcdEndpoints = []string{"http://" + px.Addr()}
+		c.CallTimeout = 2 * time.Second
+	})
+	n2 := m.add(t, "n2")
+	t.Cleanup(func() { px.SetMode(tcpproxy.Forward); px.ResetConns() })
+	ctx := context.Background()
+	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: 30 * time.Second})
+	const once, every = "actor/dcounter/once", "actor/dcounter/every"
+	for _, obj := range []string{once, every} {
+		if _, err := c.Call(ctx, obj, "get"); err != nil {
+			t.Fatal(err)
+		}
+		m.moveTo(t, obj, n1)
+	}
+	if _, err := c.Call(ctx, once, "remind", "r", "6000", "0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Call(ctx, every, "remind", "p", "100", "1000"); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 10*time.Second, "periodic firing on n1", func() error {
+		if n := m.fired(t, every); n < 1 {
+			return fmt.Errorf("fired %d", n)
+		}
+		return nil
+	})
+	px.SetMode(tcpproxy.Blackhole)
+	waitFencedAndGone(ctx, t, m, n1)
+	before := m.fired(t, every)
+	waitUntil(t, 30*time.Second, "both firing after the crash", func() error {
+		if a, b := m.fired(t, once), m.fired(t, every); a != 1 || b < before+2 {
+			return fmt.Errorf("one-shot fired %d, periodic %d (had %d)", a, b, before)
+		}
+		return nil
+	})
+	if a := m.fired(t, once); a != 1 {
+		t.Fatalf("the one-shot fired %d times", a)
+	}
+	if st := m.persisted(t, once); st.Value.Owner != n2.Self() {
+		t.Fatalf("the one-shot's object persisted by %v, want n2 (recovered there)", st.Value.Owner)
 	}
 }
