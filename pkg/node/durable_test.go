@@ -118,7 +118,10 @@ func (m *mesh) moveTo(t *testing.T, obj string, target *node.Node) {
 // table (not executed twice), a caller that knew the old object generation
 // is served normally (no STATE_LOST), and timers resume. A memory object of
 // the same node, by contrast, is declared lost.
-func TestDurableSurvivesOwnerCrash(t *testing.T) {
+// cuttableMesh is a mesh on an embedded etcd that a node added with
+// addCut reaches through px: a test cuts it off (px.SetMode(
+// tcpproxy.Blackhole)) as kill -9 would, and its lease runs out.
+func cuttableMesh(t *testing.T) (*mesh, *tcpproxy.Proxy) {
 	srv := etcdtest.Single(t)
 	m := &mesh{etcd: etcdtest.Client(t, srv.Endpoint()), ep: srv.Endpoint()}
 	px, err := tcpproxy.New("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint(), "http://"))
@@ -126,12 +129,23 @@ func TestDurableSurvivesOwnerCrash(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { px.Close() }) // after the nodes stopped (cleanups run last first)
-	n1 := m.add(t, "n1", func(_ int, c *node.Config) {
+	return m, px
+}
+
+// addCut adds a node whose etcd is behind px.
+func (m *mesh) addCut(t *testing.T, px *tcpproxy.Proxy, name string, mutate ...func(int, *node.Config)) *node.Node {
+	n := m.add(t, name, append(mutate, func(_ int, c *node.Config) {
 		c.EtcdEndpoints = []string{"http://" + px.Addr()}
 		c.CallTimeout = 2 * time.Second // its calls end soon once it is cut off
-	})
+	})...)
+	t.Cleanup(func() { px.SetMode(tcpproxy.Forward); px.ResetConns() }) // it stops quickly
+	return n
+}
+
+func TestDurableSurvivesOwnerCrash(t *testing.T) {
+	m, px := cuttableMesh(t)
+	n1 := m.addCut(t, px, "n1")
 	n2 := m.add(t, "n2")
-	t.Cleanup(func() { px.SetMode(tcpproxy.Forward); px.ResetConns() }) // n1 stops quickly
 	ctx := context.Background()
 	// Through n2, so that the client keeps a gateway when n1 is gone.
 	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: 30 * time.Second})

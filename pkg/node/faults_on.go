@@ -77,7 +77,9 @@ func bugNoGenerationCheck() bool { return failpoint.Planted(failpoint.BugNoGener
 func writeBehind() bool { return failpoint.Planted(failpoint.BugSleepBeforePersist) }
 
 // freshReminderOp: with the planted bug reminder-fresh-op, a firing sent again takes a fresh id.
-func freshReminderOp(attempt int) bool { return attempt > 0 && failpoint.Planted(failpoint.BugReminderFreshOp) }
+func freshReminderOp(attempt int) bool {
+	return attempt > 0 && failpoint.Planted(failpoint.BugReminderFreshOp)
+}
 
 // With the planted bug no-generation-check: a call's known generation is
 // never seen, a re-created object's loss goes unsaid (the request runs on

@@ -14,7 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/meshloc/meshloc/internal/etcdtest"
 	"github.com/meshloc/meshloc/internal/tcpproxy"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
@@ -197,20 +196,10 @@ func TestMessageChainsWhileRelocating(t *testing.T) {
 // another node from etcd, and once a node hosts the destination again the
 // message arrives, once, and its answer reaches the sender's OnReply once.
 func TestDurableOutboxSurvivesOwnerCrash(t *testing.T) {
-	srv := etcdtest.Single(t)
-	m := &mesh{etcd: etcdtest.Client(t, srv.Endpoint()), ep: srv.Endpoint()}
-	px, err := tcpproxy.New("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint(), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { px.Close() })
+	m, px := cuttableMesh(t)
 	only := func(types ...string) func(int, *node.Config) { return func(_ int, c *node.Config) { c.Types = types } }
-	n1 := m.add(t, "n1", only(builtin.DurableBankType), func(_ int, c *node.Config) {
-		c.EtcdEndpoints = []string{"http://" + px.Addr()}
-		c.CallTimeout = 2 * time.Second
-	})
+	n1 := m.addCut(t, px, "n1", only(builtin.DurableBankType))
 	n2 := m.add(t, "n2", only(builtin.DurableBankType))
-	t.Cleanup(func() { px.SetMode(tcpproxy.Forward); px.ResetConns() })
 	ctx := context.Background()
 	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: 30 * time.Second})
 	const sender, dest = "actor/dbank/s", "actor/bank/d"

@@ -4,17 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/meshloc/meshloc/internal/etcdtest"
 	"github.com/meshloc/meshloc/internal/tcpproxy"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
-	"github.com/meshloc/meshloc/pkg/node"
 	"github.com/meshloc/meshloc/pkg/reminder"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -50,6 +47,17 @@ func (m *mesh) scheduled(t *testing.T) int64 {
 	return r.Count
 }
 
+// waitNoSchedule waits until the reminder schedule is empty.
+func (m *mesh) waitNoSchedule(t *testing.T) {
+	t.Helper()
+	waitUntil(t, 20*time.Second, "schedule empty", func() error {
+		if n := m.scheduled(t); n != 0 {
+			return fmt.Errorf("%d entries", n)
+		}
+		return nil
+	})
+}
+
 // TestReminderWakesASleepingObject: a reminder due after its object went
 // to sleep wakes it and fires once; its schedule entry is then gone. A
 // reminder due soon keeps its object awake meanwhile.
@@ -78,12 +86,7 @@ func TestReminderWakesASleepingObject(t *testing.T) {
 		}
 		return nil
 	})
-	waitUntil(t, 10*time.Second, "schedule empty", func() error {
-		if n := m.scheduled(t); n != 0 {
-			return fmt.Errorf("%d entries", n)
-		}
-		return nil
-	})
+	m.waitNoSchedule(t)
 	time.Sleep(time.Second) // nothing fires again
 	if a, b := m.fired(t, late), m.fired(t, soon); a != 1 || b != 1 {
 		t.Fatalf("fired %d and %d, want once each", a, b)
@@ -129,12 +132,7 @@ func TestPeriodicReminderAndCancel(t *testing.T) {
 	if due := (stop.UnixMilli()-set.DueMs)/1000 + 1; n > due {
 		t.Fatalf("fired %d times in %d due times", n, due)
 	}
-	waitUntil(t, 10*time.Second, "schedule empty", func() error {
-		if k := m.scheduled(t); k != 0 {
-			return fmt.Errorf("%d entries", k)
-		}
-		return nil
-	})
+	m.waitNoSchedule(t)
 	if after := m.fired(t, obj); after != n {
 		t.Fatalf("fired %d times after the cancel, %d before", after, n)
 	}
@@ -154,12 +152,7 @@ func TestReminderOfDeletedObject(t *testing.T) {
 	if _, err := c.Call(ctx, obj, "delete"); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 20*time.Second, "schedule empty", func() error {
-		if k := m.scheduled(t); k != 0 {
-			return fmt.Errorf("%d entries", k)
-		}
-		return nil
-	})
+	m.waitNoSchedule(t)
 	if rec, _ := m.etcdKeys(t, obj); rec != 0 {
 		t.Fatal("the firing of a deleted object's reminder created a record")
 	}
@@ -205,19 +198,9 @@ func TestForgedFiring(t *testing.T) {
 // cut off from etcd (its lease ends); the reminders still fire, on the
 // node that recovers the object: the one-shot once, the periodic one on.
 func TestReminderSurvivesOwnerCrash(t *testing.T) {
-	srv := etcdtest.Single(t)
-	m := &mesh{etcd: etcdtest.Client(t, srv.Endpoint()), ep: srv.Endpoint()}
-	px, err := tcpproxy.New("127.0.0.1:0", strings.TrimPrefix(srv.Endpoint(), "http://"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { px.Close() })
-	n1 := m.add(t, "n1", func(_ int, c *node.Config) {
-		c.EtcdEndpoints = []string{"http://" + px.Addr()}
-		c.CallTimeout = 2 * time.Second
-	})
+	m, px := cuttableMesh(t)
+	n1 := m.addCut(t, px, "n1")
 	n2 := m.add(t, "n2")
-	t.Cleanup(func() { px.SetMode(tcpproxy.Forward); px.ResetConns() })
 	ctx := context.Background()
 	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: 30 * time.Second})
 	const once, every = "actor/dcounter/once", "actor/dcounter/every"
