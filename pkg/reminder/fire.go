@@ -94,9 +94,8 @@ const (
 // Judge is what the answer code c of a firing means.
 func Judge(c pb.Code) Outcome {
 	switch c {
-	case pb.Code_CODE_NOT_FOUND, pb.Code_CODE_DELETED, pb.Code_CODE_UNKNOWN_TYPE, pb.Code_CODE_UNKNOWN_METHOD,
-		pb.Code_CODE_INVALID_ARGUMENT, pb.Code_CODE_DATA_LOST, pb.Code_CODE_STATE_LOST:
-		return Gone
+	case pb.Code_CODE_NOT_FOUND, pb.Code_CODE_DELETED, pb.Code_CODE_INVALID_ARGUMENT:
+		return Gone // unknown_type, data_lost: retried (a type's nodes restarting, a state an operator repairs)
 	case pb.Code_CODE_OPERATION_EXPIRED:
 		return Expired
 	case pb.Code_CODE_OK, // a firing that ran is answered OK whatever OnReminder returned

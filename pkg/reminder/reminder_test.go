@@ -112,6 +112,7 @@ func TestJudge(t *testing.T) {
 		pb.Code_CODE_OK: reminder.Fired, pb.Code_CODE_DELETED: reminder.Gone, pb.Code_CODE_NOT_FOUND: reminder.Gone,
 		pb.Code_CODE_OPERATION_EXPIRED: reminder.Expired, pb.Code_CODE_UNAVAILABLE: reminder.Retry,
 		pb.Code_CODE_INTERNAL: reminder.Retry, pb.Code_CODE_RESOURCE_EXHAUSTED: reminder.Retry,
+		pb.Code_CODE_UNKNOWN_TYPE: reminder.Retry, pb.Code_CODE_DATA_LOST: reminder.Retry,
 	} {
 		if got := reminder.Judge(c); got != want {
 			t.Errorf("Judge(%v) = %v, want %v", c, got, want)

@@ -43,11 +43,15 @@ type Config struct {
 	Window time.Duration
 	// MaxBackoff bounds the wait before an undecided firing is sent again.
 	MaxBackoff time.Duration
+	// FireTimeout bounds one send: a firing whose owner cannot answer (a
+	// node that died, until its lease ends) gives its slot back and is
+	// sent again later, instead of holding up the firings behind it.
+	FireTimeout time.Duration
 }
 
 // DefaultConfig is the node's.
 func DefaultConfig(window time.Duration) Config {
-	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 256, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second}
+	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 256, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
 }
 
 // Deps are the scanner's seams.
@@ -198,7 +202,9 @@ func (s *Scanner) fire(ctx context.Context, d reminder.Due, attempt int) bool {
 		}
 		s.d.Sends.WithLabelValues("expired").Inc()
 	}
-	code := s.d.Fire(ctx, d, attempt)
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.FireTimeout)
+	code := s.d.Fire(fctx, d, attempt)
+	cancel()
 	switch reminder.Judge(code) {
 	case reminder.Fired:
 		s.d.Sends.WithLabelValues("fired").Inc()

@@ -121,7 +121,7 @@ func TestScanner(t *testing.T) {
 		return pb.Code_CODE_OK
 	}
 	sends := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"result"})
-	cfg := Config{Tick: 10 * time.Millisecond, Grace: 30 * time.Millisecond, InFlight: 8, Batch: 16, Window: time.Minute, MaxBackoff: 50 * time.Millisecond}
+	cfg := Config{Tick: 10 * time.Millisecond, Grace: 30 * time.Millisecond, InFlight: 8, Batch: 16, Window: time.Minute, MaxBackoff: 50 * time.Millisecond, FireTimeout: time.Second}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for _, self := range []string{"n1", "n2"} {
