@@ -10,6 +10,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
+	"github.com/meshloc/meshloc/pkg/node/reminders"
 	"github.com/meshloc/meshloc/pkg/node/routing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -63,9 +64,12 @@ func (r routeHost) SessionCaller(ctx context.Context, rs *pb.SessionRef) bool {
 // NodeCaller: this node's own call, or (under mutual TLS) a node's: only
 // nodes fire reminders.
 func (r routeHost) NodeCaller(ctx context.Context) bool {
-	return r.n.tls == nil || ctx.Value(selfCall{}) != nil || mtls.PeerNode(ctx) != ""
+	return r.n.tls == nil || reminders.Own(ctx) || mtls.PeerNode(ctx) != ""
 }
 
+func (r routeHost) WakesHere(t string) bool {
+	return r.n.hosts[t] && r.n.serving.Load() && !r.n.env.Full()
+}
 func (r routeHost) CallServed() { r.n.pacing.CallServed() }
 
 func (r routeHost) Refresh(ctx context.Context, obj keyspace.Object) {

@@ -25,7 +25,7 @@ import (
 // Shards is how many shards the schedule is split into: each is fired
 // by one node (its primary) and watched by another (its backup), spread
 // over the live nodes, so no single process fires every reminder.
-const Shards = 16
+const Shards = 32
 
 // Method is the method name of a firing request. A client cannot send it
 // when the cluster runs mutual TLS (only a node may); without TLS a forged

@@ -12,6 +12,13 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
+// own marks a firing's context: the node's own call (Own).
+type own struct{}
+
+// Own reports whether ctx is a firing this node sends (the router refuses
+// a firing from a client under mutual TLS).
+func Own(ctx context.Context) bool { return ctx.Value(own{}) != nil }
+
 // Caller is how a firing reaches its object: the node's router (Call),
 // and its records (Cache, then Store) to tell whether the object exists.
 type Caller struct {
@@ -54,6 +61,6 @@ func Firer(c Caller, fresh func(attempt int) bool) func(context.Context, reminde
 		}
 		req := &pb.CallRequest{Version: wire.Version, Object: d.Entry.Object, Method: reminder.Method,
 			Args: d.Firing().Args(), OperationId: op[:], KnownObjectGeneration: d.Entry.Generation}
-		return c.Call(ctx, req).GetCode()
+		return c.Call(context.WithValue(ctx, own{}, true), req).GetCode()
 	}
 }

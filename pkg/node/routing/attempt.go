@@ -26,8 +26,11 @@ func (r *Router) attempt(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	if here || req.GetDirect() {
 		return r.d.Host.ServeHere(ctx, obj, typ, op, req)
 	}
-	addr, self := r.route(obj, typ)
-	if self {
+	addr, self, placed := r.route(obj, typ)
+	if self || placed && req.GetMethod() == actor.ReminderMethod && r.d.Host.WakesHere(typ.Name) {
+		// A reminder wakes its sleeping (or orphaned) object on the node
+		// that fires it: the firings of a shard spread its wakes, and none
+		// waits on a placement that still lists a node that died.
 		return r.d.Host.ServeHere(ctx, obj, typ, op, req)
 	}
 	if addr == "" {
@@ -81,15 +84,15 @@ func (r *Router) cacheFresh() bool {
 
 // route picks where a call goes: the live owner in the cache, or, for an
 // object with no live owner, a serving node chosen by placement.
-func (r *Router) route(obj keyspace.Object, typ actor.Type) (addr string, self bool) {
+func (r *Router) route(obj keyspace.Object, typ actor.Type) (addr string, self, placed bool) {
 	if loc, ok := r.d.Cache.Lookup(obj); ok && r.d.Dir.Alive(loc.Owner.ID, loc.Owner.Generation) {
-		return loc.Node.Address, loc.Owner == r.d.Self
+		return loc.Node.Address, loc.Owner == r.d.Self, false
 	}
 	o, ok := r.place(obj, typ)
 	if !ok {
-		return "", false
+		return "", false, true
 	}
-	return o.Descriptor.Address, o.Descriptor.OwnerID == r.d.Self.ID && o.Generation == r.d.Self.Generation
+	return o.Descriptor.Address, o.Descriptor.OwnerID == r.d.Self.ID && o.Generation == r.d.Self.Generation, true
 }
 
 // place chooses a serving owner for a new or orphaned object with the
@@ -117,7 +120,7 @@ func (r *Router) Route(obj keyspace.Object) string {
 	if err != nil {
 		typ = actor.Type{Name: obj.Type}
 	}
-	addr, _ := r.route(obj, typ)
+	addr, _, _ := r.route(obj, typ)
 	return addr
 }
 

@@ -50,6 +50,9 @@ type Host interface {
 	// NodeCaller reports whether the caller of ctx is a node (a reminder's
 	// firing comes only from one).
 	NodeCaller(ctx context.Context) bool
+	// WakesHere reports whether this node takes new objects of type t now
+	// (it hosts t, serves, and is not full).
+	WakesHere(t string) bool
 	// Refresh re-reads obj's record from etcd into the location cache, so
 	// the next attempt routes on fresh data.
 	Refresh(ctx context.Context, obj keyspace.Object)

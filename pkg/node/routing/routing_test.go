@@ -145,6 +145,7 @@ func (h *fakeHost) Forward(context.Context, string, *pb.CallRequest) (*pb.CallRe
 }
 func (h *fakeHost) SessionCaller(context.Context, *pb.SessionRef) bool { return h.sessionOK }
 func (h *fakeHost) NodeCaller(context.Context) bool                    { return true }
+func (h *fakeHost) WakesHere(string) bool                              { return false }
 func (h *fakeHost) CallServed()                                        {}
 func (h *fakeHost) Refresh(context.Context, keyspace.Object)           { h.refreshed++ }
 

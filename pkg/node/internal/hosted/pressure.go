@@ -66,6 +66,9 @@ func (n *Env) RefuseNew(name string, objects int) *pb.CallReply {
 		n.self.ID, ld.Objects, l.MaxObjects, ld.Bytes, l.MaxBytes, name)}
 }
 
+// Full reports whether the node is at a memory limit's hard bound.
+func (n *Env) Full() bool { return n.press.full.Load() }
+
 // setFull records whether the node is full and, on a change, tells the
 // node (its owner descriptor says so: placement passes it by).
 func (n *Env) setFull(full bool) {
