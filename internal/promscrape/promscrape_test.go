@@ -24,6 +24,9 @@ func TestSum(t *testing.T) {
 	if v, err := promscrape.Sum(ctx, addr, "g"); err != nil || v != 7.5 {
 		t.Fatalf("g: %v %v", v, err)
 	}
+	if by, err := promscrape.SumBy(ctx, addr, "a_total", "k"); err != nil || len(by) != 2 || by["x"] != 2 || by["y"] != 3 {
+		t.Fatalf("a_total by k: %v %v", by, err)
+	}
 	if _, err := promscrape.Sum(ctx, addr, "none"); !errors.Is(err, promscrape.ErrNoMetric) {
 		t.Fatalf("absent metric: %v", err)
 	}
