@@ -75,7 +75,7 @@ func (x *run) lifecycle() error {
 	if err != nil {
 		return err
 	}
-	n1, cl, err := loneNode(ctx, m, web, "--sleep-after", p.SleepAfter.String())
+	n1, cl, err := loneNode(ctx, m, "n1", web, "--sleep-after", p.SleepAfter.String())
 	if err != nil {
 		return err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/meshloc/meshloc/internal/bench/baseline"
@@ -32,27 +30,10 @@ func (x *run) lifecycleDeletes(ctx context.Context, m *mesh, prefix string, coun
 	x.base(Measure{Name: lifecycleDeletesCAS, Value: float64(ok) / el.Seconds(), Unit: "/s", N: ok})
 	x.step("lifecycle: deleting %d sleeping dcounters, 64 in flight", count)
 	st := authority.New(m.ec, keyspace.Default()).Batched(authority.Limits{}) // as locationd's
-	var next atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
 	t0 := time.Now()
-	for range 64 {
-		wg.Go(func() {
-			for first.Load() == nil {
-				i := int(next.Add(1)) - 1
-				if i >= count {
-					return
-				}
-				if err := deleteOne(ctx, st, keyspace.Actor("dcounter", prefix+strconv.Itoa(i))); err != nil {
-					first.CompareAndSwap(nil, err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	err = inParallel(count, 64, func(i int) error { return deleteOne(ctx, st, keyspace.Actor("dcounter", prefix+strconv.Itoa(i))) })
 	took := time.Since(t0)
-	if err, _ := first.Load().(error); err != nil {
+	if err != nil {
 		return err
 	}
 	x.fig(Measure{Name: "lifecycle: deletes/s of sleeping objects, 64 in flight", Value: float64(count) / took.Seconds(), Unit: "/s", N: int64(count),

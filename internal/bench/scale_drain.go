@@ -88,6 +88,17 @@ func defaultFlags(c *node.Config) {
 // activateCounters makes count counters prefix0.. live with one add each,
 // inflight calls at a time.
 func activateCounters(ctx context.Context, c *client.Client, prefix string, count, inflight int) error {
+	return inParallel(count, inflight, func(i int) error {
+		if _, err := c.Call(ctx, prefix+strconv.Itoa(i), "add", "1"); err != nil {
+			return fmt.Errorf("bench: activate %s%d: %w", prefix, i, err)
+		}
+		return nil
+	})
+}
+
+// inParallel runs f(0)..f(count-1), inflight at a time, until the first
+// error (returned).
+func inParallel(count, inflight int, f func(i int) error) error {
 	var next atomic.Int64
 	var first atomic.Value
 	var wg sync.WaitGroup
@@ -98,16 +109,14 @@ func activateCounters(ctx context.Context, c *client.Client, prefix string, coun
 				if i >= count {
 					return
 				}
-				if _, err := c.Call(ctx, prefix+strconv.Itoa(i), "add", "1"); err != nil {
-					first.CompareAndSwap(nil, fmt.Errorf("bench: activate %s%d: %w", prefix, i, err))
+				if err := f(i); err != nil {
+					first.CompareAndSwap(nil, err)
 					return
 				}
 			}
 		})
 	}
 	wg.Wait()
-	if err, _ := first.Load().(error); err != nil {
-		return err
-	}
-	return nil
+	err, _ := first.Load().(error)
+	return err
 }

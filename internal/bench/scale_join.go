@@ -2,8 +2,6 @@ package bench
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -88,33 +86,16 @@ func (x *run) scaleJoin(p ScalePlan) error {
 // writeRecords writes n authority records of idle counters owned by owner,
 // 16 requests of 100 puts in flight.
 func writeRecords(x *run, ec *clientv3.Client, keys keyspace.Keys, owner record.OwnerRef, rid string, n int) error {
-	const per, inflight = 100, 16
-	var next atomic.Int64
-	var first atomic.Value
-	var wg sync.WaitGroup
-	for range inflight {
-		wg.Go(func() {
-			for first.Load() == nil {
-				start := int(next.Add(per)) - per
-				if start >= n {
-					return
-				}
-				ops := make([]clientv3.Op, 0, per)
-				for i := start; i < min(start+per, n); i++ {
-					obj := keyspace.Actor("counter", fmt.Sprintf("j%d", i))
-					r := record.Record{Kind: obj.Kind, Type: obj.Type, ObjectGeneration: 1, AuthorityGeneration: 1, Owner: owner,
-						Node: record.NodeRef{RoutingID: rid, Address: "127.0.0.1:1"}, State: record.StateActive}
-					ops = append(ops, clientv3.OpPut(keys.Authority(obj), string(r.Encode())))
-				}
-				if _, err := ec.Txn(x.ctx).Then(ops...).Commit(); err != nil {
-					first.CompareAndSwap(nil, err)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if err, _ := first.Load().(error); err != nil {
+	const per = 100
+	return inParallel((n+per-1)/per, 16, func(b int) error {
+		ops := make([]clientv3.Op, 0, per)
+		for i := b * per; i < min(b*per+per, n); i++ {
+			obj := keyspace.Actor("counter", fmt.Sprintf("j%d", i))
+			r := record.Record{Kind: obj.Kind, Type: obj.Type, ObjectGeneration: 1, AuthorityGeneration: 1, Owner: owner,
+				Node: record.NodeRef{RoutingID: rid, Address: "127.0.0.1:1"}, State: record.StateActive}
+			ops = append(ops, clientv3.OpPut(keys.Authority(obj), string(r.Encode())))
+		}
+		_, err := ec.Txn(x.ctx).Then(ops...).Commit()
 		return err
-	}
-	return nil
+	})
 }

@@ -34,7 +34,7 @@ func (x *run) scaleMemory(p ScalePlan) error {
 	}
 	defer done()
 	ctx := x.ctx
-	n1, cl, err := loneNode(ctx, m, "", p.NodeArgs...)
+	n1, cl, err := loneNode(ctx, m, "n1", "", p.NodeArgs...)
 	if err != nil {
 		return err
 	}
@@ -77,20 +77,20 @@ func (x *run) scaleMemory(p ScalePlan) error {
 	return nil
 }
 
-// loneNode starts node child n1 on m's etcd (its HTTP API on web, ""
+// loneNode starts node child name on m's etcd (its HTTP API on web, ""
 // for none; more flags in args), waits until it serves, and returns it
 // with a client that calls through it.
-func loneNode(ctx context.Context, m *mesh, web string, args ...string) (*child, *client.Client, error) {
+func loneNode(ctx context.Context, m *mesh, name, web string, args ...string) (*child, *client.Client, error) {
 	lis, err := freeport.Addr()
 	if err != nil {
 		return nil, nil, err
 	}
-	args = append([]string{"--name", "n1", "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", web, "--log-level", "warn"}, args...)
+	args = append([]string{"--name", name, "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", web, "--log-level", "warn"}, args...)
 	n1, err := startChild(ctx, "node", nil, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := waitServing(ctx, m.ec, keyspace.Default(), "n1", n1); err != nil {
+	if err := waitServing(ctx, m.ec, keyspace.Default(), name, n1); err != nil {
 		n1.kill()
 		return nil, nil, err
 	}
