@@ -18,6 +18,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/embedetcd"
 	"github.com/meshloc/meshloc/internal/nodemain"
+	"github.com/meshloc/meshloc/internal/procstat"
 	"github.com/meshloc/meshloc/pkg/node"
 )
 
@@ -189,10 +190,10 @@ func (c *child) stop(d time.Duration) error {
 }
 
 // cpu is the child's user and system CPU time so far (Linux: /proc).
-func (c *child) cpu() (time.Duration, error) { return procCPU(c.pid()) }
+func (c *child) cpu() (time.Duration, error) { return procstat.CPU(c.pid()) }
 
 // rss is the child's resident set in bytes now (Linux: /proc).
-func (c *child) rss() (int64, error) { return procRSS(c.pid()) }
+func (c *child) rss() (int64, error) { return procstat.RSS(c.pid()) }
 
 // lockedWriter is a writer several goroutines may use, read with String.
 type lockedWriter struct {

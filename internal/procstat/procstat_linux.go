@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"fmt"
@@ -12,8 +12,8 @@ import (
 // on every Linux architecture Go runs on.
 const clockTicks = 100
 
-// procCPU is process pid's user plus system CPU time.
-func procCPU(pid int) (time.Duration, error) {
+// CPU is process pid's user plus system CPU time.
+func CPU(pid int) (time.Duration, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0, err
@@ -24,22 +24,22 @@ func procCPU(pid int) (time.Duration, error) {
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
 	if i < 0 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: no command", pid)
+		return 0, fmt.Errorf("procstat: /proc/%d/stat: no command", pid)
 	}
 	f := strings.Fields(s[i+1:])
 	if len(f) < 13 {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: %d fields", pid, len(f))
+		return 0, fmt.Errorf("procstat: /proc/%d/stat: %d fields", pid, len(f))
 	}
 	ut, err1 := strconv.ParseInt(f[11], 10, 64)
 	st, err2 := strconv.ParseInt(f[12], 10, 64)
 	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("bench: /proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
+		return 0, fmt.Errorf("procstat: /proc/%d/stat: utime %q, stime %q", pid, f[11], f[12])
 	}
 	return time.Duration(ut+st) * time.Second / clockTicks, nil
 }
 
-// procRSS is process pid's resident set in bytes (VmRSS).
-func procRSS(pid int) (int64, error) {
+// RSS is process pid's resident set in bytes (VmRSS).
+func RSS(pid int) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -48,10 +48,10 @@ func procRSS(pid int) (int64, error) {
 		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("bench: /proc/%d/status: VmRSS %q", pid, rest)
+				return 0, fmt.Errorf("procstat: /proc/%d/status: VmRSS %q", pid, rest)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("bench: /proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("procstat: /proc/%d/status: no VmRSS", pid)
 }
