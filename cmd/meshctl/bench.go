@@ -72,7 +72,9 @@ processes, a counter); it builds the peer from bench/peers of the source
 tree with the go command (--peers-dir).
 The lifecycle section too: --lifecycle-objects durable objects (100,000)
 made, put to sleep by a node with --lifecycle-sleep-after (5s), the node's
-memory with all of them asleep, and the latency of a call that wakes one.
+memory with all of them asleep, and the latency of a call that wakes one;
+then as many reminders, due over a minute at 100,000, on two nodes, one
+killed -9 halfway: each fired once, and how late.
 -o json prints the report as JSON; --markdown, as Markdown tables (as
 docs/performance.md shows them). --from FILE prints a report saved with -o json again, measuring
 nothing. Exit status 0 unless a measurement could

@@ -14,8 +14,9 @@ import (
 
 // The lifecycle section (opt-in: --only lifecycle) measures objects that
 // sleep and wake (docs/developing/lifecycle.md) on a cluster of its own:
-// one node child (meshnode, --sleep-after LifecyclePlan.SleepAfter, which
-// every built-in durable type takes) on an embedded etcd.
+// node children (meshnode, --sleep-after LifecyclePlan.SleepAfter, which
+// every built-in durable type takes), one at a time but for the last
+// part's two, on an embedded etcd.
 //
 //   - durable write p50: one caller adding to 64 awake dcounters in turn
 //     (the baseline of a wake);
@@ -29,7 +30,10 @@ import (
 //     same etcd (the bound: 0.5×; lifecycle_delete.go);
 //   - a node with --max-objects p.Objects/2 while p.Objects are made
 //     through it: the most it held awake (the bound: 1×;
-//     lifecycle_pressure.go).
+//     lifecycle_pressure.go);
+//   - p.Objects one-shot reminders due over 60 s (at 100,000) on two
+//     nodes, one killed -9 halfway: each fired exactly once, lateness
+//     p99 (the bound: 1 s; lifecycle_reminders.go).
 
 // LifecyclePlan sizes the lifecycle section.
 type LifecyclePlan struct {
@@ -157,7 +161,10 @@ func (x *run) lifecycle() error {
 		return err
 	}
 	_ = n1.stop(30 * time.Second) // its owner key goes: the next node is alone
-	return x.lifecyclePressure(ctx, m, p.Objects)
+	if err := x.lifecyclePressure(ctx, m, p.Objects); err != nil {
+		return err
+	}
+	return x.lifecycleReminders(ctx, m, p, float64(p.Objects)/made.Seconds())
 }
 
 // waitHosted waits until the node child serving HTTP at web hosts want
