@@ -104,3 +104,32 @@ func Judge(c pb.Code) Outcome {
 	}
 	return Retry
 }
+
+// Verdict is what an owner does with a firing (Admit).
+type Verdict int
+
+const (
+	// Run: the firing is a due time of one of the object's reminders.
+	Run Verdict = iota
+	// NoSuch: no reminder of the object has that due time (cancelled, set
+	// again, or a forgery): refused, not recorded (not_found).
+	NoSuch
+	// NotDue: not due yet by the owner's clock: refused, not recorded
+	// (unavailable: sent again later).
+	NotDue
+)
+
+// Admit is the owner's rule for firing f at nowMs among the object's
+// reminders defs: the verdict, and the index of the reminder it fires.
+// A one-shot reminder is gone once its firing runs; a periodic one stays.
+func Admit(defs []Def, f Firing, nowMs int64) (int, Verdict) {
+	for i, d := range defs {
+		if d.Name == f.Name && d.Seq == f.Seq && d.OnSchedule(f.DueMs) {
+			if f.DueMs > nowMs {
+				return i, NotDue
+			}
+			return i, Run
+		}
+	}
+	return -1, NoSuch
+}

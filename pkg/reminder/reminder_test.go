@@ -147,3 +147,24 @@ func FuzzDecodeEntry(f *testing.F) {
 		}
 	})
 }
+
+func TestAdmit(t *testing.T) {
+	defs := []reminder.Def{{Name: "a", Seq: 1, FirstDueMs: 1000}, {Name: "p", Seq: 4, FirstDueMs: 1000, PeriodMs: 1000}}
+	for _, c := range []struct {
+		f    reminder.Firing
+		now  int64
+		i    int
+		want reminder.Verdict
+	}{
+		{reminder.Firing{Name: "a", Seq: 1, DueMs: 1000}, 1000, 0, reminder.Run},
+		{reminder.Firing{Name: "a", Seq: 1, DueMs: 1000}, 999, 0, reminder.NotDue},
+		{reminder.Firing{Name: "a", Seq: 2, DueMs: 1000}, 5000, -1, reminder.NoSuch},
+		{reminder.Firing{Name: "p", Seq: 4, DueMs: 3000}, 5000, 1, reminder.Run},
+		{reminder.Firing{Name: "p", Seq: 4, DueMs: 3500}, 5000, -1, reminder.NoSuch},
+		{reminder.Firing{Name: "x", Seq: 1, DueMs: 1000}, 5000, -1, reminder.NoSuch},
+	} {
+		if i, v := reminder.Admit(defs, c.f, c.now); i != c.i || v != c.want {
+			t.Errorf("Admit(%+v, %d) = %d %v, want %d %v", c.f, c.now, i, v, c.i, c.want)
+		}
+	}
+}

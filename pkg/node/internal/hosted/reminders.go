@@ -81,13 +81,12 @@ func (h *Object) checkFiring(args [][]byte, now time.Time) (reminder.Firing, *pb
 		return f, h.Reply(pb.Code_CODE_NOT_FOUND, nil, fmt.Sprintf("%s: type %s has no reminders", h.name, h.Typ.Name))
 	}
 	h.Mu.Lock()
-	i := slices.IndexFunc(h.Rem, func(d reminder.Def) bool { return d.Name == f.Name && d.Seq == f.Seq })
-	ok := i >= 0 && h.Rem[i].OnSchedule(f.DueMs)
+	_, v := reminder.Admit(h.Rem, f, now.UnixMilli())
 	h.Mu.Unlock()
-	switch {
-	case !ok:
+	switch v {
+	case reminder.NoSuch:
 		return f, h.Reply(pb.Code_CODE_NOT_FOUND, nil, fmt.Sprintf("%s: no reminder %q (seq %d) is due at %d", h.name, f.Name, f.Seq, f.DueMs))
-	case f.DueMs > now.UnixMilli():
+	case reminder.NotDue:
 		return f, h.Reply(pb.Code_CODE_UNAVAILABLE, nil, fmt.Sprintf("%s: reminder %q is not due yet on this node's clock", h.name, f.Name))
 	}
 	return f, nil
@@ -101,7 +100,7 @@ func (h *Object) checkFiring(args [][]byte, now time.Time) (reminder.Firing, *pb
 func (h *Object) runReminder(hc *handlerCtx, f reminder.Firing) ([]byte, error) {
 	n := h.env
 	h.Mu.Lock()
-	i := slices.IndexFunc(h.Rem, func(d reminder.Def) bool { return d.Name == f.Name && d.Seq == f.Seq })
+	i, _ := reminder.Admit(h.Rem, f, hc.now.UnixMilli()) // checkFiring admitted it, on this mailbox
 	def := h.Rem[i]
 	if def.PeriodMs == 0 {
 		h.Rem = slices.Delete(slices.Clone(h.Rem), i, i+1)
