@@ -77,11 +77,19 @@ type Scanner struct {
 
 	mu sync.Mutex
 	// busy are the entries being fired or waiting to be sent again: key →
-	// not before, and how many sends so far.
-	busy map[string]*pending
+	// not before, and how many sends so far; shardBusy counts them by shard.
+	busy      map[string]*pending
+	shardBusy map[int]int
+	// watch is the backup's view of its shards (scan's goroutine only).
+	watch map[int]watched
+	// kick: a firing ended while backlog says a scan left due entries
+	// unread or unstarted: scan again without waiting for the tick.
+	kick    chan struct{}
+	backlog bool // scan's goroutine only
 }
 
 type pending struct {
+	shard     int
 	notBefore time.Time
 	attempts  int
 	running   bool
@@ -89,7 +97,7 @@ type pending struct {
 
 // New is a scanner; Run runs it.
 func New(cfg Config, d Deps) *Scanner {
-	return &Scanner{cfg: cfg, d: d, sem: make(chan struct{}, cfg.InFlight), busy: map[string]*pending{}}
+	return &Scanner{cfg: cfg, d: d, sem: make(chan struct{}, cfg.InFlight), busy: map[string]*pending{}, shardBusy: map[int]int{}, watch: map[int]watched{}, kick: make(chan struct{}, 1)}
 }
 
 // Run reads and fires until ctx ends, then waits for the firings it sent.
@@ -103,24 +111,44 @@ func (s *Scanner) Run(ctx context.Context) {
 			return
 		case <-t.C():
 			s.scan(ctx)
+		case <-s.kick:
+			if s.backlog {
+				s.scan(ctx)
+			}
 		}
 	}
 }
 
-// scan reads each shard this node fires and starts what is due.
+// scan reads each shard this node fires and starts what is due. A shard's
+// backup watches its oldest entry that is Grace late: left unchanged for
+// Grace more, its primary is not making progress (dead, paused, cut off
+// from etcd) and the backup fires the shard as a primary for takeFor. A
+// primary that keeps up, even with a backlog, moves its oldest entry on,
+// and its backup sends nothing.
 func (s *Scanner) scan(ctx context.Context) {
 	now := s.d.Clock.Now()
 	nodes := s.d.Nodes()
+	s.backlog = false
 	for shard := range reminder.Shards {
-		through := now.UnixMilli()
-		switch primary, backup := reminder.Roles(shard, nodes); s.d.Self {
-		case primary:
-		case backup:
-			through -= s.cfg.Grace.Milliseconds()
+		switch primary, backup := reminder.Roles(shard, nodes); {
+		case s.d.Self == primary:
+		case s.d.Self != backup:
+			delete(s.watch, shard)
+			continue
+		case now.Before(s.watch[shard].takeUntil):
 		default:
+			if !s.primaryStalled(ctx, shard, now) {
+				continue
+			}
+		}
+		s.mu.Lock()
+		limit := min(s.cfg.Batch, s.cfg.InFlight-len(s.sem)+s.shardBusy[shard])
+		s.mu.Unlock()
+		if limit <= 0 {
+			s.backlog = true // InFlight firings run: nothing could start
 			continue
 		}
-		due, bad, err := s.d.Store.DueReminders(ctx, shard, through, s.cfg.Batch)
+		due, bad, err := s.d.Store.DueReminders(ctx, shard, now.UnixMilli(), limit)
 		if err != nil {
 			if ctx.Err() == nil {
 				s.d.Log.Debug().Err(err).Int("shard", shard).Msg("reading due reminders")
@@ -131,13 +159,48 @@ func (s *Scanner) scan(ctx context.Context) {
 			s.d.Log.Warn().Str("key", d.Key).Msg("a reminder schedule entry cannot be read: removed")
 			s.start(ctx, d, now, s.drop)
 		}
+		s.backlog = s.backlog || len(due) == limit
 		for _, d := range due {
 			if !s.start(ctx, d, now, s.fire) {
-				break // InFlight firings run: the rest wait for the next tick
+				s.backlog = true // InFlight firings run: the rest wait for a slot
+				break
 			}
 		}
 	}
 	s.forget(now)
+}
+
+// takeFor is how long a backup fires a shard whose primary stalled before
+// it watches again (about a lease: the directory drops a dead primary).
+const takeFor = 5 * time.Second
+
+// watched is a backup's view of one shard.
+type watched struct {
+	key       string    // its oldest entry Grace late
+	rev       int64     // that entry's revision
+	since     time.Time // when first seen so
+	takeUntil time.Time // firing it as a primary until then
+}
+
+// primaryStalled reads shard's oldest entry Grace late and reports whether
+// it has stayed so for Grace more (then the backup takes the shard over).
+func (s *Scanner) primaryStalled(ctx context.Context, shard int, now time.Time) bool {
+	due, _, err := s.d.Store.DueReminders(ctx, shard, now.Add(-s.cfg.Grace).UnixMilli(), 1)
+	if err != nil || len(due) == 0 {
+		delete(s.watch, shard)
+		return false
+	}
+	w, ok := s.watch[shard]
+	if !ok || w.key != due[0].Key || w.rev != due[0].Rev {
+		s.watch[shard] = watched{key: due[0].Key, rev: due[0].Rev, since: now}
+		return false
+	}
+	if now.Sub(w.since) < s.cfg.Grace {
+		return false
+	}
+	s.d.Log.Info().Int("shard", shard).Str("oldest", w.key).Msg("a reminder shard's primary makes no progress: its backup fires it")
+	s.watch[shard] = watched{takeUntil: now.Add(takeFor)}
+	return true
 }
 
 // forget drops the waiting entries nobody read again for long: another
@@ -147,8 +210,15 @@ func (s *Scanner) forget(now time.Time) {
 	defer s.mu.Unlock()
 	for k, p := range s.busy {
 		if !p.running && now.Sub(p.notBefore) > 2*s.cfg.MaxBackoff {
-			delete(s.busy, k)
+			s.unbusyLocked(k, p)
 		}
+	}
+}
+
+func (s *Scanner) unbusyLocked(key string, p *pending) {
+	delete(s.busy, key)
+	if s.shardBusy[p.shard]--; s.shardBusy[p.shard] <= 0 {
+		delete(s.shardBusy, p.shard)
 	}
 }
 
@@ -168,20 +238,27 @@ func (s *Scanner) start(ctx context.Context, d reminder.Due, now time.Time, f fu
 		return false
 	}
 	if p == nil {
-		p = &pending{}
+		p = &pending{shard: d.Shard}
 		s.busy[d.Key] = p
+		s.shardBusy[d.Shard]++
 	}
 	p.running = true
 	attempt := p.attempts
 	p.attempts++
 	s.mu.Unlock()
 	s.wg.Go(func() {
-		defer func() { <-s.sem }()
+		defer func() {
+			<-s.sem
+			select {
+			case s.kick <- struct{}{}: // a slot is free: scan again if there is a backlog
+			default:
+			}
+		}()
 		done := f(ctx, d, attempt)
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if done {
-			delete(s.busy, d.Key)
+			s.unbusyLocked(d.Key, p)
 			return
 		}
 		p.running = false
