@@ -180,6 +180,19 @@ func (d Due) AtMs() int64 {
 	return d.DueMs
 }
 
+// Query asks for a shard's entries due at or before ThroughMs, at most
+// Limit; Result is its answer (Bad: entries that cannot be read).
+type Query struct {
+	Shard     int
+	ThroughMs int64
+	Limit     int
+}
+
+// Result is a Query's answer.
+type Result struct {
+	Due, Bad []Due
+}
+
 // Firing is the request that fires one due time.
 func (d Due) Firing() Firing {
 	return Firing{Name: d.Entry.Name, Seq: d.Entry.Seq, DueMs: d.DueMs}

@@ -23,7 +23,7 @@ import (
 
 // Store is the schedule in etcd (pkg/authority).
 type Store interface {
-	DueReminders(ctx context.Context, shard int, throughMs int64, limit int) (due, bad []reminder.Due, err error)
+	DueReminders(ctx context.Context, qs []reminder.Query) ([]reminder.Result, error)
 	AdvanceReminder(ctx context.Context, d reminder.Due, next *reminder.Scheduled) (bool, error)
 	RebaseReminder(ctx context.Context, d reminder.Due, atMs int64) (reminder.Due, bool, error)
 }
@@ -129,38 +129,43 @@ func (s *Scanner) scan(ctx context.Context) {
 	now := s.d.Clock.Now()
 	nodes := s.d.Nodes()
 	s.backlog = false
+	var qs []reminder.Query
+	var watching []bool
+	s.mu.Lock()
+	free := s.cfg.InFlight - len(s.sem)
 	for shard := range reminder.Shards {
 		switch primary, backup := reminder.Roles(shard, nodes); {
-		case s.d.Self == primary:
-		case s.d.Self != backup:
-			delete(s.watch, shard)
-			continue
-		case now.Before(s.watch[shard].takeUntil):
+		case s.d.Self == primary, s.d.Self == backup && now.Before(s.watch[shard].takeUntil):
+			if limit := min(s.cfg.Batch, free+s.shardBusy[shard]); limit > 0 {
+				qs, watching = append(qs, reminder.Query{Shard: shard, ThroughMs: now.UnixMilli(), Limit: limit}), append(watching, false)
+			} else {
+				s.backlog = true // InFlight firings run: nothing could start
+			}
+		case s.d.Self == backup:
+			qs, watching = append(qs, reminder.Query{Shard: shard, ThroughMs: now.Add(-s.cfg.Grace).UnixMilli(), Limit: 1}), append(watching, true)
 		default:
-			if !s.primaryStalled(ctx, shard, now) {
-				continue
-			}
+			delete(s.watch, shard)
 		}
-		s.mu.Lock()
-		limit := min(s.cfg.Batch, s.cfg.InFlight-len(s.sem)+s.shardBusy[shard])
-		s.mu.Unlock()
-		if limit <= 0 {
-			s.backlog = true // InFlight firings run: nothing could start
+	}
+	s.mu.Unlock()
+	rs, err := s.d.Store.DueReminders(ctx, qs)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.d.Log.Debug().Err(err).Msg("reading due reminders")
+		}
+		return
+	}
+	for i, r := range rs {
+		if watching[i] {
+			s.watchOldest(qs[i].Shard, r.Due, now)
 			continue
 		}
-		due, bad, err := s.d.Store.DueReminders(ctx, shard, now.UnixMilli(), limit)
-		if err != nil {
-			if ctx.Err() == nil {
-				s.d.Log.Debug().Err(err).Int("shard", shard).Msg("reading due reminders")
-			}
-			continue
-		}
-		for _, d := range bad {
+		for _, d := range r.Bad {
 			s.d.Log.Warn().Str("key", d.Key).Msg("a reminder schedule entry cannot be read: removed")
 			s.start(ctx, d, now, s.drop)
 		}
-		s.backlog = s.backlog || len(due) == limit
-		for _, d := range due {
+		s.backlog = s.backlog || len(r.Due) == qs[i].Limit
+		for _, d := range r.Due {
 			if !s.start(ctx, d, now, s.fire) {
 				s.backlog = true // InFlight firings run: the rest wait for a slot
 				break
@@ -182,25 +187,24 @@ type watched struct {
 	takeUntil time.Time // firing it as a primary until then
 }
 
-// primaryStalled reads shard's oldest entry Grace late and reports whether
-// it has stayed so for Grace more (then the backup takes the shard over).
-func (s *Scanner) primaryStalled(ctx context.Context, shard int, now time.Time) bool {
-	due, _, err := s.d.Store.DueReminders(ctx, shard, now.Add(-s.cfg.Grace).UnixMilli(), 1)
-	if err != nil || len(due) == 0 {
+// watchOldest takes a backup's read of shard's oldest entry Grace late
+// (none: nothing late). Unchanged for Grace more, the primary makes no
+// progress: the backup fires the shard as its primary for takeFor, from
+// the next scan.
+func (s *Scanner) watchOldest(shard int, due []reminder.Due, now time.Time) {
+	if len(due) == 0 {
 		delete(s.watch, shard)
-		return false
+		return
 	}
 	w, ok := s.watch[shard]
-	if !ok || w.key != due[0].Key || w.rev != due[0].Rev {
+	switch {
+	case !ok || w.key != due[0].Key || w.rev != due[0].Rev:
 		s.watch[shard] = watched{key: due[0].Key, rev: due[0].Rev, since: now}
-		return false
+	case now.Sub(w.since) >= s.cfg.Grace:
+		s.d.Log.Info().Int("shard", shard).Str("oldest", w.key).Msg("a reminder shard's primary makes no progress: its backup fires it")
+		s.watch[shard] = watched{takeUntil: now.Add(takeFor)}
+		s.backlog = true // scan again at once
 	}
-	if now.Sub(w.since) < s.cfg.Grace {
-		return false
-	}
-	s.d.Log.Info().Int("shard", shard).Str("oldest", w.key).Msg("a reminder shard's primary makes no progress: its backup fires it")
-	s.watch[shard] = watched{takeUntil: now.Add(takeFor)}
-	return true
 }
 
 // forget drops the waiting entries nobody read again for long: another

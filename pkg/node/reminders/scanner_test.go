@@ -1,7 +1,9 @@
 package reminders
 
 import (
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -37,15 +39,19 @@ func keyOf(shard int, dueMs int64, e reminder.Entry) string {
 	return string(rune('a'+shard)) + "/" + time.UnixMilli(dueMs).UTC().Format(time.RFC3339Nano) + "/" + reminder.ID(e.Object, e.Name, e.Seq)
 }
 
-func (m *memStore) DueReminders(_ context.Context, shard int, throughMs int64, limit int) (due, bad []reminder.Due, err error) {
+func (m *memStore) DueReminders(_ context.Context, qs []reminder.Query) ([]reminder.Result, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for _, d := range m.kv {
-		if d.Shard == shard && d.DueMs <= throughMs && len(due) < limit {
-			due = append(due, d)
+	out := make([]reminder.Result, len(qs))
+	for i, q := range qs {
+		for _, d := range m.kv {
+			if d.Shard == q.Shard && d.DueMs <= q.ThroughMs && len(out[i].Due) < q.Limit {
+				out[i].Due = append(out[i].Due, d)
+			}
 		}
+		slices.SortFunc(out[i].Due, func(a, b reminder.Due) int { return cmp.Compare(a.DueMs, b.DueMs) })
 	}
-	return due, nil, nil
+	return out, nil
 }
 
 func (m *memStore) AdvanceReminder(_ context.Context, d reminder.Due, next *reminder.Scheduled) (bool, error) {
