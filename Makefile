@@ -85,6 +85,8 @@ FUZZ_TARGETS = \
 	./pkg/wire/                   FuzzParseRoutingIDHex \
 	./pkg/wire/                   FuzzParseRelocationID \
 	./pkg/wire/transport/         FuzzChunkFrame \
+	./pkg/reminder/               FuzzParseArgs \
+	./pkg/reminder/               FuzzDecodeEntry \
 	./pkg/wire/transport/         FuzzChunkFrameRoundTrip \
 	./pkg/relocation/             FuzzAssembly \
 	./pkg/relocation/             FuzzRebase \
