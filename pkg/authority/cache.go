@@ -13,6 +13,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/etcdscan"
 	"github.com/meshloc/meshloc/internal/relist"
+	"github.com/meshloc/meshloc/internal/shrink"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
 )
@@ -35,6 +36,7 @@ type Cache struct {
 
 	mu       sync.RWMutex
 	entries  map[string]cacheEntry     // cache_entry.go
+	peak     shrink.Peak               // of entries: rebuilt once mostly asleep
 	groups   map[string]*record.Record // a group's whole record at its entry's version
 	places   map[placement]*placed     // each placement in use, once (cache_entry.go)
 	counts   map[string]int            // objects per owner id

@@ -1,6 +1,9 @@
 package authority
 
-import "github.com/meshloc/meshloc/pkg/record"
+import (
+	"github.com/meshloc/meshloc/internal/shrink"
+	"github.com/meshloc/meshloc/pkg/record"
+)
 
 // A cache entry is small because every node keeps one per object of the
 // cluster (a million records: the bound is 300 MiB for the whole
@@ -71,6 +74,7 @@ func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int
 			c.release(e.at)
 		}
 		delete(c.entries, name)
+		c.entries = shrink.Deleted(c.entries, &c.peak)
 		if len(c.groups) > 0 {
 			delete(c.groups, name)
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/meshloc/meshloc/internal/shrink"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -209,6 +210,7 @@ func (n *Node) forget(h *hosted.Object) bool {
 		return false
 	}
 	delete(n.objects, h.Name())
+	n.objects = shrink.Deleted(n.objects, &n.peak)
 	n.noteChangeLocked()
 	return true
 }

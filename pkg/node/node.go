@@ -22,6 +22,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/etcdalarm"
 	"github.com/meshloc/meshloc/internal/secpolicy"
+	"github.com/meshloc/meshloc/internal/shrink"
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/clock"
@@ -67,6 +68,7 @@ type Node struct {
 
 	mu      sync.Mutex
 	objects map[string]*hosted.Object
+	peak    shrink.Peak   // of objects: rebuilt once mostly asleep (forget)
 	types   sync.Map      // type name → *actor.Type (typeRef)
 	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
 	// changeWanted: someone took changed since it was last closed.
@@ -219,11 +221,10 @@ func (n *Node) Hosted() int {
 
 // Start connects to etcd, takes the owner key (bound to a new lease), serves
 // gRPC (calls, the peer protocol, admin) and HTTP (/metrics, /healthz,
-// /readyz), and
-// advertises the node as serving once its location cache and owner
-// directory are loaded. It returns once the node serves (OnReady ran), or
-// with an error, ctx's included: then nothing is left running and the
-// Node cannot be started again. Call it once.
+// /readyz), and advertises the node as serving once its location cache and
+// owner directory are loaded. It returns once the node serves (OnReady
+// ran), or with an error, ctx's included: then nothing is left running and
+// the Node cannot be started again. Call it once.
 func (n *Node) Start(ctx context.Context) (err error) {
 	bgctx, cancel := context.WithCancel(context.Background())
 	n.life, n.cancel = bgctx, cancel

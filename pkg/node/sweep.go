@@ -2,6 +2,8 @@ package node
 
 import (
 	"context"
+	"maps"
+	"slices"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
@@ -25,9 +27,5 @@ func (n *Node) sweep(ctx context.Context) {
 func (n *Node) hostedObjects() []*hosted.Object {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	hs := make([]*hosted.Object, 0, len(n.objects))
-	for _, h := range n.objects {
-		hs = append(hs, h)
-	}
-	return hs
+	return slices.Collect(maps.Values(n.objects))
 }

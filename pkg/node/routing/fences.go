@@ -3,6 +3,8 @@ package routing
 import (
 	"sync"
 
+	"github.com/meshloc/meshloc/internal/shrink"
+
 	"github.com/meshloc/meshloc/pkg/authority"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -15,6 +17,8 @@ import (
 type Fences struct {
 	mu sync.Mutex
 	m  map[string]fenceGens
+	// peak of m: Retain rebuilds it once it holds a quarter of that.
+	peak shrink.Peak
 	// acceptOlder is a test build's planted bug (no-generation-check): an
 	// older fence is accepted, the newest kept. Nil: refused.
 	acceptOlder func() bool
@@ -43,6 +47,7 @@ func (t *Fences) Accept(name string, wf *pb.Fence) bool {
 		return t.acceptOlder != nil && t.acceptOlder()
 	}
 	t.m[name] = f
+	t.peak.Grew(len(t.m))
 	return true
 }
 
@@ -70,6 +75,7 @@ func (t *Fences) Retain(keep func(name string) bool) {
 			delete(t.m, name)
 		}
 	}
+	t.m = shrink.Deleted(t.m, &t.peak)
 }
 
 // Len is the number of objects whose fence the table holds.
