@@ -16,11 +16,34 @@ import (
 // The schedule of durable reminders (pkg/reminder) is one key per due time
 // to fire, reminders/<shard>/<due ms>/<id>, put by the transaction that
 // set the reminder (PersistState). The node that fires a shard reads what
-// is due with one range from the shard's start (DueReminders), fires each
-// entry as a request to its object, and then replaces the entry by its
-// next due time, or removes it (AdvanceReminder): one transaction that
-// compares the entry's ModRevision, so of two nodes that fired the same
-// entry (a primary and its backup) one advances it.
+// is due with one range from the shard's start (DueReminders) and fires
+// each entry as a request to its object. The transaction that persists
+// the firing replaces the entry by its next due time, or removes it
+// (PersistRequest.Unschedule). An entry whose firing is not persisted (too
+// large a change, a reminder gone) is advanced or removed by the node that
+// sent it (AdvanceReminder): one transaction that compares the entry's
+// ModRevision, so a change made since it was read wins.
+
+// scheduleOps are the puts of req's Schedule and the deletes of its
+// Unschedule, each key once (etcd refuses a transaction that writes a key
+// twice): a put wins over a delete of its key.
+func (s *Store) scheduleOps(req PersistRequest) []clientv3.Op {
+	ops := make([]clientv3.Op, 0, len(req.Schedule)+len(req.Unschedule))
+	seen := make(map[string]bool, cap(ops))
+	for _, e := range req.Schedule {
+		if k := s.keys.Reminder(e.Shard, e.DueMs, e.ID); !seen[k] {
+			seen[k] = true
+			ops = append(ops, clientv3.OpPut(k, string(e.Value)))
+		}
+	}
+	for _, e := range req.Unschedule {
+		if k := s.keys.Reminder(e.Shard, e.DueMs, e.ID); !seen[k] {
+			seen[k] = true
+			ops = append(ops, clientv3.OpDelete(k))
+		}
+	}
+	return ops
+}
 
 // DueReminders reads, for each query, its shard's entries due at or
 // before its ThroughMs, earliest first, at most its Limit: one etcd

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -250,6 +251,10 @@ type PersistRequest struct {
 	// Schedule are the schedule entries of the reminders this write sets
 	// (pkg/reminder), written with it.
 	Schedule []reminder.Scheduled
+	// Unschedule are the schedule entries this write removes: the due
+	// times its turn fired (reminder.After; their Value is unused). So a
+	// firing and its entry's advance are one transaction.
+	Unschedule []reminder.Scheduled
 }
 
 // Size is the size of what the write carries: the value and the reply.
@@ -261,7 +266,7 @@ func (r PersistRequest) Size() int {
 	for _, e := range r.Schedule {
 		n += len(e.Value) + 64
 	}
-	return n
+	return n + 64*len(r.Unschedule)
 }
 
 func (r PersistRequest) validate() error {
@@ -281,10 +286,10 @@ func (r PersistRequest) validate() error {
 		return fmt.Errorf("%w: persist keeping replies from %q (want 32 lowercase hex digits)", ErrInvalidRequest, r.KeepRepliesFrom)
 	case r.Reply != nil && (!validReplyID(r.Reply.ID) || r.KeepRepliesFrom == "" || r.KeepRepliesFrom > r.Reply.ID):
 		return fmt.Errorf("%w: persist of reply %q keeping replies from %q", ErrInvalidRequest, r.Reply.ID, r.KeepRepliesFrom)
-	case len(r.Schedule) > actor.MaxReminders:
-		return fmt.Errorf("%w: persist scheduling %d reminders", ErrInvalidRequest, len(r.Schedule))
+	case len(r.Schedule) > actor.MaxReminders || len(r.Unschedule) > actor.MaxReminders:
+		return fmt.Errorf("%w: persist scheduling %d reminders, removing %d", ErrInvalidRequest, len(r.Schedule), len(r.Unschedule))
 	}
-	for _, e := range r.Schedule {
+	for _, e := range slices.Concat(r.Schedule, r.Unschedule) {
 		if e.Shard < 0 || e.Shard >= reminder.Shards || e.DueMs <= 0 || !validReplyID(e.ID) {
 			return fmt.Errorf("%w: persist scheduling a reminder in shard %d at %d (id %q)", ErrInvalidRequest, e.Shard, e.DueMs, e.ID)
 		}
@@ -376,9 +381,7 @@ func (s *Store) PersistState(ctx context.Context, req PersistRequest) (PersistRe
 	if req.Reply != nil {
 		ops = append(ops, clientv3.OpPut(prefix+req.Reply.ID, string(req.Reply.Value.Encode())))
 	}
-	for _, e := range req.Schedule {
-		ops = append(ops, clientv3.OpPut(s.keys.Reminder(e.Shard, e.DueMs, e.ID), string(e.Value)))
-	}
+	ops = append(ops, s.scheduleOps(req)...)
 	resp, err := s.c.Txn(ctx).If(
 		clientv3.Compare(clientv3.ModRevision(authKey), "=", req.StoreVersion),
 		clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Fence.Owner.Generation),

@@ -9,10 +9,13 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/meshloc/meshloc/internal/etcdtest"
 	"github.com/meshloc/meshloc/internal/tcpproxy"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/reminder"
 )
 
 // stateValue is a StateValue of obj written under snap's fence.
@@ -389,5 +392,59 @@ func TestPersistStateReplies(t *testing.T) {
 	}
 	if req.Size() <= len(req.Value) {
 		t.Fatalf("size %d of a write with a reply", req.Size())
+	}
+}
+
+// A persist writes its schedule changes in its own transaction: the
+// entries it schedules put, those its turn fired removed, and a key both
+// put and removed put once (etcd refuses a transaction that writes a key
+// twice). A bad entry is refused and nothing is written.
+func TestPersistStateSchedule(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	o, _ := owner(t, c, "n1", 30)
+	obj := keyspace.Actor("dcounter", "rem")
+	seen := activate(t, s, obj, o)
+	def := reminder.Def{Name: "r", Seq: 1, FirstDueMs: 1000, PeriodMs: 1000}
+	first := reminder.Schedule(obj.String(), seen.Record.ObjectGeneration, def, 1000)
+	req := persistReq(seen, 0, stateValue(seen, 1, "x"))
+	req.Schedule = []reminder.Scheduled{first}
+	r, err := s.PersistState(ctx, req)
+	if err != nil || r.Outcome != authority.PersistWritten {
+		t.Fatalf("persist scheduling: %+v %v", r, err)
+	}
+	// The firing of due time 1000: its entry removed, the next one put;
+	// a key both put and removed is put.
+	done, next, _ := reminder.After(obj.String(), seen.Record.ObjectGeneration, def, 1000)
+	other := reminder.Schedule(obj.String(), seen.Record.ObjectGeneration, reminder.Def{Name: "o", Seq: 2, FirstDueMs: 5000}, 5000)
+	req = persistReq(seen, r.StateVersion, stateValue(seen, 2, "y"))
+	req.Schedule, req.Unschedule = []reminder.Scheduled{next, other}, []reminder.Scheduled{done, {Shard: other.Shard, DueMs: other.DueMs, ID: other.ID}}
+	if r, err = s.PersistState(ctx, req); err != nil || r.Outcome != authority.PersistWritten {
+		t.Fatalf("persist of a firing: %+v %v", r, err)
+	}
+	resp, err := c.Get(ctx, keys.RemindersPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, kv := range resp.Kvs {
+		got = append(got, string(kv.Key))
+	}
+	want := []string{keys.Reminder(next.Shard, next.DueMs, next.ID), keys.Reminder(other.Shard, other.DueMs, other.ID)}
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("schedule %q, want %q", got, want)
+	}
+	for name, bad := range map[string]reminder.Scheduled{
+		"shard": {Shard: reminder.Shards, DueMs: 1, ID: done.ID}, "due": {Shard: 1, DueMs: 0, ID: done.ID}, "id": {Shard: 1, DueMs: 1, ID: "x"},
+	} {
+		req := persistReq(seen, r.StateVersion, stateValue(seen, 3, "z"))
+		req.Unschedule = []reminder.Scheduled{bad}
+		if _, err := s.PersistState(ctx, req); !errors.Is(err, authority.ErrInvalidRequest) {
+			t.Errorf("unschedule with a bad %s: %v, want ErrInvalidRequest", name, err)
+		}
+	}
+	if got, _ := readState(t, s, obj); got != "y" {
+		t.Fatalf("refused requests wrote %q", got)
 	}
 }

@@ -77,9 +77,14 @@ func mix(x uint64) uint64 {
 type Outcome int
 
 const (
-	// Fired: the object ran it (or had: a replayed reply): the entry is
-	// replaced by the next due time, or removed.
-	Fired Outcome = iota
+	// Advanced: the object ran it (or had: a replayed reply), and the
+	// transaction that persisted the firing replaced the entry by the next
+	// due time, or removed it (After): nothing is left to write.
+	Advanced Outcome = iota
+	// Fired: the object ran it but could not persist it (its change is
+	// too large): the entry is replaced by the next due time, or removed,
+	// by the node that sent it.
+	Fired
 	// Gone: the reminder is no more (cancelled, set again, its object
 	// deleted or its type gone): the entry is removed.
 	Gone
@@ -98,8 +103,9 @@ func Judge(c pb.Code) Outcome {
 		return Gone // unknown_type, data_lost: retried (a type's nodes restarting, a state an operator repairs)
 	case pb.Code_CODE_OPERATION_EXPIRED:
 		return Expired
-	case pb.Code_CODE_OK, // a firing that ran is answered OK whatever OnReminder returned
-		pb.Code_CODE_STATE_TOO_LARGE: // its change can never be persisted: dropped (logged by its node)
+	case pb.Code_CODE_OK: // a firing that ran is answered OK whatever OnReminder returned, once persisted
+		return Advanced
+	case pb.Code_CODE_STATE_TOO_LARGE: // its change can never be persisted: dropped (logged by its node)
 		return Fired
 	}
 	return Retry

@@ -213,6 +213,19 @@ func Schedule(object string, gen int64, def Def, dueMs int64) Scheduled {
 	return Scheduled{Shard: ShardOf(object), DueMs: dueMs, ID: ID(object, def.Name, def.Seq), Value: e.Encode()}
 }
 
+// After is what the transaction persisting a firing of def at dueMs (of
+// object, generation gen) writes to the schedule: the fired entry removed
+// (its key: done's Value is nil) and, for a periodic reminder, the next
+// one put (false: a one-shot, nothing follows). The next due time is
+// Due.Next's: one period after the one fired.
+func After(object string, gen int64, def Def, dueMs int64) (done, next Scheduled, ok bool) {
+	done = Scheduled{Shard: ShardOf(object), DueMs: dueMs, ID: ID(object, def.Name, def.Seq)}
+	if def.PeriodMs == 0 {
+		return done, Scheduled{}, false
+	}
+	return done, Schedule(object, gen, def, dueMs+def.PeriodMs), true
+}
+
 // Next is the entry that follows d once its due time fired (false: a
 // one-shot, nothing follows).
 func (d Due) Next() (Scheduled, bool) {

@@ -99,6 +99,15 @@ func TestEntry(t *testing.T) {
 	if !ok || n.DueMs != 1005 || n.ID != s.ID {
 		t.Fatalf("next %+v %v", n, ok)
 	}
+	// The owner's persist of that firing writes what the scanner would.
+	done, after, ok := reminder.After(e.Object, 3, reminder.Def{Name: "r", Seq: 9, FirstDueMs: 5, PeriodMs: 1000}, 5)
+	if !ok || done.DueMs != 5 || done.ID != s.ID || done.Shard != s.Shard || done.Value != nil ||
+		after.DueMs != n.DueMs || after.ID != n.ID || after.Shard != n.Shard || string(after.Value) != string(n.Value) {
+		t.Fatalf("after: %+v %+v %v, want done at 5 and next %+v", done, after, ok, n)
+	}
+	if _, _, ok := reminder.After(e.Object, 3, reminder.Def{Name: "r", Seq: 9, FirstDueMs: 5}, 5); ok {
+		t.Fatal("a one-shot has a next entry")
+	}
 	for _, bad := range []string{`{}`, `{"object":"group/g","name":"r","seq":1,"generation":1}`, `{"object":"actor/t/x","name":"r","seq":1,"generation":1,"extra":1}`,
 		`{"object":"actor/t/x","name":"r","seq":0,"generation":1}`, `{"object":"actor/t/x","name":"r","seq":1,"generation":1,"periodMs":5}`} {
 		if _, err := reminder.DecodeEntry([]byte(bad)); !errors.Is(err, reminder.ErrInvalid) {
@@ -109,7 +118,7 @@ func TestEntry(t *testing.T) {
 
 func TestJudge(t *testing.T) {
 	for c, want := range map[pb.Code]reminder.Outcome{
-		pb.Code_CODE_OK: reminder.Fired, pb.Code_CODE_DELETED: reminder.Gone, pb.Code_CODE_NOT_FOUND: reminder.Gone,
+		pb.Code_CODE_OK: reminder.Advanced, pb.Code_CODE_STATE_TOO_LARGE: reminder.Fired, pb.Code_CODE_DELETED: reminder.Gone, pb.Code_CODE_NOT_FOUND: reminder.Gone,
 		pb.Code_CODE_OPERATION_EXPIRED: reminder.Expired, pb.Code_CODE_UNAVAILABLE: reminder.Retry,
 		pb.Code_CODE_INTERNAL: reminder.Retry, pb.Code_CODE_RESOURCE_EXHAUSTED: reminder.Retry,
 		pb.Code_CODE_UNKNOWN_TYPE: reminder.Retry, pb.Code_CODE_DATA_LOST: reminder.Retry,

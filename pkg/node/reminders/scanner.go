@@ -2,8 +2,9 @@
 // (docs/developing/lifecycle.md): for each schedule shard this node is the
 // primary or the backup of (reminder.Roles over the live nodes), it reads
 // the entries that are due, sends each as a firing request to its object
-// (which wakes it if it sleeps), and advances the entry by what the answer
-// means (reminder.Judge). Every send of one due time carries the same
+// (which wakes it if it sleeps). The object's persist of the firing
+// advances the entry; otherwise this node advances, removes or re-bases it
+// by what the answer means (reminder.Judge). Every send of one due time carries the same
 // operation id, so the object's de-duplication table absorbs a retry, a
 // stale read and a backup that fired alongside its primary.
 package reminders
@@ -287,6 +288,9 @@ func (s *Scanner) fire(ctx context.Context, d reminder.Due, attempt int) bool {
 	code := s.d.Fire(fctx, d, attempt)
 	cancel()
 	switch reminder.Judge(code) {
+	case reminder.Advanced: // by the firing's own persist
+		s.d.Sends.WithLabelValues("fired").Inc()
+		return true
 	case reminder.Fired:
 		s.d.Sends.WithLabelValues("fired").Inc()
 		var next *reminder.Scheduled

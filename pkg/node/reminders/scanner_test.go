@@ -73,6 +73,21 @@ func (m *memStore) AdvanceReminder(_ context.Context, d reminder.Due, next *remi
 	return true, nil
 }
 
+// persisted is the owner's persist of d's firing: the entry removed and
+// the next one put, whatever its revision (reminder.After).
+func (m *memStore) persisted(d reminder.Due) {
+	m.mu.Lock()
+	delete(m.kv, d.Key)
+	m.mu.Unlock()
+	if n, ok := d.Next(); ok {
+		e, err := reminder.DecodeEntry(n.Value)
+		if err != nil {
+			panic(err)
+		}
+		m.put(n.Shard, n.DueMs, e)
+	}
+}
+
 func (m *memStore) RebaseReminder(_ context.Context, d reminder.Due, atMs int64) (reminder.Due, bool, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -86,8 +101,10 @@ func (m *memStore) RebaseReminder(_ context.Context, d reminder.Due, atMs int64)
 }
 
 // TestScanner: a primary and a backup fire one store: a periodic entry
-// advances once per due time, an undecided firing is sent again under its
-// first attempt's number, a gone one is removed, an expired one re-based.
+// advances once per due time (by the firing's persist), an undecided
+// firing is sent again under its first attempt's number, a gone one is
+// removed, an expired one re-based, one whose change is too large to
+// persist removed by the scanner.
 func TestScanner(t *testing.T) {
 	st := &memStore{kv: map[string]reminder.Due{}}
 	now := time.Now().UnixMilli()
@@ -95,6 +112,8 @@ func TestScanner(t *testing.T) {
 	flaky := reminder.Entry{Object: "actor/dcounter/f", Name: "f", Seq: 1, Generation: 1}
 	gone := reminder.Entry{Object: "actor/dcounter/g", Name: "g", Seq: 1, Generation: 1}
 	old := reminder.Entry{Object: "actor/dcounter/o", Name: "o", Seq: 1, Generation: 1}
+	big := reminder.Entry{Object: "actor/dcounter/b", Name: "b", Seq: 1, Generation: 1}
+	st.put(reminder.ShardOf(big.Object), now, big)
 	st.put(reminder.ShardOf(periodic.Object), now-2500, periodic)
 	st.put(reminder.ShardOf(flaky.Object), now, flaky)
 	st.put(reminder.ShardOf(gone.Object), now, gone)
@@ -115,6 +134,8 @@ func TestScanner(t *testing.T) {
 			}
 		case gone.Object:
 			return pb.Code_CODE_NOT_FOUND
+		case big.Object:
+			return pb.Code_CODE_STATE_TOO_LARGE
 		case old.Object:
 			if d.Entry.AtMs == 0 {
 				t.Errorf("a firing a minute late sent without re-basing")
@@ -124,6 +145,7 @@ func TestScanner(t *testing.T) {
 			return pb.Code_CODE_OK // a replay: the de-duplication table answers
 		}
 		fired[k]++
+		st.persisted(d)
 		return pb.Code_CODE_OK
 	}
 	sends := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"result"})
@@ -173,7 +195,7 @@ func TestScanner(t *testing.T) {
 		}
 	}
 	for _, d := range st.kv {
-		if d.Entry.Object == gone.Object || d.Entry.Object == flaky.Object || d.Entry.Object == old.Object {
+		if d.Entry.Object != periodic.Object {
 			t.Errorf("entry %s of %s left", d.Key, d.Entry.Object)
 		}
 	}

@@ -76,9 +76,10 @@ type durableState struct {
 	stateRev int64             // ModRevision of state/<object> last written or read (0: absent)
 	seq      uint64            // StateValue.Seq of the last write
 	rem      []reminder.Def    // reminders as last persisted (reminders.go)
-	// force: the turn must be persisted even if nothing changed (a
-	// reminder firing: its persisted reply absorbs a retry).
-	force bool
+	// fired: the reminder due times the turn fired. Such a turn is
+	// persisted even if nothing else changed (its persisted reply absorbs
+	// a retry), and the write advances their schedule entries.
+	fired []firedDue
 }
 
 func (n *Env) durableCtx() (context.Context, context.CancelFunc) {
@@ -242,9 +243,9 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	outbox := h.Outbox.Encode()
 	fence, version, rem := h.Fence, h.Version, h.Rem
 	h.Mu.Unlock()
-	force := d.force
-	d.force = false
-	if !force && bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) && slices.Equal(rem, d.rem) {
+	fired := d.fired
+	d.fired = nil
+	if len(fired) == 0 && bytes.Equal(state, d.state) && bytes.Equal(timers, d.timers) && bytes.Equal(outbox, d.outbox) && slices.Equal(rem, d.rem) {
 		n.metrics.Durable.Writes.WithLabelValues("unchanged").Inc()
 		return nil
 	}
@@ -256,6 +257,7 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	}
 	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode(),
 		Schedule: h.schedule(rem, d.rem, fence.ObjectGeneration)}
+	advance(&req, h.name, fence.ObjectGeneration, fired, rem)
 	if op != nil {
 		req.Reply = &authority.StateReply{ID: durable.ReplyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/actor"
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/reminder"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -94,9 +95,9 @@ func (h *Object) checkFiring(args [][]byte, now time.Time) (reminder.Firing, *pb
 
 // runReminder is the turn of firing f: a one-shot reminder is gone with
 // it, and OnReminder runs. The turn is persisted even if nothing else
-// changed (its reply is what absorbs a retry after a crash), and answered
-// OK whatever OnReminder returned (its error is logged and counted): the
-// firing happened.
+// changed (its reply is what absorbs a retry after a crash), with its
+// schedule entry's advance (advance), and answered OK whatever OnReminder
+// returned (its error is logged and counted): the firing happened.
 func (h *Object) runReminder(hc *handlerCtx, f reminder.Firing) ([]byte, error) {
 	n := h.env
 	h.Mu.Lock()
@@ -106,7 +107,7 @@ func (h *Object) runReminder(hc *handlerCtx, f reminder.Firing) ([]byte, error) 
 		h.Rem = slices.Delete(slices.Clone(h.Rem), i, i+1)
 	}
 	h.Mu.Unlock()
-	h.Dur.force = true
+	h.Dur.fired = append(h.Dur.fired, firedDue{def, f.DueMs})
 	lateness := hc.now.Sub(time.UnixMilli(f.DueMs))
 	n.metrics.Lifecycle.ReminderLateness.Observe(max(lateness, 0).Seconds())
 	err := h.Guard("OnReminder", func() error {
@@ -140,4 +141,24 @@ func (h *Object) schedule(rem, prev []reminder.Def, gen int64) []reminder.Schedu
 		}
 	}
 	return out
+}
+
+// firedDue is a due time a turn fired, of the reminder def.
+type firedDue struct {
+	def   reminder.Def
+	dueMs int64
+}
+
+// advance adds to req the schedule changes of the due times fired by its
+// turn: each entry removed, and a periodic reminder's next one put while
+// the reminder is still as it fired (rem: the reminders after the turn;
+// one the turn cancelled or set again has no next entry of its old seq).
+func advance(req *authority.PersistRequest, object string, gen int64, fired []firedDue, rem []reminder.Def) {
+	for _, f := range fired {
+		done, next, ok := reminder.After(object, gen, f.def, f.dueMs)
+		req.Unschedule = append(req.Unschedule, done)
+		if ok && slices.Contains(rem, f.def) {
+			req.Schedule = append(req.Schedule, next)
+		}
+	}
 }
