@@ -74,7 +74,8 @@ The lifecycle section too: --lifecycle-objects durable objects (100,000)
 made, put to sleep by a node with --lifecycle-sleep-after (5s), the node's
 memory with all of them asleep, and the latency of a call that wakes one;
 then as many reminders, due over a minute at 100,000, on two nodes, one
-killed -9 halfway: each fired once, and how late.
+killed -9 halfway: each fired once, and how late (--lifecycle-reminders-only:
+that part alone).
 -o json prints the report as JSON; --markdown, as Markdown tables (as
 docs/performance.md shows them). --from FILE prints a report saved with -o json again, measuring
 nothing. Exit status 0 unless a measurement could
@@ -205,6 +206,7 @@ not be made, or --strict and a target was missed (1).`,
 	f.StringSliceVar(&scale.Parts, "scale-parts", nil, "run only these parts of the scale section: "+strings.Join(bench.ScaleParts(), ","))
 	f.IntVar(&life.Objects, "lifecycle-objects", 0, "durable objects the lifecycle section puts to sleep (0: 100,000)")
 	f.DurationVar(&life.SleepAfter, "lifecycle-sleep-after", 0, "the lifecycle section's node --sleep-after (0: 5s)")
+	f.BoolVar(&life.RemindersOnly, "lifecycle-reminders-only", false, "the lifecycle section runs its reminders part alone")
 	f.DurationVar(&life.Settle, "lifecycle-settle", 0, "how long the lifecycle section's node stays idle before its memory is read (0: 130s)")
 	f.StringVar(&peersDir, "peers-dir", "", "the peers section's Proto.Actor program, a Go module it builds (default: bench/peers of the source tree above the working directory)")
 	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as docs/performance.md shows them")

@@ -44,7 +44,13 @@ type LifecyclePlan struct {
 	// Settle is how long the node stays idle before its resident set is
 	// read (130 s, as the scale section's memory part).
 	Settle time.Duration
+	// RemindersOnly runs the reminders part alone (its first calls/s
+	// assumed, not measured: remindersRate).
+	RemindersOnly bool
 }
+
+// remindersRate is the first calls/s the reminders part alone assumes.
+const remindersRate = 2000
 
 // DefaultLifecycle is the plan the figures are stated at (its
 // million objects: meshctl bench --lifecycle-objects 1000000).
@@ -75,6 +81,9 @@ func (x *run) lifecycle() error {
 	}
 	defer done()
 	ctx := x.ctx
+	if p.RemindersOnly {
+		return x.lifecycleReminders(ctx, m, p, remindersRate)
+	}
 	web, err := freeport.Addr()
 	if err != nil {
 		return err

@@ -45,8 +45,8 @@ func (s *Store) scheduleOps(req PersistRequest) []clientv3.Op {
 	return ops
 }
 
-// DueReminders reads, for each query, its shard's entries due at or
-// before its ThroughMs, earliest first, at most its Limit: one etcd
+// DueReminders reads, for each query, its shard's entries due from its
+// FromMs through its ThroughMs, earliest first, at most its Limit: one etcd
 // request for them all (a node's scan of its shards, every 200 ms, costs
 // one round trip). It reads from the local etcd member (a stale read only
 // fires an entry a moment late, or again under the same operation id). An
@@ -58,12 +58,16 @@ func (s *Store) DueReminders(ctx context.Context, qs []reminder.Query) ([]remind
 	}
 	ops := make([]clientv3.Op, len(qs))
 	for i, q := range qs {
-		if q.Shard < 0 || q.Shard >= reminder.Shards || q.ThroughMs <= 0 || q.Limit <= 0 {
-			return nil, fmt.Errorf("%w: due reminders of shard %d through %d (limit %d)", ErrInvalidRequest, q.Shard, q.ThroughMs, q.Limit)
+		if q.Shard < 0 || q.Shard >= reminder.Shards || q.ThroughMs <= 0 || q.Limit <= 0 || q.FromMs < 0 || q.FromMs > q.ThroughMs {
+			return nil, fmt.Errorf("%w: due reminders of shard %d from %d through %d (limit %d)", ErrInvalidRequest, q.Shard, q.FromMs, q.ThroughMs, q.Limit)
 		}
 		prefix := s.keys.RemindersShard(q.Shard)
+		from := prefix
+		if q.FromMs > 0 {
+			from = fmt.Sprintf("%s%013d", prefix, q.FromMs)
+		}
 		end := fmt.Sprintf("%s%013d0", prefix, q.ThroughMs) // past every key due at ThroughMs ("/" < "0")
-		ops[i] = clientv3.OpGet(prefix, clientv3.WithRange(end), clientv3.WithLimit(int64(q.Limit)), clientv3.WithSerializable())
+		ops[i] = clientv3.OpGet(from, clientv3.WithRange(end), clientv3.WithLimit(int64(q.Limit)), clientv3.WithSerializable())
 	}
 	out := make([]reminder.Result, len(qs))
 	if len(qs) == 0 {

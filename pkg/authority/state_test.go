@@ -448,3 +448,48 @@ func TestPersistStateSchedule(t *testing.T) {
 		t.Fatalf("refused requests wrote %q", got)
 	}
 }
+
+// DueReminders reads a shard's entries from FromMs through ThroughMs,
+// earliest first, at most Limit; a removed entry is not read; a bad query
+// is refused.
+func TestDueRemindersRange(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	obj := "actor/dcounter/due"
+	shard := reminder.ShardOf(obj)
+	var ids []string
+	for i, due := range []int64{1000, 2000, 3000, 4000} {
+		e := reminder.Schedule(obj, 1, reminder.Def{Name: fmt.Sprintf("r%d", i), Seq: 1, FirstDueMs: due}, due)
+		if _, err := c.Put(ctx, keys.Reminder(shard, due, e.ID), string(e.Value)); err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, e.ID)
+	}
+	if _, err := c.Delete(ctx, keys.Reminder(shard, 2000, ids[1])); err != nil {
+		t.Fatal(err)
+	}
+	rs, err := s.DueReminders(ctx, []reminder.Query{
+		{Shard: shard, ThroughMs: 3000, Limit: 10},
+		{Shard: shard, FromMs: 1500, ThroughMs: 4000, Limit: 10},
+		{Shard: shard, FromMs: 3000, ThroughMs: 4000, Limit: 1},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dues := func(r reminder.Result) (out []int64) {
+		for _, d := range r.Due {
+			out = append(out, d.DueMs)
+		}
+		return out
+	}
+	for i, want := range [][]int64{{1000, 3000}, {3000, 4000}, {3000}} {
+		if got := dues(rs[i]); !slices.Equal(got, want) || len(rs[i].Bad) != 0 {
+			t.Errorf("query %d: due %v (bad %v), want %v", i, got, rs[i].Bad, want)
+		}
+	}
+	for _, q := range []reminder.Query{{Shard: shard, FromMs: 5, ThroughMs: 4, Limit: 1}, {Shard: shard, FromMs: -1, ThroughMs: 4, Limit: 1}, {Shard: -1, ThroughMs: 4, Limit: 1}} {
+		if _, err := s.DueReminders(ctx, []reminder.Query{q}); !errors.Is(err, authority.ErrInvalidRequest) {
+			t.Errorf("query %+v: %v, want ErrInvalidRequest", q, err)
+		}
+	}
+}

@@ -180,10 +180,14 @@ func (d Due) AtMs() int64 {
 	return d.DueMs
 }
 
-// Query asks for a shard's entries due at or before ThroughMs, at most
-// Limit; Result is its answer (Bad: entries that cannot be read).
+// Query asks for a shard's entries due from FromMs (0: the shard's start)
+// through ThroughMs, at most Limit; Result is its answer (Bad: entries
+// that cannot be read). A range from the start walks every entry removed
+// since etcd last compacted (etcd keeps their tombstones in its index), so
+// a node that reads often starts where it last found the oldest.
 type Query struct {
 	Shard     int
+	FromMs    int64
 	ThroughMs int64
 	Limit     int
 }

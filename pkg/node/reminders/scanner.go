@@ -52,7 +52,7 @@ type Config struct {
 
 // DefaultConfig is the node's.
 func DefaultConfig(window time.Duration) Config {
-	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 256, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
+	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 1024, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
 }
 
 // Deps are the scanner's seams.
@@ -87,7 +87,28 @@ type Scanner struct {
 	// unread or unstarted: scan again without waiting for the tick.
 	kick    chan struct{}
 	backlog bool // scan's goroutine only
+	// low is, per shard, where the next read starts (scan.go's goroutine
+	// only): the oldest due time the last read found, or lag before it
+	// ran; fullAt is when the next read starts every shard at its start
+	// (an entry put behind low: a reminder set due in the past); last is
+	// when the last scan ran (kicks wait gap after it).
+	low          map[int]int64
+	fullAt, last time.Time
 }
+
+// The reads' pacing, in Ticks: a read starts lag before it runs (an entry
+// due that recently is always seen, put late or by a node whose clock is
+// behind), every shard is read from its start every full, and a scan
+// kicked by a firing's end waits gap after the last one (a backlog's
+// firings end hundreds of times a second; each read walks the tombstones
+// of the entries fired since etcd compacted, from where it starts).
+const (
+	lagTicks  = 10
+	fullTicks = 25
+	gapDiv    = 4
+	// minShare is the fewest entries a fired shard reads per scan.
+	minShare = 8
+)
 
 type pending struct {
 	shard     int
@@ -98,7 +119,7 @@ type pending struct {
 
 // New is a scanner; Run runs it.
 func New(cfg Config, d Deps) *Scanner {
-	return &Scanner{cfg: cfg, d: d, sem: make(chan struct{}, cfg.InFlight), busy: map[string]*pending{}, shardBusy: map[int]int{}, watch: map[int]watched{}, kick: make(chan struct{}, 1)}
+	return &Scanner{cfg: cfg, d: d, sem: make(chan struct{}, cfg.InFlight), busy: map[string]*pending{}, shardBusy: map[int]int{}, watch: map[int]watched{}, kick: make(chan struct{}, 1), low: map[int]int64{}}
 }
 
 // Run reads and fires until ctx ends, then waits for the firings it sent.
@@ -106,6 +127,13 @@ func (s *Scanner) Run(ctx context.Context) {
 	t := s.d.Clock.NewTicker(s.cfg.Tick)
 	defer s.wg.Wait()
 	defer t.Stop()
+	var soon clock.Timer // a kick's scan, gap after the last
+	var soonC <-chan time.Time
+	defer func() {
+		if soon != nil {
+			soon.Stop()
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
@@ -113,9 +141,18 @@ func (s *Scanner) Run(ctx context.Context) {
 		case <-t.C():
 			s.scan(ctx)
 		case <-s.kick:
-			if s.backlog {
-				s.scan(ctx)
+			if !s.backlog || soonC != nil {
+				continue
 			}
+			if wait := s.last.Add(s.cfg.Tick / gapDiv).Sub(s.d.Clock.Now()); wait > 0 {
+				soon = s.d.Clock.NewTimer(wait)
+				soonC = soon.C()
+				continue
+			}
+			s.scan(ctx)
+		case <-soonC:
+			soonC = nil
+			s.scan(ctx)
 		}
 	}
 }
@@ -129,23 +166,51 @@ func (s *Scanner) Run(ctx context.Context) {
 func (s *Scanner) scan(ctx context.Context) {
 	now := s.d.Clock.Now()
 	nodes := s.d.Nodes()
-	s.backlog = false
+	s.backlog, s.last = false, now
+	full := !now.Before(s.fullAt)
+	if full {
+		s.fullAt = now.Add(fullTicks * s.cfg.Tick)
+	}
+	from := func(shard int, through int64) int64 {
+		if full {
+			return 0
+		}
+		return min(s.low[shard], through)
+	}
 	var qs []reminder.Query
 	var watching []bool
 	s.mu.Lock()
-	free := s.cfg.InFlight - len(s.sem)
+	fires := func(shard int) (bool, bool) {
+		primary, backup := reminder.Roles(shard, nodes)
+		return s.d.Self == primary || s.d.Self == backup && now.Before(s.watch[shard].takeUntil), s.d.Self == backup
+	}
+	// Each shard fired reads its entries being fired (skipped) and its
+	// share of the free slots, twice over: what a shard leaves, a later
+	// scan reads (backlog), and a read costs etcd what it returns.
+	firing, share := 0, 0
 	for shard := range reminder.Shards {
-		switch primary, backup := reminder.Roles(shard, nodes); {
-		case s.d.Self == primary, s.d.Self == backup && now.Before(s.watch[shard].takeUntil):
-			if limit := min(s.cfg.Batch, free+s.shardBusy[shard]); limit > 0 {
-				qs, watching = append(qs, reminder.Query{Shard: shard, ThroughMs: now.UnixMilli(), Limit: limit}), append(watching, false)
+		if f, _ := fires(shard); f {
+			firing++
+		}
+	}
+	if free := s.cfg.InFlight - len(s.sem); free > 0 {
+		share = min(free, max(minShare, 2*free/max(firing, 1)))
+	}
+	for shard := range reminder.Shards {
+		switch f, backup := fires(shard); {
+		case f:
+			if share > 0 {
+				limit := min(s.cfg.Batch, share+s.shardBusy[shard])
+				qs, watching = append(qs, reminder.Query{Shard: shard, FromMs: from(shard, now.UnixMilli()), ThroughMs: now.UnixMilli(), Limit: limit}), append(watching, false)
 			} else {
 				s.backlog = true // InFlight firings run: nothing could start
 			}
-		case s.d.Self == backup:
-			qs, watching = append(qs, reminder.Query{Shard: shard, ThroughMs: now.Add(-s.cfg.Grace).UnixMilli(), Limit: 1}), append(watching, true)
+		case backup:
+			through := now.Add(-s.cfg.Grace).UnixMilli()
+			qs, watching = append(qs, reminder.Query{Shard: shard, FromMs: from(shard, through), ThroughMs: through, Limit: 1}), append(watching, true)
 		default:
 			delete(s.watch, shard)
+			delete(s.low, shard)
 		}
 	}
 	s.mu.Unlock()
@@ -157,6 +222,7 @@ func (s *Scanner) scan(ctx context.Context) {
 		return
 	}
 	for i, r := range rs {
+		s.low[qs[i].Shard] = lowAfter(r, now.Add(-lagTicks*s.cfg.Tick).UnixMilli())
 		if watching[i] {
 			s.watchOldest(qs[i].Shard, r.Due, now)
 			continue
@@ -174,6 +240,16 @@ func (s *Scanner) scan(ctx context.Context) {
 		}
 	}
 	s.forget(now)
+}
+
+// lowAfter is where a shard's next read starts after r: the oldest due
+// time r found (nothing is due before it, but what is put there later),
+// at most lagged.
+func lowAfter(r reminder.Result, lagged int64) int64 {
+	if len(r.Due) > 0 {
+		return max(1, min(r.Due[0].DueMs, lagged))
+	}
+	return max(1, lagged)
 }
 
 // takeFor is how long a backup fires a shard whose primary stalled before

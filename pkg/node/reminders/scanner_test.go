@@ -45,7 +45,7 @@ func (m *memStore) DueReminders(_ context.Context, qs []reminder.Query) ([]remin
 	out := make([]reminder.Result, len(qs))
 	for i, q := range qs {
 		for _, d := range m.kv {
-			if d.Shard == q.Shard && d.DueMs <= q.ThroughMs && len(out[i].Due) < q.Limit {
+			if d.Shard == q.Shard && d.DueMs >= q.FromMs && d.DueMs <= q.ThroughMs && len(out[i].Due) < q.Limit {
 				out[i].Due = append(out[i].Due, d)
 			}
 		}
@@ -157,10 +157,16 @@ func TestScanner(t *testing.T) {
 			Fire: fire, Sends: sends, Log: zerolog.Nop()})
 		wg.Go(func() { s.Run(ctx) })
 	}
+	// Once the scans start past it, an entry put behind them (a reminder
+	// set due a second ago): a read from the shard's start finds it.
+	time.Sleep(100 * time.Millisecond)
+	behind := reminder.Entry{Object: "actor/dcounter/h", Name: "h", Seq: 1, Generation: 1}
+	behindDue := time.Now().Add(-time.Second).UnixMilli()
+	st.put(reminder.ShardOf(behind.Object), behindDue, behind)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		mu.Lock()
-		n := fired[flaky.Object+"@"+time.UnixMilli(now).String()]
+		n := fired[flaky.Object+"@"+time.UnixMilli(now).String()] * fired[behind.Object+"@"+time.UnixMilli(behindDue).String()]
 		p := 0
 		for k, v := range fired {
 			if len(k) > len(periodic.Object) && k[:len(periodic.Object)] == periodic.Object {
@@ -185,6 +191,9 @@ func TestScanner(t *testing.T) {
 	}
 	if p < 3 { // due 2.5 s ago every second: three due times already
 		t.Errorf("the periodic entry fired %d due times", p)
+	}
+	if fired[behind.Object+"@"+time.UnixMilli(behindDue).String()] != 1 {
+		t.Error("an entry put behind where the scans start never fired")
 	}
 	if attempts[flaky.Object] < 2 {
 		t.Errorf("the flaky firing was sent %d times", attempts[flaky.Object])
