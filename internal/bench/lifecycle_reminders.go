@@ -39,6 +39,7 @@ import (
 // time) p99 beside the bound, 1 s.
 
 const (
+	lateBuckets       = 10
 	lifecycleRemDue   = "lifecycle: reminder firings due"
 	lifecycleRemBound = "lifecycle: reminder lateness bound"
 )
@@ -131,6 +132,7 @@ func (x *run) lifecycleReminders(ctx context.Context, m *mesh, p LifecyclePlan, 
 
 	ran := map[string]int{}
 	var late, lateAfter []time.Duration
+	var byDue [lateBuckets][]time.Duration // by due time, a tenth of the window each
 	torn, over := 0, 0
 	for _, path := range logs {
 		f, err := os.Open(path)
@@ -151,6 +153,9 @@ func (x *run) lifecycleReminders(ctx context.Context, m *mesh, p LifecyclePlan, 
 			d, _ := strconv.ParseInt(l.Reminder[at+1:], 10, 64)
 			ran[l.Object]++
 			late = append(late, time.Duration(l.T-d*int64(time.Millisecond)))
+			if b := int((d - start.UnixMilli()) * lateBuckets / window.Milliseconds()); b >= 0 && b < lateBuckets {
+				byDue[b] = append(byDue[b], late[len(late)-1])
+			}
 			if late[len(late)-1] > time.Second {
 				over++
 			}
@@ -199,8 +204,12 @@ func (x *run) lifecycleReminders(ctx context.Context, m *mesh, p LifecyclePlan, 
 		Note: fmt.Sprintf("execution start - due time; p50 %.0f ms, max %.0f ms, %d over 1 s; %d due after the kill (p99 %.0f ms); %s was the primary of %d by shard; %s's firings sent: %s",
 			ms(pct(late, 50)), ms(pct(late, 100)), over, dueAfter, ms(pct(lateAfter, 99)), names[1], ofKilled, names[0], strings.Join(sent, ", "))},
 		lifecycleRemBound, le(1))
-	x.step("lifecycle: reminders: %d missing, %d run twice, %d torn lines; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms",
-		missing, twice, torn, ms(pct(late, 50)), ms(pct(late, 99)), ms(pct(late, 100)))
+	var tenths []string
+	for _, b := range byDue {
+		tenths = append(tenths, fmt.Sprintf("%.0f", ms(pct(b, 99))))
+	}
+	x.step("lifecycle: reminders: %d missing, %d run twice, %d torn lines; lateness p50 %.0f ms, p99 %.0f ms, max %.0f ms; p99 by tenth of the window (ms): %s",
+		missing, twice, torn, ms(pct(late, 50)), ms(pct(late, 99)), ms(pct(late, 100)), strings.Join(tenths, " "))
 	return nil
 }
 

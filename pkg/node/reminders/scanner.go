@@ -207,7 +207,7 @@ func (s *Scanner) scan(ctx context.Context) {
 			}
 		case backup:
 			through := now.Add(-s.cfg.Grace).UnixMilli()
-			qs, watching = append(qs, reminder.Query{Shard: shard, FromMs: from(shard, through), ThroughMs: through, Limit: 1}), append(watching, true)
+			qs, watching = append(qs, reminder.Query{Shard: shard, FromMs: from(shard, through), ThroughMs: through, Limit: watchN}), append(watching, true)
 		default:
 			delete(s.watch, shard)
 			delete(s.low, shard)
@@ -256,31 +256,50 @@ func lowAfter(r reminder.Result, lagged int64) int64 {
 // it watches again (about a lease: the directory drops a dead primary).
 const takeFor = 5 * time.Second
 
+// watchN is how many of a shard's oldest late entries its backup watches:
+// a loaded primary's oldest firing may take longer than Grace, but it
+// finishes one of them.
+const watchN = 16
+
 // watched is a backup's view of one shard.
 type watched struct {
-	key       string    // its oldest entry Grace late
-	rev       int64     // that entry's revision
-	since     time.Time // when first seen so
-	takeUntil time.Time // firing it as a primary until then
+	seen      map[string]int64 // its oldest entries Grace late: key → revision
+	since     time.Time        // when the last of them was decided
+	takeUntil time.Time        // firing it as a primary until then
 }
 
-// watchOldest takes a backup's read of shard's oldest entry Grace late
-// (none: nothing late). Unchanged for Grace more, the primary makes no
-// progress: the backup fires the shard as its primary for takeFor, from
-// the next scan.
+// watchOldest takes a backup's read of shard's oldest entries Grace late
+// (none: nothing late). When none of those it saw before was decided
+// (removed, advanced, re-based) for Grace, the primary makes no progress:
+// the backup fires the shard as its primary for takeFor, from the next
+// scan.
 func (s *Scanner) watchOldest(shard int, due []reminder.Due, now time.Time) {
 	if len(due) == 0 {
 		delete(s.watch, shard)
 		return
 	}
+	cur := make(map[string]int64, len(due))
+	for _, d := range due {
+		cur[d.Key] = d.Rev
+	}
 	w, ok := s.watch[shard]
+	progress := !ok || w.seen == nil
+	for k, rev := range w.seen {
+		if r, still := cur[k]; !still || r != rev {
+			progress = true
+			break
+		}
+	}
 	switch {
-	case !ok || w.key != due[0].Key || w.rev != due[0].Rev:
-		s.watch[shard] = watched{key: due[0].Key, rev: due[0].Rev, since: now}
+	case progress:
+		s.watch[shard] = watched{seen: cur, since: now}
 	case now.Sub(w.since) >= s.cfg.Grace:
-		s.d.Log.Info().Int("shard", shard).Str("oldest", w.key).Msg("a reminder shard's primary makes no progress: its backup fires it")
+		s.d.Log.Info().Int("shard", shard).Str("oldest", due[0].Key).Msg("a reminder shard's primary makes no progress: its backup fires it")
 		s.watch[shard] = watched{takeUntil: now.Add(takeFor)}
 		s.backlog = true // scan again at once
+	default:
+		w.seen = cur // entries late since are watched too
+		s.watch[shard] = w
 	}
 }
 

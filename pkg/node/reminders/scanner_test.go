@@ -209,3 +209,47 @@ func TestScanner(t *testing.T) {
 		}
 	}
 }
+
+// TestBackupFiresADeadPrimarysShards: of two nodes, one never scans (dead,
+// its lease not ended yet): the other, backup of its shards, sees no
+// entry of them decided and fires them too.
+func TestBackupFiresADeadPrimarysShards(t *testing.T) {
+	st := &memStore{kv: map[string]reminder.Due{}}
+	now := time.Now().UnixMilli()
+	want := map[string]bool{}
+	for i := 0; len(want) < 2*reminder.Shards; i++ {
+		e := reminder.Entry{Object: "actor/dcounter/d" + string(rune('a'+i%26)) + string(rune('a'+i/26)), Name: "r", Seq: 1, Generation: 1}
+		st.put(reminder.ShardOf(e.Object), now, e)
+		want[e.Object] = true
+	}
+	var mu sync.Mutex
+	fired := map[string]bool{}
+	fire := func(_ context.Context, d reminder.Due, _ int) pb.Code {
+		mu.Lock()
+		fired[d.Entry.Object] = true
+		mu.Unlock()
+		st.persisted(d)
+		return pb.Code_CODE_OK
+	}
+	cfg := Config{Tick: 10 * time.Millisecond, Grace: 30 * time.Millisecond, InFlight: 8, Batch: 16, Window: time.Minute, MaxBackoff: 50 * time.Millisecond, FireTimeout: time.Second}
+	s := New(cfg, Deps{Clock: clock.Real(), Store: st, Self: "n1", Nodes: func() []string { return []string{"n1", "n2"} },
+		Fire: fire, Sends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"result"}), Log: zerolog.Nop()})
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { s.Run(ctx) })
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		mu.Lock()
+		n := len(fired)
+		mu.Unlock()
+		if n == len(want) || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	wg.Wait()
+	if len(fired) != len(want) {
+		t.Fatalf("fired %d of %d entries with the primary of about half of them dead", len(fired), len(want))
+	}
+}
