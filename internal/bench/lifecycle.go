@@ -144,6 +144,8 @@ func (x *run) lifecycle() error {
 		return err
 	}
 	inuse, _ := promscrape.Sum(ctx, web, "go_memstats_heap_inuse_bytes")
+	x.step("lifecycle: node RSS %.1f MiB with %d asleep (%.1f MiB with none); Go heap in use %.1f MiB (%.1f MiB)",
+		float64(rss)/(1<<20), p.Objects, float64(none)/(1<<20), inuse/(1<<20), noneInuse/(1<<20))
 	x.fig(Measure{Name: fmt.Sprintf("lifecycle: node RSS with %d durable objects asleep", p.Objects), Value: float64(rss) / (1 << 20), Unit: "MiB", N: 1,
 		Note: fmt.Sprintf("%.1f KiB per sleeping object over the node with none; Go heap in use %.1f MiB (%.1f MiB with none)",
 			float64(rss-none)/float64(p.Objects)/1024, inuse/(1<<20), noneInuse/(1<<20))},
