@@ -88,10 +88,10 @@ var Plants = []Plant{
 			s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 3 * time.Second, 15 * time.Second, 15 * time.Second}
 			faults(4*time.Second, 14*time.Second, PauseNode)(s)
 		}},
-	{Bug: failpoint.BugReminderFreshOp, Trigger: "the lifecycle workload's periodic reminders (every second), with every 10th owner reply lost after execution (node.before-reply=error%10, as the control run): each lost firing is sent again",
+	{Bug: failpoint.BugReminderFreshOp, Trigger: "the lifecycle workload's periodic reminders (every second) while every 2nd commit of the storm waits 3 s (target.before-commit=sleep:3s%2), inside the 5 s relocation deadline: a firing captured by the move waits past its 2 s send bound, its entry is still due, and it is sent again while the first waits",
 		apply: func(s *Spec) {
 			s.Workloads = []string{"lifecycle"}
-			failpoints("node.before-reply=error%10")(s)
+			failpoints("target.before-commit=sleep:3s%2")(s)
 		}},
 }
 

@@ -145,10 +145,10 @@ const (
 	// (durable counters idle past the nodes' --sleep-after).
 	BugSleepBeforePersist = "sleep-before-persist"
 	// BugReminderFreshOp: a node sends a reminder firing again (its first
-	// answer lost) under a fresh operation id instead of the firing's
+	// send timed out) under a fresh operation id instead of the firing's
 	// own, so the object's de-duplication table cannot tell it ran: the
-	// lifecycle workload's periodic reminders, with replies lost after
-	// execution.
+	// lifecycle workload's periodic reminders, while commits of the
+	// storm wait 3 s (a firing captured by a move outlives its send).
 	BugReminderFreshOp = "reminder-fresh-op"
 )
 
