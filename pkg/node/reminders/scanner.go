@@ -87,7 +87,7 @@ type Scanner struct {
 	// unread or unstarted: scan again without waiting for the tick.
 	kick    chan struct{}
 	backlog bool // scan's goroutine only
-	// low is, per shard, where the next read starts (scan.go's goroutine
+	// low is, per shard, where the next read starts (scan's goroutine
 	// only): the oldest due time the last read found, or lag before it
 	// ran; fullAt is when the next read starts every shard at its start
 	// (an entry put behind low: a reminder set due in the past); last is
