@@ -127,3 +127,77 @@ func (s *Store) RebaseReminder(ctx context.Context, d reminder.Due, atMs int64) 
 	d.Rev = resp.Header.Revision
 	return d, true, nil
 }
+
+// A state store beside etcd (pkg/statestore) cannot write the schedule in
+// the transaction of the state: it puts the entries a change sets before
+// the change (PutSchedule), and removes the ones it fired after it
+// (DropSchedule). An entry left by a change that was not written fires a
+// reminder the object no longer has (refused as not found, then removed)
+// or a due time its persisted reply answers: extra entries are harmless,
+// a missing one would lose a firing.
+
+// PutSchedule writes req's Schedule, fenced as PersistState is by the
+// record's store version and the owner's key (not by the state key, which
+// is elsewhere). Outcome: Written, Moved, Superseded, OwnerGone; an RPC
+// error is returned as is (the entries may or may not be there: harmless).
+func (s *Store) PutSchedule(ctx context.Context, req PersistRequest) (PersistResult, error) {
+	if err := req.Validate(); err != nil {
+		return PersistResult{}, err
+	}
+	var ops []clientv3.Op
+	for _, op := range s.scheduleOps(req) {
+		if op.IsPut() {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return PersistResult{Outcome: PersistWritten}, nil
+	}
+	authKey, ownerKey := s.keys.Authority(req.Object), s.keys.Owner(req.Fence.Owner.ID)
+	resp, err := s.c.Txn(ctx).If(
+		clientv3.Compare(clientv3.ModRevision(authKey), "=", req.StoreVersion),
+		clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Fence.Owner.Generation),
+	).Then(ops...).Else(clientv3.OpGet(authKey), clientv3.OpGet(ownerKey, clientv3.WithKeysOnly())).Commit()
+	if err != nil {
+		return PersistResult{}, fmt.Errorf("authority: schedule reminders of %s: %w", req.Object, err)
+	}
+	res := PersistResult{Outcome: PersistWritten, Revision: resp.Header.Revision}
+	if resp.Succeeded {
+		return res, nil
+	}
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 {
+		if res.Current, err = s.snapshot(kvs[0], resp.Header.Revision); err != nil {
+			return PersistResult{}, err
+		}
+		res.Found = true
+	}
+	kvs := resp.Responses[1].GetResponseRange().GetKvs()
+	switch {
+	case !res.Found || res.Current.Fence() != req.Fence:
+		res.Outcome = PersistSuperseded
+	case len(kvs) == 0 || kvs[0].CreateRevision != req.Fence.Owner.Generation:
+		res.Outcome = PersistOwnerGone
+	default:
+		res.Outcome = PersistMoved
+	}
+	return res, nil
+}
+
+// DropSchedule removes req's Unschedule entries that its Schedule does not
+// put again, after the change that fired them was written. Not fenced: the
+// change is persisted, so no owner after it schedules those due times.
+func (s *Store) DropSchedule(ctx context.Context, req PersistRequest) error {
+	var ops []clientv3.Op
+	for _, op := range s.scheduleOps(req) {
+		if op.IsDelete() {
+			ops = append(ops, op)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	if _, err := s.c.Txn(ctx).Then(ops...).Commit(); err != nil {
+		return fmt.Errorf("authority: remove fired reminders of %s: %w", req.Object, err)
+	}
+	return nil
+}

@@ -111,6 +111,18 @@ type StateReply struct {
 	Value ReplyValue
 }
 
+// DecodeReply parses obj's persisted reply id with value b; the error
+// wraps ErrInvalidState.
+func DecodeReply(obj keyspace.Object, id string, b []byte) (StateReply, error) {
+	var rv ReplyValue
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if !validReplyID(id) || dec.Decode(&rv) != nil {
+		return StateReply{}, fmt.Errorf("%w: reply %s of %s: %q", ErrInvalidState, id, obj, b)
+	}
+	return StateReply{ID: id, Value: rv}, nil
+}
+
 // validReplyID reports whether id is 32 lowercase hex digits.
 func validReplyID(id string) bool {
 	if len(id) != 32 {
@@ -198,14 +210,11 @@ func (s *Store) ReadState(ctx context.Context, obj keyspace.Object) (StateRead, 
 		return r, fmt.Errorf("%w: state of %s names %s", ErrInvalidState, obj, v.Object)
 	}
 	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
-		id := strings.TrimPrefix(string(kv.Key), prefix)
-		var rv ReplyValue
-		dec := json.NewDecoder(bytes.NewReader(kv.Value))
-		dec.DisallowUnknownFields()
-		if !validReplyID(id) || dec.Decode(&rv) != nil {
-			return r, fmt.Errorf("%w: reply %s of %s: %q", ErrInvalidState, id, obj, kv.Value)
+		rep, err := DecodeReply(obj, strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
+		if err != nil {
+			return r, err
 		}
-		r.Replies = append(r.Replies, StateReply{ID: id, Value: rv})
+		r.Replies = append(r.Replies, rep)
 	}
 	r.Found, r.Value = true, v
 	return r, nil
@@ -241,6 +250,9 @@ type PersistRequest struct {
 	StateVersion int64
 	// Value is the encoded StateValue.
 	Value []byte
+	// State is the StateValue Value encodes: a store that keeps its parts
+	// apart (pkg/statestore/postgres) writes from it.
+	State *StateValue
 	// Reply is the reply of the change to persist with it (nil: none, e.g.
 	// a timer fire).
 	Reply *StateReply
@@ -269,7 +281,7 @@ func (r PersistRequest) Size() int {
 	return n + 64*len(r.Unschedule)
 }
 
-func (r PersistRequest) validate() error {
+func (r PersistRequest) Validate() error {
 	if err := r.Object.Validate(); err != nil {
 		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
@@ -368,7 +380,7 @@ type PersistResult struct {
 // and the caller must resolve again (ResolvePersist) or treat its copy as
 // unknown.
 func (s *Store) PersistState(ctx context.Context, req PersistRequest) (PersistResult, error) {
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return PersistResult{}, err
 	}
 	authKey, stateKey, ownerKey := s.keys.Authority(req.Object), s.keys.State(req.Object), s.keys.Owner(req.Fence.Owner.ID)
@@ -408,7 +420,7 @@ func (s *Store) PersistState(ctx context.Context, req PersistRequest) (PersistRe
 // is unique: StateValue.Seq); otherwise the reason it could not be, or
 // PersistNotWritten.
 func (s *Store) ResolvePersist(ctx context.Context, req PersistRequest) (PersistResult, error) {
-	if err := req.validate(); err != nil {
+	if err := req.Validate(); err != nil {
 		return PersistResult{}, err
 	}
 	authKey, stateKey, ownerKey := s.keys.Authority(req.Object), s.keys.State(req.Object), s.keys.Owner(req.Fence.Owner.ID)

@@ -9,9 +9,12 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/node/config"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/statestore"
+	"github.com/meshloc/meshloc/pkg/statestore/postgres"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -24,11 +27,22 @@ import (
 
 // hostEnv makes the objects' environment (Start, once the store, cache and
 // this node's address are known).
-func (n *Node) hostEnv() *hosted.Env {
+func (n *Node) hostEnv() (*hosted.Env, error) {
+	n.state = statestore.NewEtcd(n.store, n.cfg.DurableMaxBytes)
+	open := n.opts.State
+	if open == nil && config.UsesPostgres(n.cfg.StateStore) {
+		open = postgres.Opener(n.cfg.StateStore)
+	}
+	if open != nil {
+		var err error
+		if n.state, err = open(n.life, n.store); err != nil {
+			return nil, fmt.Errorf("node: state store: %w", err)
+		}
+	}
 	return hosted.NewEnv(hosted.Deps{Config: &n.cfg, Metrics: n.metrics, Log: n.log, Clock: n.clock, Work: &n.work,
-		ExecLog: n.xlog, Store: n.store, Cache: n.cache, Self: n.self, SelfNode: n.selfNode, RoutingID: n.rid,
+		ExecLog: n.xlog, Store: n.store, State: n.state, Cache: n.cache, Self: n.self, SelfNode: n.selfNode, RoutingID: n.rid,
 		Life: n.life, Stopping: n.stopping, Outboxes: n.outboxes, Traffic: n.traffic, KnownGeneration: knownGeneration,
-		WriteBehind: writeBehind, Node: objectHost{n}})
+		WriteBehind: writeBehind, Node: objectHost{n}}), nil
 }
 
 // objectHost is the node as its objects see it (hosted.Node).

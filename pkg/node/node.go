@@ -38,6 +38,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/node/routing"
 	"github.com/meshloc/meshloc/pkg/node/stages"
+	"github.com/meshloc/meshloc/pkg/statestore"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -56,6 +57,7 @@ type Node struct {
 
 	etcd     *clientv3.Client
 	ownEtcd  bool
+	state    statestore.Store // durable objects' state (hosting.go)
 	watch    *clientv3.Client // the watch fan-out's client (EtcdWatchEndpoints), or nil
 	store    *authority.Store
 	cache    *authority.Cache
@@ -332,7 +334,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return err
 		}
 	}
-	n.env = n.hostEnv()
+	if n.env, err = n.hostEnv(); err != nil {
+		return err
+	}
 
 	sopts := append(transport.ServerOptions(),
 		// (Flow-control windows and buffers: transport.ServerOptions.)
@@ -517,6 +521,9 @@ func (n *Node) teardown(ctx context.Context) error {
 	}
 	n.bg.Wait()
 	n.peers.Close()
+	if n.state != nil {
+		errs = append(errs, n.state.Close())
+	}
 	if n.ownEtcd && n.etcd != nil {
 		errs = append(errs, n.etcd.Close())
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/clock"
+	"github.com/meshloc/meshloc/pkg/statestore"
 )
 
 // Option configures a Node at New.
@@ -23,6 +24,7 @@ type options struct {
 	Listener net.Listener
 	Metrics  *prometheus.Registry
 	Clock    clock.Clock
+	State    statestore.Opener
 	onReady  func()
 	onLost   func(object string)
 }
@@ -47,6 +49,11 @@ func WithListener(l net.Listener) Option { return func(o *options) { o.Listener 
 // WithMetrics registers the node's metrics on r (the embedder serves
 // them) instead of a registry of its own served on Config.HTTP.
 func WithMetrics(r *prometheus.Registry) Option { return func(o *options) { o.Metrics = r } }
+
+// WithStateStore keeps durable objects' state in the store open makes
+// (statestore/postgres.Opener) instead of beside the records in etcd. The
+// node opens it at Start and closes it at Stop.
+func WithStateStore(open statestore.Opener) Option { return func(o *options) { o.State = open } }
 
 // WithClock sets the node's one clock: its own, its relocations' and its
 // lease keeper's (default: the process clock). For tests.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 
+	"github.com/meshloc/meshloc/internal/prefault"
 	"github.com/meshloc/meshloc/internal/relocator"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -96,7 +97,7 @@ func (n *Node) newStage(ctx context.Context, ev relocation.PrepareEvent, bulk bo
 	}
 	busy, dup, release := n.incoming.Admit(stages.Limits{Stages: n.cfg.MaxIncomingStages, StagesPerPeer: n.cfg.MaxIncomingStagesPerPeer, Bytes: n.cfg.MaxIncomingBytes}, key, p.GetCoordinator().GetOwnerId(), p.GetPayloadLength())
 	m := relocation.NewTarget(relocation.TargetConfig{Self: n.self, SelfRoutingID: n.rid, AppVersion: n.cfg.ApplicationVersion,
-		FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: allocPayload, MaxDeadlineMs: (n.cfg.RelocationTimeout + MaxClockSkew).Milliseconds()})
+		FallbackMs: n.cfg.CutoverFallback.Milliseconds(), Alloc: prefault.Alloc, MaxDeadlineMs: (n.cfg.RelocationTimeout + MaxClockSkew).Milliseconds()})
 	ev.Busy, ev.Duplicate = busy, dup
 	if n.tls != nil {
 		ev.Peer = mtls.PeerNode(ctx) // authorize let only nodes in

@@ -133,6 +133,11 @@ type Config struct {
 	// request limit (--max-request-bytes, 1.5 MiB by default); raise both
 	// together (docs/design.md §5a).
 	DurableMaxBytes int
+	// StateStore is where durable objects' state lives: "etcd" (the
+	// default, or empty: beside the records) or a PostgreSQL connection
+	// string, postgres://… or libpq's key=value form (docs/operating/
+	// state-stores.md). The records stay in etcd either way.
+	StateStore string
 	// MaxTxnOps must equal the etcd cluster's --max-txn-ops (default 128,
 	// etcd's default): a group moves in one transaction, so a group may have
 	// at most MaxTxnOps − 4 members (groups.go); Join beyond it, and the
@@ -360,6 +365,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
 	fs.StringVar(&c.ExecLog, "exec-log", c.ExecLog, "append one JSON line per executed request or timer tick to this file (verification runs; empty: off)")
 	fs.IntVar(&c.DurableMaxBytes, "durable-max-bytes", c.DurableMaxBytes, "largest persisted value of one durable object (dcounter, dbank, …) in bytes; a change over it is refused with state_too_large. Keep it below etcd's --max-request-bytes (1.5 MiB by default) and raise both together")
+	fs.StringVar(&c.StateStore, "state-store", c.StateStore, "where durable objects' state lives: etcd (beside the records) or a PostgreSQL connection string (postgres://user@host:5432/db?sslmode=verify-full; libpq's key=value form, passfile and PG* variables work too); the records stay in etcd")
 	fs.IntVar(&c.MaxTxnOps, "max-txn-ops", c.MaxTxnOps, "the etcd cluster's --max-txn-ops: a group moves in one transaction, so it may have at most this minus 4 members (124 with etcd's default); set it to etcd's value when you raise it there")
 	fs.IntVar(&c.MaxRequestBytes, "max-request-bytes", c.MaxRequestBytes, "the etcd cluster's --max-request-bytes: bounds the bytes of a group's transactions; set it to etcd's value when you raise it there")
 	fs.DurationVar(&c.BackgroundLatencyTarget, "background-latency-target", c.BackgroundLatencyTarget, "while calls are served and the process's run-queue wait p99 is above this, background relocations (a rebalance's, an operator's; not a drain's) start at a lower rate (0: never paced; 10us..1s)")
@@ -472,6 +478,9 @@ func (c *Config) Validate() error {
 	if c.DurableMaxBytes < MinDurableMaxBytes || c.DurableMaxBytes > MaxDurableMaxBytes {
 		return bad("--durable-max-bytes", "%d is outside [%d, %d]", c.DurableMaxBytes, MinDurableMaxBytes, MaxDurableMaxBytes)
 	}
+	if err := CheckStateStore(c.StateStore); err != nil {
+		return bad("--state-store", "%v", err)
+	}
 	if c.MaxTxnOps < 5 {
 		return bad("--max-txn-ops", "%d: a group of one member needs transactions of 5 operations (etcd's default is %d)", c.MaxTxnOps, authority.DefaultMaxTxnOps)
 	}
@@ -535,4 +544,18 @@ func (c *Config) Validate() error {
 // relocations.
 func (c Config) Pacing() admission.Config {
 	return admission.Config{LatencyTarget: c.BackgroundLatencyTarget, MinRate: c.BackgroundMinRate}
+}
+
+// CheckStateStore checks a --state-store value: empty, etcd, or a
+// PostgreSQL connection string (UsesPostgres).
+func CheckStateStore(v string) error {
+	if v == "" || v == "etcd" || UsesPostgres(v) {
+		return nil
+	}
+	return fmt.Errorf("%q is neither etcd nor a PostgreSQL connection string (postgres://… or key=value …)", v)
+}
+
+// UsesPostgres reports whether a --state-store value names PostgreSQL.
+func UsesPostgres(v string) bool {
+	return strings.HasPrefix(v, "postgres://") || strings.HasPrefix(v, "postgresql://") || strings.Contains(v, "=") && !strings.Contains(v, "://")
 }

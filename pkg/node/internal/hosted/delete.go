@@ -70,6 +70,9 @@ func (h *Object) end() *pb.CallReply {
 	case err == nil && res.Deleted:
 		n.metrics.Lifecycle.Deletes.WithLabelValues("ended").Inc()
 		n.log.Info().Str("object", h.name).Int64("objectGeneration", fence.ObjectGeneration).Msg("deleted by its own request")
+		if err := n.state.Forget(ctx, h.obj, fence.ObjectGeneration); err != nil { // left for the name's next claim to drop
+			n.log.Warn().Str("object", h.name).Err(err).Msg("deleted, but its state not yet removed from the " + n.state.Name() + " state store")
+		}
 		h.retire(h.name + " was deleted; a retry creates a new object, or is told it was deleted")
 		return nil
 	case err == nil || errors.Is(err, authority.ErrNotDeletable) || errors.Is(err, authority.ErrInvalidRequest):

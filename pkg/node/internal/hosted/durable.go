@@ -13,6 +13,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/reminder"
+	"github.com/meshloc/meshloc/pkg/statestore"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -107,11 +108,12 @@ func (h *Object) initialDurable(stateRev int64, window time.Duration, entries in
 // catalog gave the object a new generation); its version is taken so that
 // the first write replaces it (and deletes its replies).
 func (n *Env) freshDurable(ctx context.Context, h *Object) *pb.CallReply {
-	rev, err := n.store.ReadStateVersion(ctx, h.obj)
+	rd, err := n.state.Load(ctx, h.claim(true))
 	if err != nil {
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return Unavailable("read the state of "+h.name, err)
 	}
+	rev := rd.StateVersion
 	if rev != 0 {
 		n.log.Warn().Str("object", h.name).Int64("stateVersion", rev).Msg("activated a durable object that has a persisted state but no record: starting from the initial state")
 	}
@@ -120,6 +122,22 @@ func (n *Env) freshDurable(ctx context.Context, h *Object) *pb.CallReply {
 	}
 	n.metrics.Durable.Loads.WithLabelValues("empty").Inc()
 	return nil
+}
+
+// claim is h's claim of its state under the fence it serves under (fresh:
+// just created, nothing to restore).
+func (h *Object) claim(fresh bool) statestore.Claim {
+	h.Mu.Lock()
+	defer h.Mu.Unlock()
+	return statestore.Claim{Object: h.obj, Fence: h.Fence, Deleted: h.Rec.Snapshot(h).Record.Deleted, Fresh: fresh}
+}
+
+// limitHint says where a store's limit comes from.
+func limitHint(store string) string {
+	if store == "etcd" {
+		return " (--durable-max-bytes; etcd's request limit bounds it)"
+	}
+	return ""
 }
 
 // dataLost is the answer for an object whose persisted state cannot be
@@ -173,10 +191,14 @@ func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
 // read, or unavailable's answer when etcd could not be read.
 func (h *Object) readPersisted(ctx context.Context, window time.Duration, entries int, unavailable func(error) *pb.CallReply) (rd authority.StateRead, r *pb.CallReply, found bool) {
 	n := h.env
-	rd, err := n.store.ReadState(ctx, h.obj)
+	rd, err := n.state.Load(ctx, h.claim(false))
 	switch {
 	case errors.Is(err, authority.ErrInvalidState):
 		return rd, h.dataLost("its persisted state", err), false
+	case statestore.IsFenced(err): // a newer owner claimed it: this copy is not the object any more
+		n.metrics.Durable.Loads.WithLabelValues("fenced").Inc()
+		h.DropDurable("fenced: " + err.Error())
+		return rd, h.Reply(pb.Code_CODE_UNAVAILABLE, nil, h.name+": a newer owner holds its state; retry"), false
 	case err != nil:
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return rd, unavailable(err), false
@@ -255,16 +277,16 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		Seq: d.seq + 1, State: state, Timers: timers, Outbox: outbox, Reminders: rem,
 		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: durable.WatermarkMs(d.table),
 	}
-	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode(),
+	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode(), State: &v,
 		Schedule: h.schedule(rem, d.rem, fence.ObjectGeneration)}
 	advance(&req, h.name, fence.ObjectGeneration, fired, rem)
 	if op != nil {
 		req.Reply = &authority.StateReply{ID: durable.ReplyID(*op), Value: authority.ReplyValue{Code: rec.Code, Payload: rec.Payload, Message: rec.Message}}
 	}
-	if size := req.Size() + durable.PersistSlack; size > n.cfg.DurableMaxBytes {
+	if size, limit := n.state.Size(req)+durable.PersistSlack, n.state.MaxBytes(); size > limit {
 		n.metrics.Durable.Writes.WithLabelValues("too_large").Inc()
-		msg := fmt.Sprintf("%s: the change would persist %d bytes (state %d), over this node's limit of %d (--durable-max-bytes; etcd's request limit bounds it); refused, the state is unchanged",
-			h.name, size, len(state), n.cfg.DurableMaxBytes)
+		msg := fmt.Sprintf("%s: the change would persist %d bytes (state %d), over the %s state store's limit of %d%s; refused, the state is unchanged",
+			h.name, size, len(state), n.state.Name(), limit, limitHint(n.state.Name()))
 		if err := h.rollbackDurable(); err != nil {
 			h.DropDurable("rollback failed: " + err.Error())
 		}
@@ -284,7 +306,7 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	defer cancel()
 	for range 4 {
 		start := n.now()
-		res, err := n.store.PersistState(ctx, req)
+		res, err := n.state.Persist(ctx, req)
 		n.metrics.Durable.Seconds.Observe(n.now().Sub(start).Seconds())
 		if err != nil {
 			n.metrics.Durable.Writes.WithLabelValues("uncertain").Inc()

@@ -17,6 +17,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/node/nodemetrics"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/statestore"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -72,6 +73,7 @@ type Deps struct {
 	Work      *sync.WaitGroup // the node's work: mailbox drains, timers, deliveries, relays
 	ExecLog   *execlog.Log    // nil: off
 	Store     *authority.Store
+	State     statestore.Store // where durable objects' state lives
 	Cache     *authority.Cache
 	Self      authority.OwnerRef
 	SelfNode  authority.NodeRef
@@ -99,6 +101,7 @@ type Env struct {
 	work            *sync.WaitGroup
 	xlog            *execlog.Log
 	store           *authority.Store
+	state           statestore.Store
 	cache           *authority.Cache
 	self            authority.OwnerRef
 	selfNode        authority.NodeRef
@@ -116,7 +119,7 @@ type Env struct {
 // NewEnv is the environment of a node's objects.
 func NewEnv(d Deps) *Env {
 	n := &Env{cfg: d.Config, metrics: d.Metrics, log: d.Log, clock: d.Clock, work: d.Work, xlog: d.ExecLog,
-		store: d.Store, cache: d.Cache, self: d.Self, selfNode: d.SelfNode, rid: d.RoutingID, life: d.Life,
+		store: d.Store, state: d.State, cache: d.Cache, self: d.Self, selfNode: d.SelfNode, rid: d.RoutingID, life: d.Life,
 		stopping: d.Stopping, outboxes: d.Outboxes, traffic: d.Traffic, knownGeneration: d.KnownGeneration, writeBehind: d.WriteBehind, node: d.Node}
 	if n.writeBehind == nil {
 		n.writeBehind = func() bool { return false }

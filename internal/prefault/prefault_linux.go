@@ -1,4 +1,4 @@
-package node
+package prefault
 
 import (
 	"os"
@@ -13,9 +13,9 @@ const madvPopulateWrite = 23
 // prefaultMin is the smallest buffer worth a system call.
 const prefaultMin = 2 << 20
 
-// allocPayload is the target's payload buffer (relocation.TargetConfig's
+// Alloc is the target's payload buffer (relocation.TargetConfig's
 // Alloc), prefaulted.
-func allocPayload(n int) []byte {
+func Alloc(n int) []byte {
 	b := make([]byte, n)
 	prefault(b)
 	return b

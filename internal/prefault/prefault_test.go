@@ -1,4 +1,4 @@
-package node
+package prefault
 
 import "testing"
 
@@ -6,13 +6,13 @@ import "testing"
 // zeroed buffer of the asked length, at any length and alignment.
 func TestAllocPayload(t *testing.T) {
 	for _, n := range []int{0, 1, 4095, 2 << 20, 3<<20 + 5} {
-		b := allocPayload(n)
+		b := Alloc(n)
 		if len(b) != n {
-			t.Fatalf("allocPayload(%d): %d bytes", n, len(b))
+			t.Fatalf("Alloc(%d): %d bytes", n, len(b))
 		}
 		for i := 0; i < n; i += 4093 {
 			if b[i] != 0 {
-				t.Fatalf("allocPayload(%d): byte %d is %d", n, i, b[i])
+				t.Fatalf("Alloc(%d): byte %d is %d", n, i, b[i])
 			}
 			b[i] = 1
 		}

@@ -1,0 +1,75 @@
+package node_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/internal/pgtest"
+	"github.com/meshloc/meshloc/internal/tcpproxy"
+	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node"
+	"github.com/meshloc/meshloc/pkg/wire"
+	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
+)
+
+// Durable objects with their state in PostgreSQL (--state-store): the owner
+// crashes and the survivor restores every acknowledged change from the
+// database (a retry answered from the persisted replies, not run again);
+// a relocation's target claims the state before it writes; a deleted
+// object's state is removed; etcd holds the records and no state.
+func TestDurablePostgres(t *testing.T) {
+	dsn := pgtest.Start(t).NewDatabase(t)
+	inPG := func(_ int, c *node.Config) { c.StateStore = dsn }
+	m, px := cuttableMesh(t)
+	n1 := m.addCut(t, px, "n1", inPG)
+	n2 := m.add(t, "n2", inPG)
+	n3 := m.add(t, "n3", inPG)
+	ctx := context.Background()
+	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: 30 * time.Second})
+
+	const counter = "actor/dcounter/pg"
+	if _, err := c.Call(ctx, counter, "get"); err != nil {
+		t.Fatal(err)
+	}
+	m.moveTo(t, counter, n1)
+	for i := 1; i <= 20; i++ {
+		if r, err := c.Call(ctx, counter, "add", "1"); err != nil || value(t, r) != int64(i) {
+			t.Fatalf("add #%d: %+v %v", i, r, err)
+		}
+	}
+	last := wire.NewOperationID()
+	if r, err := c.CallOp(ctx, last, counter, "add", [][]byte{[]byte("1")}); err != nil || value(t, r) != 21 || r.Fence.Owner != n1.Self() {
+		t.Fatalf("last add: %+v %v", r, err)
+	}
+
+	px.SetMode(tcpproxy.Blackhole) // n1 is cut off from etcd (not from PostgreSQL): its lease runs out
+	waitFencedAndGone(ctx, t, m, n1)
+	r, err := c.CallOp(ctx, last, counter, "add", [][]byte{[]byte("1")})
+	if err != nil || !r.Replayed || value(t, r) != 21 || r.Fence.Owner == n1.Self() {
+		t.Fatalf("retry of the acknowledged add after the crash: %+v %v; want 21 replayed by a survivor", r, err)
+	}
+	m.moveTo(t, counter, n3)
+	m.moveTo(t, counter, n2)
+	if r, err := c.Call(ctx, counter, "add", "1"); err != nil || value(t, r) != 22 || r.Fence.Owner != n2.Self() {
+		t.Fatalf("add after two relocations: %+v %v", r, err)
+	}
+	resp, err := m.etcd.Get(ctx, keyspace.Default().State(keyspace.Actor("dcounter", "pg")), clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count != 0 {
+		t.Fatalf("etcd holds %d state keys (%v), want none: the state is in PostgreSQL", resp.Count, err)
+	}
+
+	if _, err := c.Call(ctx, counter, "delete"); err != nil {
+		t.Fatalf("delete: %v", err)
+	}
+	if _, err := c.Call(ctx, counter, "get"); durableCode(err) != pb.Code_CODE_DELETED {
+		t.Fatalf("call by a caller that knew the deleted object: %v, want deleted", err)
+	}
+	c2 := newClient(t, client.Config{Nodes: []string{n3.Address()}, Timeout: 30 * time.Second})
+	if r, err := c2.Call(ctx, counter, "get"); err != nil || value(t, r) != 0 {
+		t.Fatalf("the name's next object: %+v %v, want a fresh counter", r, err)
+	}
+}
