@@ -132,6 +132,7 @@ Fault kinds: ` + chaos.KindList() + `; "all" is every kind the cluster can run.`
 	f.IntVar(&s.Groups, "groups", 0, "put the counter and list objects into this many groups each; the storm then moves whole groups")
 	f.IntVar(&s.Rotate, "rotate", 300, "list and bank objects are replaced by fresh ones after this many acknowledged writes (their reads return the whole state; 0: never)")
 	f.IntVar(&s.Cluster.Nodes, "nodes", 3, "meshnode processes")
+	f.StringVar(&s.Cluster.StateStore, "state-store", "etcd", "where the nodes keep durable state: etcd, or postgres (a PostgreSQL server started for the run, from Debian's postgresql package)")
 	f.IntVar(&s.Cluster.EtcdMembers, "etcd-members", 3, "etcd members: 1 or 3 (each a locationd process)")
 	f.BoolVar(&s.Cluster.Proxies, "proxies", true, "TCP proxies on node links (needed by the partition and link faults)")
 	f.DurationVar(&s.Cluster.LeaseTTL, "lease-ttl", 2*time.Second, "the nodes' lease TTL")

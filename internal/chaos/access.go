@@ -337,6 +337,7 @@ func (c *Cluster) Close() error {
 		})
 	}
 	wg.Wait()
+	c.stopPostgres()
 	c.hc.CloseIdleConnections()
 	return errors.Join(errs...)
 }

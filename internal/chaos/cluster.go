@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/meshloc/meshloc/internal/freeport"
+	"github.com/meshloc/meshloc/internal/pgserver"
 	"github.com/meshloc/meshloc/internal/tcpproxy"
 	"github.com/meshloc/meshloc/internal/verify"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -64,6 +65,11 @@ type Config struct {
 	CallTimeouts []time.Duration
 	// RelocationTimeout is the deadline asked for each relocation (default 5 s).
 	RelocationTimeout time.Duration
+	// StateStore is where the nodes keep durable state: "etcd" (or
+	// empty, the default) or "postgres": a PostgreSQL server the cluster
+	// starts in a directory of its own (internal/pgserver), every node
+	// given --state-store with its address.
+	StateStore string
 	// Logf, if set, gets progress lines.
 	Logf func(format string, args ...any)
 }
@@ -111,6 +117,8 @@ type Cluster struct {
 	nodes   []*Node
 	etcd    *clientv3.Client
 	store   *authority.Store
+	pg      *pgserver.Server // StateStore postgres
+	pgDir   string
 	keys    keyspace.Keys
 	hc      *http.Client
 
@@ -170,6 +178,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.EtcdMembers == 0 {
 		cfg.EtcdMembers = 1
+	}
+	if cfg.StateStore != "" && cfg.StateStore != "etcd" && cfg.StateStore != "postgres" {
+		return nil, fmt.Errorf("chaos: state store %q: want etcd or postgres", cfg.StateStore)
 	}
 	if cfg.EtcdMembers != 1 && cfg.EtcdMembers != 3 {
 		return nil, fmt.Errorf("chaos: %d etcd members: want 1 or 3", cfg.EtcdMembers)
@@ -251,6 +262,9 @@ func (c *Cluster) start(ctx context.Context) error {
 		return err
 	}
 	c.store = authority.New(c.etcd, c.keys)
+	if err := c.startPostgres(ctx); err != nil {
+		return err
+	}
 	for i := range c.cfg.Nodes {
 		n := &Node{Name: fmt.Sprintf("n%d", i+1), Listen: addr(), HTTP: addr(),
 			ExecLog: filepath.Join(c.cfg.WorkDir, fmt.Sprintf("n%d.exec.jsonl", i+1))}
@@ -403,4 +417,35 @@ func (c *Cluster) restartNode(ctx context.Context, n *Node, env []string) error 
 	}
 	c.event(n, "restarted")
 	return nil
+}
+
+// startPostgres starts the PostgreSQL server of StateStore postgres (in a
+// directory of its own under the system's temporary one: the server runs
+// as an unprivileged user, who must reach it) and gives the nodes its
+// address.
+func (c *Cluster) startPostgres(ctx context.Context) error {
+	if c.cfg.StateStore != "postgres" {
+		return nil
+	}
+	dir, err := os.MkdirTemp("", "meshloc-chaos-pg-")
+	if err != nil {
+		return err
+	}
+	c.pgDir = dir
+	if c.pg, err = pgserver.Launch(ctx, dir); err != nil {
+		return fmt.Errorf("chaos: postgres: %w", err)
+	}
+	c.cfg.NodeArgs = append(slices.Clip(c.cfg.NodeArgs), "--state-store", c.pg.DSN())
+	c.cfg.logf("postgres: %s (log %s)", c.pg.DSN(), c.pg.LogPath())
+	return nil
+}
+
+// stopPostgres stops that server and removes its directory.
+func (c *Cluster) stopPostgres() {
+	if c.pg != nil {
+		c.pg.Stop()
+	}
+	if c.pgDir != "" {
+		os.RemoveAll(c.pgDir)
+	}
 }

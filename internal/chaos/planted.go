@@ -93,6 +93,22 @@ var Plants = []Plant{
 			s.Workloads = []string{"lifecycle"}
 			failpoints("target.before-commit=sleep:3s%2")(s)
 		}},
+	{Bug: failpoint.BugStateWriteSkipsFence, Trigger: postgresTrigger, apply: onPostgres, runs: 4},
+	{Bug: failpoint.BugStateLoadBeforeClaim, Trigger: postgresTrigger, apply: onPostgres, runs: 4},
+}
+
+// postgresTrigger exposes the PostgreSQL store's planted bugs: writes held
+// past a takeover must be refused, and a claim must raise the fence before
+// it reads.
+const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), every 2nd durable write held 1 s (state.before-write=sleep:1s%2) and every 3rd claim 2 s (state.before-claim=sleep:2s%3), an owner paused for 3 TTLs (its held writes land after its objects were taken over)"
+
+// onPostgres is postgresTrigger.
+func onPostgres(s *Spec) {
+	s.Cluster.StateStore = "postgres"
+	s.Workloads = []string{"lifecycle", "dbank"}
+	s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 3 * time.Second, 15 * time.Second}
+	failpoints("state.before-write=sleep:1s%2;state.before-claim=sleep:2s%3")(s)
+	faults(4*time.Second, 10*time.Second, PauseNode)(s)
 }
 
 // PlantResult is one planted bug's runs.
@@ -181,12 +197,29 @@ func PlantedSpec(base Spec, p Plant) Spec {
 // planted: the correct code must pass it, so that a planted run's failure
 // is the bug's and not the trigger's.
 func ControlSpec(base Spec) Spec {
+	return control(base, func(t Spec) bool { return t.Cluster.StateStore == base.Cluster.StateStore })
+}
+
+// PostgresControl is ControlSpec for the plants that need durable state in
+// PostgreSQL (ControlSpec, on base's own store, leaves them out).
+func PostgresControl(base Spec) Spec {
+	s := control(base, func(t Spec) bool { return t.Cluster.StateStore == "postgres" })
+	s.Cluster.StateStore = "postgres"
+	s.Workloads = []string{"lifecycle", "dbank"}
+	return s
+}
+
+// control merges the triggers of the plants whose spec keep takes.
+func control(base Spec, keep func(Spec) bool) Spec {
 	s := base
 	s.Cluster.Env = slices.Clone(base.Cluster.Env)
 	var fps []string
 	armed := map[string]bool{}
 	for _, p := range Plants {
 		t := PlantedSpec(base, p)
+		if !keep(t) {
+			continue
+		}
 		for _, e := range t.Cluster.Env {
 			// One action per point: the first plant's.
 			if v, ok := strings.CutPrefix(e, "MESHLOC_FAILPOINTS="); ok {

@@ -13,7 +13,7 @@ import (
 
 // Workloads are the workload names Spec accepts (meshctl verify runs them
 // all by default).
-var Workloads = []string{"bank", "register", "list", "counter", "sessions", "transfers", "lifecycle"}
+var Workloads = []string{"bank", "register", "list", "counter", "sessions", "transfers", "lifecycle", "dbank", "dlist"}
 
 // lifecycleSleepAfter is the nodes' --sleep-after in a run with the
 // lifecycle workload: its durable objects (and every other durable
@@ -100,6 +100,10 @@ func NewWorkloads(names []string, prefix string, think time.Duration, artifacts 
 		switch strings.TrimSpace(n) {
 		case "bank":
 			out = append(out, &verify.Bank{Prefix: prefix, N: 2, Think: think, Rotate: rotate})
+		case "dbank": // the durable variants: their state is in the state store
+			out = append(out, &verify.Bank{Type: "dbank", Prefix: prefix, N: 2, Think: think, Rotate: rotate})
+		case "dlist":
+			out = append(out, &verify.List{Type: "dlist", Prefix: prefix, N: 6, Think: think, Rotate: rotate, Groups: groups})
 		case "register":
 			out = append(out, &verify.Register{Prefix: prefix, N: 12, Think: think, ArtifactDir: artifacts})
 		case "list":

@@ -69,6 +69,14 @@ const (
 	// Action "error" loses the reply: the request executed, the caller gets a
 	// gRPC UNAVAILABLE error and retries with the same operation id.
 	NodeBeforeReply = "node.before-reply"
+	// StateBeforeWrite: a durable object's change is about to go to its
+	// state store. Action "sleep" holds the write (past the owner's lease,
+	// past a takeover: it must then be refused); "error" fails it unsent.
+	StateBeforeWrite = "state.before-write"
+	// StateBeforeClaim: a new owner is about to claim a durable object's
+	// state (with the planted state-load-before-claim: between its read
+	// and its claim). Action "sleep" widens that window.
+	StateBeforeClaim = "state.before-claim"
 )
 
 // The planted bugs (Planted, Plant). Each names what the bug skips and, after
@@ -150,6 +158,18 @@ const (
 	// lifecycle workload's periodic reminders, while commits of the
 	// storm wait 3 s (a firing captured by a move outlives its send).
 	BugReminderFreshOp = "reminder-fresh-op"
+	// BugStateWriteSkipsFence: a PostgreSQL state store's write compares
+	// neither the row's fence nor its version, so a write held past a
+	// takeover lands over the new owner's: durable objects that sleep and
+	// wake, writes held past the lease (state.before-write=sleep) on a
+	// node paused past it.
+	BugStateWriteSkipsFence = "state-write-skips-fence"
+	// BugStateLoadBeforeClaim: a new owner of a durable object in a
+	// PostgreSQL state store reads its state before it raises the row's
+	// fence, so a write of the previous owner that lands between is
+	// neither loaded nor refused: the same trigger, and claims held
+	// (state.before-claim=sleep).
+	BugStateLoadBeforeClaim = "state-load-before-claim"
 )
 
 // Bugs lists every planted bug.
@@ -157,5 +177,5 @@ var Bugs = []string{
 	BugAckBeforeCommit, BugNoGenerationCheck, BugDedupNotTransferred, BugCommitWithoutCompare,
 	BugLeaseReceiveTime, BugCRCIgnored, BugWokenOwnerServes, BugDeltaSkipsChunk, BugOutboxNotTransferred,
 	BugRecycleEarly, BugBulkCommitIgnoresCompare, BugRecoveryBatchSharedCompare, BugSleepBeforePersist,
-	BugReminderFreshOp,
+	BugReminderFreshOp, BugStateWriteSkipsFence, BugStateLoadBeforeClaim,
 }

@@ -10,8 +10,8 @@ func TestOffBuildPlantsNothing(t *testing.T) {
 	if Enabled {
 		t.Fatal("Enabled without the failpoints tag")
 	}
-	if len(Bugs) != 14 {
-		t.Errorf("%d bugs listed, want 14", len(Bugs))
+	if len(Bugs) != 16 {
+		t.Errorf("%d bugs listed, want 16", len(Bugs))
 	}
 	undo := Plant(Bugs...)
 	defer undo()

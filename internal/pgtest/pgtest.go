@@ -28,9 +28,7 @@ type Server struct {
 // are extra server settings (`name=value`, see pgserver.Launch).
 func Start(t testing.TB, settings ...string) *Server {
 	t.Helper()
-	if pgserver.Bin() == "" {
-		missing(t, os.Getenv("CI") == "true")
-	}
+	Require(t)
 	// Not t.TempDir: when root, the server runs as nobody, which cannot
 	// enter the 0700 directory t.TempDir's live in; and a short path keeps
 	// the server's Unix socket path under its length limit.
@@ -65,6 +63,16 @@ func (s *Server) NewDatabase(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return dsn
+}
+
+// Require skips t (fails it under CI=true) when PostgreSQL's binaries are
+// missing: for a test that starts its server some other way (a process
+// cluster's).
+func Require(t testing.TB) {
+	t.Helper()
+	if pgserver.Bin() == "" {
+		missing(t, os.Getenv("CI") == "true")
+	}
 }
 
 // missing ends a test that has no PostgreSQL: skipped, unless in CI.

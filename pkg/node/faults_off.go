@@ -7,6 +7,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/statestore"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
@@ -14,6 +15,9 @@ import (
 // on. (faults_on.go is the test build's.)
 
 func withFaults(s seams) seams { return s }
+
+// stateStore is the node's state store as its objects use it.
+func stateStore(s statestore.Store) statestore.Store { return s }
 
 // The seams of the generation checks (a test build's no-generation-check
 // acts at each): the object generation a call says its caller last saw;

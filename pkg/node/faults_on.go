@@ -17,6 +17,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/statestore"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -24,6 +25,9 @@ import (
 // A test build (tag failpoints): the named faults and the planted bugs of
 // internal/failpoint, each wrapped around the seam where it acts. Nothing
 // here exists in a production build (faults_off.go).
+
+// stateStore wraps the node's state store with its faults.
+func stateStore(s statestore.Store) statestore.Store { return faults.StateStore(s) }
 
 func withFaults(s seams) seams {
 	source, targetPeer, target, relay := s.source, s.targetPeer, s.target, s.relayReply

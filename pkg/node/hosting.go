@@ -39,6 +39,7 @@ func (n *Node) hostEnv() (*hosted.Env, error) {
 			return nil, fmt.Errorf("node: state store: %w", err)
 		}
 	}
+	n.state = stateStore(n.state)
 	return hosted.NewEnv(hosted.Deps{Config: &n.cfg, Metrics: n.metrics, Log: n.log, Clock: n.clock, Work: &n.work,
 		ExecLog: n.xlog, Store: n.store, State: n.state, Cache: n.cache, Self: n.self, SelfNode: n.selfNode, RoutingID: n.rid,
 		Life: n.life, Stopping: n.stopping, Outboxes: n.outboxes, Traffic: n.traffic, KnownGeneration: knownGeneration,

@@ -36,6 +36,12 @@ const rowSQL = `SELECT object_generation, authority_generation, version, (meta->
 // reading the row back: written iff it carries the writer's fence, the
 // version after its write and its sequence number.
 func (s *Store) Persist(ctx context.Context, req authority.PersistRequest) (authority.PersistResult, error) {
+	return s.persistWith(ctx, req, persistSQL)
+}
+
+// persistWith is Persist with the write statement stmt (a test build's
+// planted bug passes another).
+func (s *Store) persistWith(ctx context.Context, req authority.PersistRequest, stmt string) (authority.PersistResult, error) {
 	if err := req.Validate(); err != nil {
 		return authority.PersistResult{}, err
 	}
@@ -65,7 +71,7 @@ func (s *Store) Persist(ctx context.Context, req authority.PersistRequest) (auth
 		state = []byte{} // a snapshot may be empty; NULL means nothing persisted
 	}
 	var version int64
-	err = s.pool.QueryRow(ctx, persistSQL, req.Object.String(), req.Fence.ObjectGeneration, req.Fence.AuthorityGeneration, req.StateVersion,
+	err = s.pool.QueryRow(ctx, stmt, req.Object.String(), req.Fence.ObjectGeneration, req.Fence.AuthorityGeneration, req.StateVersion,
 		state, string(mb), owner(req.Fence), req.KeepRepliesFrom, replyID, reply).Scan(&version)
 	switch {
 	case err == nil:

@@ -40,6 +40,16 @@ func (s *Store) Load(ctx context.Context, c statestore.Claim) (authority.StateRe
 	if err := c.Validate(); err != nil {
 		return authority.StateRead{}, err
 	}
+	return loadIn(ctx, s.pool, c)
+}
+
+// querier is the pool, or one transaction of it.
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// loadIn is Load's claim and read through q.
+func loadIn(ctx context.Context, q querier, c statestore.Claim) (authority.StateRead, error) {
 	var (
 		rd      authority.StateRead
 		state   []byte
@@ -47,7 +57,7 @@ func (s *Store) Load(ctx context.Context, c statestore.Claim) (authority.StateRe
 		ids     []string
 		replies []string
 	)
-	err := s.pool.QueryRow(ctx, claimSQL, c.Object.String(), c.Fence.ObjectGeneration, c.Fence.AuthorityGeneration,
+	err := q.QueryRow(ctx, claimSQL, c.Object.String(), c.Fence.ObjectGeneration, c.Fence.AuthorityGeneration,
 		owner(c.Fence), c.Deleted, c.Fresh).Scan(&rd.StateVersion, &state, &meta, &ids, &replies)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
