@@ -43,6 +43,10 @@ type ExecCheck struct {
 	// state and its de-duplication table died with their owner and the
 	// loss was declared (StateLost), so the retry ran on the new state.
 	ReexecutedAfterLoss int `json:"reexecutedAfterLoss"`
+	// Reads: executions of durable objects' requests that changed nothing
+	// (execlog ReadOnly), left out of DoubleExecutions: their replies are
+	// not persisted, so a retry across a sleep or a crash runs them again.
+	Reads int `json:"reads,omitempty"`
 	// ReminderFirings: reminder due times executed; RemindersTwice: their
 	// executions after the first (internal/verify/remindcheck).
 	ReminderFirings int         `json:"reminderFirings,omitempty"`
@@ -85,6 +89,10 @@ func CheckExecLogs(logs map[string][]ExecEntry, audit *AuditResult) ExecCheck {
 				by[k] = append(by[k], n)
 			}
 			for _, op := range e.OperationIDs {
+				if e.Reads[op] {
+					c.Reads++ // changed nothing: may run again after a sleep or a crash
+					continue
+				}
 				runs[op] = append(runs[op], execution{owner: n, k: k})
 			}
 		}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -131,5 +132,32 @@ func TestCheckExecDoubleAcrossRelocation(t *testing.T) {
 		if !strings.Contains(v.Detail, "operation b") || c.DoubleExecutions != 1 || c.ReexecutedAfterLoss != 0 || c.TwoOwnerWindows != 0 {
 			t.Fatalf("audit %v: %+v\n%s", au != nil, c, violations(c.Violations))
 		}
+	}
+}
+
+// A durable object's read (its turn persisted nothing) retried across a
+// sleep runs again: not a double execution, whether the other execution
+// was a read or the one that changed the state. Two that changed it are.
+func TestCheckExecDurableReadRunsAgain(t *testing.T) {
+	read := func(ag int64, op string) string {
+		return fmt.Sprintf(`{"owner":"n1","ownerGeneration":5,"object":"actor/dlist/x","objectGeneration":1,"authorityGeneration":%d,"op":%q,"read":"durable","t":1}`+"\n", ag, op)
+	}
+	logs, _, err := execlog.Read(strings.NewReader(read(3, "r") + read(5, "r") + execLine("n1", 5, "actor/dlist/x", 1, 7, "w") + read(9, "w")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := CheckExecLogs(logs, nil)
+	if len(c.Violations) != 0 || c.DoubleExecutions != 0 || c.Reads != 3 {
+		t.Fatalf("%+v", c)
+	}
+	logs, _, err = execlog.Read(strings.NewReader(execLine("n1", 5, "actor/dlist/x", 1, 7, "w") + execLine("n1", 5, "actor/dlist/x", 1, 9, "w")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := CheckExecLogs(logs, nil); c.DoubleExecutions != 1 {
+		t.Fatalf("two writes: %+v", c)
+	}
+	if _, _, err := execlog.Read(strings.NewReader(`{"owner":"n1","ownerGeneration":5,"object":"actor/dlist/x","objectGeneration":1,"authorityGeneration":1,"timer":"t","read":"durable","t":1}` + "\n")); err == nil {
+		t.Fatal("a timer tick marked read was accepted")
 	}
 }

@@ -31,11 +31,13 @@ func TestDurablePostgres(t *testing.T) {
 	ctx := context.Background()
 	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: 30 * time.Second})
 
-	const counter = "actor/dcounter/pg"
-	if _, err := c.Call(ctx, counter, "get"); err != nil {
-		t.Fatal(err)
+	const counter, empty = "actor/dcounter/pg", "actor/dcounter/pg-empty"
+	for _, obj := range []string{counter, empty} { // empty is only read: nothing persisted before the crash
+		if _, err := c.Call(ctx, obj, "get"); err != nil {
+			t.Fatal(err)
+		}
+		m.moveTo(t, obj, n1)
 	}
-	m.moveTo(t, counter, n1)
 	for i := 1; i <= 20; i++ {
 		if r, err := c.Call(ctx, counter, "add", "1"); err != nil || value(t, r) != int64(i) {
 			t.Fatalf("add #%d: %+v %v", i, r, err)
@@ -51,6 +53,10 @@ func TestDurablePostgres(t *testing.T) {
 	r, err := c.CallOp(ctx, last, counter, "add", [][]byte{[]byte("1")})
 	if err != nil || !r.Replayed || value(t, r) != 21 || r.Fence.Owner == n1.Self() {
 		t.Fatalf("retry of the acknowledged add after the crash: %+v %v; want 21 replayed by a survivor", r, err)
+	}
+	// Recovered with nothing persisted: its first write follows the claim.
+	if r, err := c.Call(ctx, empty, "add", "1"); err != nil || value(t, r) != 1 {
+		t.Fatalf("first add to an object recovered with nothing persisted: %+v %v", r, err)
 	}
 	m.moveTo(t, counter, n3)
 	m.moveTo(t, counter, n2)

@@ -100,6 +100,13 @@ func (l *Log) Request(obj string, f authority.Fence, op wire.OperationID, from s
 	l.write(obj, f, "op", op.String(), "from", from, t)
 }
 
+// ReadOnly logs the request op of a durable obj that changed nothing, so
+// persisted nothing: its reply is not kept across a sleep or a crash, and
+// a retry may run it again (docs/design.md §5a).
+func (l *Log) ReadOnly(obj string, f authority.Fence, op wire.OperationID, t time.Time) {
+	l.write(obj, f, "op", op.String(), "read", "durable", t)
+}
+
 // OnReply logs the OnReply turn op of obj that took message msg's answer.
 func (l *Log) OnReply(obj string, f authority.Fence, op, msg wire.OperationID, t time.Time) {
 	l.write(obj, f, "op", op.String(), "replyTo", msg.String(), t)

@@ -39,6 +39,9 @@ type Entry struct {
 	// Reminders are the reminder firings (among OperationIDs): operation
 	// id → "<name>@<seq>@<due ms>".
 	Reminders map[string]string `json:"reminders,omitempty"`
+	// Reads are the executions (among OperationIDs) of durable objects'
+	// requests that changed nothing (Log.ReadOnly): one may run again.
+	Reads map[string]bool `json:"reads,omitempty"`
 }
 
 // Line is one line of a meshnode's execution log (--exec-log): one
@@ -60,7 +63,10 @@ type Line struct {
 	// Reminder is the firing a reminder turn ran, "<name>@<seq>@<due ms>"
 	// (with Op).
 	Reminder string `json:"reminder,omitempty"`
-	T        int64  `json:"t"`
+	// Read is "durable" for a durable object's request that changed
+	// nothing (Log.ReadOnly; with Op).
+	Read string `json:"read,omitempty"`
+	T    int64  `json:"t"`
 }
 
 // OwnerKey is the owner that executed: "id@generation".
@@ -78,6 +84,8 @@ func (l Line) validate() error {
 		return errors.New("from, replyTo or reminder without op")
 	case (l.From != "") && (l.ReplyTo != "" || l.Reminder != "") || l.ReplyTo != "" && l.Reminder != "":
 		return errors.New("more than one of from, replyTo and reminder")
+	case l.Read != "" && (l.Read != "durable" || l.Op == "" || l.From != "" || l.ReplyTo != "" || l.Reminder != ""):
+		return errors.New(`read is "durable", of a request only`)
 	}
 	return nil
 }
@@ -155,6 +163,11 @@ func (a *execAgg) add(l Line) {
 			e.Reminders = map[string]string{}
 		}
 		e.Reminders[l.Op] = l.Reminder
+	case l.Read != "":
+		if e.Reads == nil {
+			e.Reads = map[string]bool{}
+		}
+		e.Reads[l.Op] = true
 	}
 }
 

@@ -114,7 +114,7 @@ func (n *Env) freshDurable(ctx context.Context, h *Object) *pb.CallReply {
 		return Unavailable("read the state of "+h.name, err)
 	}
 	rev := rd.StateVersion
-	if rev != 0 {
+	if rev != 0 && n.state.Name() == "etcd" { // a store beside etcd has a row from the claim itself
 		n.log.Warn().Str("object", h.name).Int64("stateVersion", rev).Msg("activated a durable object that has a persisted state but no record: starting from the initial state")
 	}
 	if h.Dur, err = h.initialDurable(rev, 0, 0); err != nil {
@@ -202,8 +202,8 @@ func (h *Object) readPersisted(ctx context.Context, window time.Duration, entrie
 	case err != nil:
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return rd, unavailable(err), false
-	case !rd.Found:
-		if h.Dur, err = h.initialDurable(0, window, entries); err != nil {
+	case !rd.Found: // the version is 0 in etcd, the claimed row's beside it
+		if h.Dur, err = h.initialDurable(rd.StateVersion, window, entries); err != nil {
 			return rd, h.Reply(pb.Code_CODE_INTERNAL, nil, err.Error()), false
 		}
 		n.metrics.Durable.Loads.WithLabelValues("empty").Inc()

@@ -389,11 +389,14 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 	if herr != nil {
 		rec = actor.Reply{Code: int32(actor.CodeOf(herr)), Message: herr.Error()}
 	}
+	read := false // a durable turn that persisted nothing
 	if h.Typ.Durable && !n.writeBehind() {
 		// Persisted before it is recorded or acknowledged (durable.go).
+		seq := h.Dur.seq
 		if r := h.persistChange(&w.Op, rec, now); r != nil {
 			return r
 		}
+		read = h.Dur.seq == seq
 	}
 	h.Replies.Record(w.Op, rec, now)
 	h.Executed++
@@ -403,6 +406,8 @@ func (h *Object) Execute(w *Work) *pb.CallReply {
 	switch {
 	case n.xlog != nil && firing != nil:
 		n.xlog.Reminder(h.name, h.CurrentFence(), w.Op, firingLabel(*firing), now)
+	case n.xlog != nil && read && w.Req.GetSender() == nil:
+		n.xlog.ReadOnly(h.name, h.CurrentFence(), w.Op, now)
 	case n.xlog != nil:
 		n.xlog.Request(h.name, h.CurrentFence(), w.Op, w.Req.GetSender().GetObject(), now) // before the reply leaves
 	}
