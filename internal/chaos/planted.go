@@ -97,18 +97,20 @@ var Plants = []Plant{
 	{Bug: failpoint.BugStateLoadBeforeClaim, Trigger: postgresTrigger, apply: onPostgres, runs: 4},
 }
 
-// postgresTrigger exposes the PostgreSQL store's planted bugs: writes held
-// past a takeover must be refused, and a claim must raise the fence before
-// it reads.
-const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), every 2nd durable write held 1 s (state.before-write=sleep:1s%2) and every 3rd claim 2 s (state.before-claim=sleep:2s%3), an owner paused for 3 TTLs (its held writes land after its objects were taken over)"
+// postgresTrigger exposes the PostgreSQL store's planted bugs: a write
+// that lands after its owner's lease ended (never acknowledged: the lease
+// check holds the reply) must be refused once a new owner claimed the
+// row, and must be loaded by the claim if it landed before.
+const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), every 3rd durable write held 3 s (state.before-write=sleep:3s%3, past the 2 s lease), every 3rd claim 1 s (state.before-claim=sleep:1s%3), the busiest owner cut off from etcd (not from PostgreSQL) past its lease; half the streams wait 15 s for a call (they retry after the new owner slept and woke)"
 
 // onPostgres is postgresTrigger.
 func onPostgres(s *Spec) {
 	s.Cluster.StateStore = "postgres"
+	s.Cluster.Proxies = true
 	s.Workloads = []string{"lifecycle", "dbank"}
-	s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 3 * time.Second, 15 * time.Second}
-	failpoints("state.before-write=sleep:1s%2;state.before-claim=sleep:2s%3")(s)
-	faults(4*time.Second, 10*time.Second, PauseNode)(s)
+	s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 15 * time.Second}
+	failpoints("state.before-write=sleep:3s%3;state.before-claim=sleep:1s%3")(s)
+	faults(3*time.Second, 7*time.Second, PartitionEtcd)(s)
 }
 
 // PlantResult is one planted bug's runs.

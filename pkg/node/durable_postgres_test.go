@@ -2,6 +2,8 @@ package node_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +79,43 @@ func TestDurablePostgres(t *testing.T) {
 	c2 := newClient(t, client.Config{Nodes: []string{n3.Address()}, Timeout: 30 * time.Second})
 	if r, err := c2.Call(ctx, counter, "get"); err != nil || value(t, r) != 0 {
 		t.Fatalf("the name's next object: %+v %v, want a fresh counter", r, err)
+	}
+}
+
+// A state store beside etcd takes states of tens of megabytes: written
+// whole, moved node to node by relocation's stream, restored after the
+// owner's crash; a change over 64 MiB is refused with state_too_large
+// naming the store's limit, and changes nothing.
+func TestDurablePostgresLargeState(t *testing.T) {
+	dsn := pgtest.Start(t).NewDatabase(t)
+	inPG := func(_ int, c *node.Config) { c.StateStore = dsn }
+	m, px := cuttableMesh(t)
+	n1 := m.addCut(t, px, "n1", inPG)
+	n2 := m.add(t, "n2", inPG)
+	ctx := context.Background()
+	c := newClient(t, client.Config{Nodes: []string{n2.Address()}, Timeout: time.Minute})
+	const blob = "actor/dblob/large"
+	if _, err := c.Call(ctx, blob, "size"); err != nil {
+		t.Fatal(err)
+	}
+	m.moveTo(t, blob, n1)
+	if _, err := c.Call(ctx, blob, "fill", fmt.Sprint(40<<20)); err != nil {
+		t.Fatalf("fill 40 MiB: %v", err)
+	}
+	hash, err := c.Call(ctx, blob, "hash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.Call(ctx, blob, "fill", fmt.Sprint(65<<20))
+	if durableCode(err) != pb.Code_CODE_STATE_TOO_LARGE || !strings.Contains(err.Error(), "postgres state store's limit of 67108864") {
+		t.Fatalf("fill 65 MiB: %v, want state_too_large naming the postgres limit", err)
+	}
+	m.moveTo(t, blob, n2)
+	m.moveTo(t, blob, n1)
+	px.SetMode(tcpproxy.Blackhole)
+	waitFencedAndGone(ctx, t, m, n1)
+	r, err := c.Call(ctx, blob, "hash")
+	if err != nil || string(r.Payload) != string(hash.Payload) || r.Fence.Owner != n2.Self() {
+		t.Fatalf("hash after two moves and a crash: %+v (%v), want %s from n2", r, err, hash.Payload)
 	}
 }
