@@ -70,6 +70,15 @@ func (n *Node) checkOwnership(name string) {
 	if e.Deleted && !e.Corrupt { // deleted by an operator (meshctl delete), or by hand in etcd
 		n.metrics.Lifecycle.Deletes.WithLabelValues("dropped").Inc()
 		n.log.Info().Str("object", name).Int64("objectGeneration", fence.ObjectGeneration).Int64("revision", e.Version).Msg("record deleted: instance dropped")
+		if h.Typ.Durable { // its state too, from a store beside etcd (etcd's went with the record)
+			n.work.Go(func() {
+				ctx, cancel := context.WithTimeout(n.life, n.cfg.CallTimeout)
+				defer cancel()
+				if err := n.state.Forget(ctx, h.Object(), fence.ObjectGeneration); err != nil {
+					n.log.Warn().Str("object", name).Err(err).Msg("record deleted, but its state not removed: the name's next claim drops it")
+				}
+			})
+		}
 		return
 	}
 	n.metrics.OwnershipLost.Inc()
