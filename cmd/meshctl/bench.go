@@ -76,6 +76,12 @@ memory with all of them asleep, and the latency of a call that wakes one;
 then as many reminders, due over a minute at 100,000, on two nodes, one
 killed -9 halfway: each fired once, and how late (--lifecycle-reminders-only:
 that part alone).
+The durable section too (under 2 minutes): a durable write (an awake
+dcounter's add) on a node with the etcd store beside an etcd CAS, and on a
+node with the PostgreSQL store beside a bare one-row conditional UPDATE;
+the wake of a dblob with a 1 MiB state, asleep in PostgreSQL, beside a
+SELECT of a 1 MiB row. It launches its own PostgreSQL server from the
+machine's binaries (apt-get install postgresql; or MESHLOC_PG_BIN).
 -o json prints the report as JSON; --markdown, as Markdown tables (as
 docs/performance.md shows them). --from FILE prints a report saved with -o json again, measuring
 nothing. Exit status 0 unless a measurement could

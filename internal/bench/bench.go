@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/internal/bench/baseline"
+	"github.com/meshloc/meshloc/internal/bench/durablebench"
 
 	"github.com/meshloc/meshloc/internal/bench/report"
 	"github.com/meshloc/meshloc/pkg/node"
@@ -73,6 +74,8 @@ type Plan struct {
 	Scale ScalePlan
 	// Lifecycle sizes the lifecycle section (zero: DefaultLifecycle).
 	Lifecycle LifecyclePlan
+	// Durable sizes the durable section (zero: durablebench.DefaultPlan).
+	Durable durablebench.Plan
 }
 
 // FullPlan is the default: about 90 s on two cores.
@@ -118,13 +121,14 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers", "lifecycle"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers", "lifecycle", "durable"}
 
 // OptIn are the sections a run makes only when --only names them: each
 // builds its own cluster; scale takes many minutes (scale.go), peers
 // builds and runs a Proto.Actor cluster from the source tree (peers.go),
-// lifecycle puts 100,000 objects to sleep and wakes them (lifecycle.go).
-var OptIn = []string{"scale", "peers", "lifecycle"}
+// lifecycle puts 100,000 objects to sleep and wakes them (lifecycle.go),
+// durable launches PostgreSQL (durable.go).
+var OptIn = []string{"scale", "peers", "lifecycle", "durable"}
 
 // selected reports whether the run makes section s.
 func (c Config) selected(s string) bool {
@@ -178,6 +182,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: no section %q (sections: %s)", o, strings.Join(Sections, ", "))
 		}
 	}
+	if cfg.selected("durable") {
+		if err := durablebench.Check(); err != nil {
+			return nil, err // before any other section runs
+		}
+	}
 	dir := cfg.Dir
 	if dir == "" {
 		d, err := os.MkdirTemp("", "meshloc-bench-")
@@ -197,7 +206,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer m.close()
 		x.m = m
 	}
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers, x.lifecycle} {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers, x.lifecycle, x.durable} {
 		if !cfg.selected(Sections[i]) {
 			continue
 		}

@@ -1,0 +1,196 @@
+package durablebench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/meshloc/meshloc/internal/bench/report"
+	"github.com/meshloc/meshloc/internal/freeport"
+	"github.com/meshloc/meshloc/internal/pgserver"
+	"github.com/meshloc/meshloc/internal/promscrape"
+	"github.com/meshloc/meshloc/pkg/client"
+)
+
+// postgres launches a PostgreSQL server, starts a node that keeps durable
+// objects' state in it, and measures the write and the wake there, each
+// beside its baseline on the same server from this process (one pgx
+// connection).
+func postgres(ctx context.Context, env Env, p Plan) error {
+	// Not under the run's directory: as root the server runs as nobody,
+	// who must be able to reach it (pgserver), and a short path keeps its
+	// Unix socket under the length limit.
+	dir, err := os.MkdirTemp("", "meshloc-bench-pg-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	env.Step("durable: launching PostgreSQL from %s in %s", pgserver.Bin(), dir)
+	srv, err := pgserver.Launch(ctx, dir, durableSettings...)
+	if err != nil {
+		return fmt.Errorf("bench: durable: %w", err)
+	}
+	defer srv.Stop() // after the node's stop (deferred below) and the connection's close
+	conn, err := pgx.Connect(ctx, srv.DSN())
+	if err != nil {
+		return fmt.Errorf("bench: durable: %w", err)
+	}
+	defer conn.Close(context.Background())
+	web, err := freeport.Addr()
+	if err != nil {
+		return err
+	}
+	cl, stop, err := env.StartNode(ctx, "p1", web, "--state-store", srv.DSN(), "--sleep-after", p.SleepAfter.String())
+	if err != nil {
+		return err
+	}
+	defer stop()
+	if err := pgWrites(ctx, env, p, conn, cl); err != nil {
+		return err
+	}
+	return pgWakes(ctx, env, p, conn, cl, web)
+}
+
+// pgWrites measures the durable write on the PostgreSQL node beside a bare
+// conditional UPDATE of one row, of as many bytes as a dcounter's row
+// holds (its state and meta).
+func pgWrites(ctx context.Context, env Env, p Plan, conn *pgx.Conn, cl *client.Client) error {
+	add := adder(ctx, cl, "actor/dcounter/pg-w")
+	if err := warm(add); err != nil {
+		return err
+	}
+	var size int
+	if err := conn.QueryRow(ctx, `SELECT octet_length(state) + octet_length(meta::text) FROM meshloc.state WHERE object = $1`,
+		"actor/dcounter/pg-w0").Scan(&size); err != nil {
+		return fmt.Errorf("bench: durable: the size of a dcounter's row: %w", err)
+	}
+	payload := make([]byte, size)
+	fillRandom(payload, 1)
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_write (id int PRIMARY KEY, version bigint NOT NULL, v bytea);
+		INSERT INTO bench_write VALUES (1, 0, NULL)`); err != nil {
+		return fmt.Errorf("bench: durable: %w", err)
+	}
+	var version int64
+	update := func(int) error {
+		payload[0]++ // a new value each time, as a write's
+		tag, err := conn.Exec(ctx, `UPDATE bench_write SET version = version + 1, v = $1 WHERE id = 1 AND version = $2`, payload, version)
+		if err != nil {
+			return fmt.Errorf("bench: durable: UPDATE baseline: %w", err)
+		}
+		if tag.RowsAffected() != 1 {
+			return fmt.Errorf("bench: durable: the UPDATE baseline lost its own compare (version %d)", version)
+		}
+		version++
+		return nil
+	}
+	env.Step("durable: %d adds to %d awake dcounters on a node with the PostgreSQL store, one caller, in blocks of %d alternating with a conditional UPDATE of a %d-byte row",
+		p.Writes, writeObjects, block, size)
+	writes, updates, err := interleave(p.Writes, block, add, update)
+	if err != nil {
+		return err
+	}
+	env.Base(measure(pgUpdate, updates, fmt.Sprintf("UPDATE t SET version=version+1, v=$1 WHERE id=1 AND version=$2, v of %d bytes (a dcounter's state and meta); pgx, one connection", size)))
+	w := measure(pgWrite, writes, fmt.Sprintf("p99 %.2f ms; beside the UPDATE: the reply's row, the call's path", ms(pct(writes, 99))))
+	env.Fig(w, pgUpdate, report.AtMost(bound))
+	env.Fig(w, etcdWrite, nil) // the two stores side by side
+	return nil
+}
+
+// pgWakes fills Wakes dblobs of StateBytes, waits until the node hosts
+// none (all asleep), then wakes each with one call, alternating with a
+// SELECT of a StateBytes row of the same server.
+func pgWakes(ctx context.Context, env Env, p Plan, conn *pgx.Conn, cl *client.Client, web string) error {
+	env.Step("durable: %d dblobs of %d bytes filled on the PostgreSQL node; as many rows of %d bytes in a table beside", p.Wakes, StateBytes, StateBytes)
+	name := func(i int) string { return "actor/dblob/pg-wake-" + strconv.Itoa(i) }
+	for i := range p.Wakes {
+		if _, err := cl.Call(ctx, name(i), "fill", strconv.Itoa(StateBytes), strconv.Itoa(i)); err != nil {
+			return fmt.Errorf("bench: durable: fill %s: %w", name(i), err)
+		}
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE bench_read (id int PRIMARY KEY, v bytea NOT NULL)`); err != nil {
+		return fmt.Errorf("bench: durable: %w", err)
+	}
+	row := make([]byte, StateBytes)
+	for i := range p.Wakes {
+		fillRandom(row, uint64(i)+2) // random, as a blob's: PostgreSQL compresses neither
+		if _, err := conn.Exec(ctx, `INSERT INTO bench_read VALUES ($1, $2)`, i, row); err != nil {
+			return fmt.Errorf("bench: durable: %w", err)
+		}
+	}
+	env.Step("durable: waiting until the node hosts no object (--sleep-after %s)", p.SleepAfter)
+	if err := waitAsleep(ctx, web, p.SleepAfter*4+time.Minute); err != nil {
+		return err
+	}
+	env.Step("durable: %d calls, each waking one of the sleeping dblobs, alternating with a SELECT of one %d-byte row", p.Wakes, StateBytes)
+	want := fmt.Sprintf(`"size":%d`, StateBytes)
+	wake := func(i int) error {
+		r, err := cl.Call(ctx, name(i), "size")
+		if err != nil {
+			return fmt.Errorf("bench: durable: wake %s: %w", name(i), err)
+		}
+		if !strings.Contains(string(r.Payload), want) {
+			return fmt.Errorf("bench: durable: %s woke with %s, want %s", name(i), r.Payload, want)
+		}
+		return nil
+	}
+	read := func(i int) error {
+		var v []byte
+		if err := conn.QueryRow(ctx, `SELECT v FROM bench_read WHERE id = $1`, i).Scan(&v); err != nil {
+			return fmt.Errorf("bench: durable: SELECT baseline: %w", err)
+		}
+		if len(v) != StateBytes {
+			return fmt.Errorf("bench: durable: the SELECT baseline read %d bytes, want %d", len(v), StateBytes)
+		}
+		return nil
+	}
+	wakes, reads, err := interleave(p.Wakes, 1, wake, read)
+	if err != nil {
+		return err
+	}
+	env.Base(measure(pgRead, reads, "SELECT v FROM t WHERE id=$1, a different row each time; pgx, one connection"))
+	env.Fig(measure(pgWake, wakes, fmt.Sprintf("p99 %.2f ms; a different object each time: the record's wake in etcd, the claim and read of the row, the restore, the call",
+		ms(pct(wakes, 99)))), pgRead, report.AtMost(bound))
+	return nil
+}
+
+// durableSettings undo pgserver's settings for tests: a commit is on disk
+// when acknowledged, as in production and as etcd's writes are (the etcd
+// CAS beside the etcd store's write is fsynced).
+var durableSettings = []string{"fsync=on", "synchronous_commit=on", "full_page_writes=on"}
+
+// fillRandom fills b with bytes of a ChaCha8 stream of seed: the same
+// bytes every run, and none that compress.
+func fillRandom(b []byte, seed uint64) {
+	var key [32]byte
+	key[0] = byte(seed)
+	key[1] = byte(seed >> 8)
+	_, _ = rand.NewChaCha8(key).Read(b)
+}
+
+// waitAsleep waits until the node serving HTTP at web hosts no object
+// (its meshloc_hosted_objects), at most within.
+func waitAsleep(ctx context.Context, web string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		n, err := promscrape.Sum(ctx, web, "meshloc_hosted_objects")
+		if err == nil && n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("bench: durable: the node hosts %.0f objects after %s, want none asleep (%v)", n, within, err)
+		}
+		t := time.NewTimer(200 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
