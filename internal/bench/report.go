@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"slices"
 	"time"
 
 	"github.com/meshloc/meshloc/internal/bench/report"
@@ -17,15 +16,6 @@ type (
 	Comparison = report.Comparison
 )
 
-// pct returns the p-th percentile (0..100) of d, nearest rank.
-func pct(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.5) - 1
-	return s[max(0, min(len(s)-1, i))]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+// pct and ms are report.Pct and report.Ms.
+func pct(d []time.Duration, p float64) time.Duration { return report.Pct(d, p) }
+func ms(d time.Duration) float64                     { return report.Ms(d) }

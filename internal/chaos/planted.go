@@ -93,24 +93,29 @@ var Plants = []Plant{
 			s.Workloads = []string{"lifecycle"}
 			failpoints("target.before-commit=sleep:3s%2")(s)
 		}},
-	{Bug: failpoint.BugStateWriteSkipsFence, Trigger: postgresTrigger, apply: onPostgres, runs: 4},
-	{Bug: failpoint.BugStateLoadBeforeClaim, Trigger: postgresTrigger, apply: onPostgres, runs: 4},
+	{Bug: failpoint.BugStateWriteSkipsFence, Trigger: postgresTrigger + "; every 2nd durable write held 4 s (state.before-write=sleep:4s%2: it lands after the new owner's claim)",
+		apply: onPostgres("state.before-write=sleep:4s%2"), runs: 4},
+	{Bug: failpoint.BugStateLoadBeforeClaim, Trigger: postgresTrigger + "; every 2nd durable write held 3 s and every claim 3 s (state.before-write=sleep:3s%2;state.before-claim=sleep:3s: the held write lands between the new owner's read and its claim)",
+		apply: onPostgres("state.before-write=sleep:3s%2;state.before-claim=sleep:3s"), runs: 4},
 }
 
 // postgresTrigger exposes the PostgreSQL store's planted bugs: a write
 // that lands after its owner's lease ended (never acknowledged: the lease
 // check holds the reply) must be refused once a new owner claimed the
-// row, and must be loaded by the claim if it landed before.
-const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), every 3rd durable write held 3 s (state.before-write=sleep:3s%3, past the 2 s lease), every 3rd claim 1 s (state.before-claim=sleep:1s%3), the busiest owner cut off from etcd (not from PostgreSQL) past its lease; half the streams wait 15 s for a call (they retry after the new owner slept and woke)"
+// row, and must be loaded by the claim if it landed before. Its reply,
+// left in the table, answers a retry after the new owner slept and woke.
+const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), the busiest owner cut off from etcd (not from PostgreSQL) past its lease, half the streams waiting 15 s for a call (they retry after the new owner slept and woke)"
 
-// onPostgres is postgresTrigger.
-func onPostgres(s *Spec) {
-	s.Cluster.StateStore = "postgres"
-	s.Cluster.Proxies = true
-	s.Workloads = []string{"lifecycle", "dbank"}
-	s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 15 * time.Second}
-	failpoints("state.before-write=sleep:3s%3;state.before-claim=sleep:1s%3")(s)
-	faults(3*time.Second, 7*time.Second, PartitionEtcd)(s)
+// onPostgres is postgresTrigger with the failpoints fps on the nodes.
+func onPostgres(fps string) func(*Spec) {
+	return func(s *Spec) {
+		s.Cluster.StateStore = "postgres"
+		s.Cluster.Proxies = true
+		s.Workloads = []string{"lifecycle", "dbank"}
+		s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 15 * time.Second}
+		failpoints(fps)(s)
+		faults(3*time.Second, 7*time.Second, PartitionEtcd)(s)
+	}
 }
 
 // PlantResult is one planted bug's runs.

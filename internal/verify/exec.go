@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/meshloc/meshloc/internal/verify/remindcheck"
+	"github.com/meshloc/meshloc/internal/verify/statecheck"
 	"github.com/meshloc/meshloc/pkg/node/execlog"
 )
 
@@ -47,6 +48,10 @@ type ExecCheck struct {
 	// (execlog ReadOnly), left out of DoubleExecutions: their replies are
 	// not persisted, so a retry across a sleep or a crash runs them again.
 	Reads int `json:"reads,omitempty"`
+	// StateClaims and StateWrites: the durable state store's claims and
+	// writes audited (internal/verify/statecheck).
+	StateClaims int `json:"stateClaims,omitempty"`
+	StateWrites int `json:"stateWrites,omitempty"`
 	// ReminderFirings: reminder due times executed; RemindersTwice: their
 	// executions after the first (internal/verify/remindcheck).
 	ReminderFirings int         `json:"reminderFirings,omitempty"`
@@ -98,6 +103,11 @@ func CheckExecLogs(logs map[string][]ExecEntry, audit *AuditResult) ExecCheck {
 		}
 	}
 	c.Operations = len(runs)
+	sc := statecheck.Check(logs)
+	c.StateClaims, c.StateWrites = sc.Claims, sc.Writes
+	for _, v := range sc.Violations {
+		c.Violations = append(c.Violations, Violation{Check: "state-" + v.Check, Object: v.Object, Detail: v.Detail})
+	}
 	rc := remindcheck.Check(logs)
 	c.ReminderFirings, c.RemindersTwice = rc.Firings, rc.Twice
 	for _, v := range rc.Violations {

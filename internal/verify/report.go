@@ -149,8 +149,8 @@ func (r *Report) Text() string {
 		row("etcd audit", "none")
 	}
 	if e := r.Exec; e != nil {
-		row("execution logs", fmt.Sprintf("%d owners, %d entries, %d operations, two-owner windows %d, executed twice %d, re-executed after a declared loss %d, reminder due times %d (ran twice %d), durable reads %d",
-			e.Nodes, e.Entries, e.Operations, e.TwoOwnerWindows, e.DoubleExecutions, e.ReexecutedAfterLoss, e.ReminderFirings, e.RemindersTwice, e.Reads))
+		row("execution logs", fmt.Sprintf("%d owners, %d entries, %d operations, two-owner windows %d, executed twice %d, re-executed after a declared loss %d, reminder due times %d (ran twice %d), durable reads %d, state claims %d and writes %d audited",
+			e.Nodes, e.Entries, e.Operations, e.TwoOwnerWindows, e.DoubleExecutions, e.ReexecutedAfterLoss, e.ReminderFirings, e.RemindersTwice, e.Reads, e.StateClaims, e.StateWrites))
 	} else {
 		row("execution logs", "none (no log source)")
 	}

@@ -7,10 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/internal/pgtest"
 	"github.com/meshloc/meshloc/internal/tcpproxy"
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node"
@@ -80,6 +82,37 @@ func TestDurablePostgres(t *testing.T) {
 	if r, err := c2.Call(ctx, counter, "get"); err != nil || value(t, r) != 0 {
 		t.Fatalf("the name's next object: %+v %v, want a fresh counter", r, err)
 	}
+
+	// An operator's delete (locationd's, in etcd alone): the awake owner
+	// removes the row when it sees the record gone.
+	const byOperator = "actor/dcounter/pg-op"
+	if _, err := c2.Call(ctx, byOperator, "add", "3"); err != nil {
+		t.Fatal(err)
+	}
+	db, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close(ctx)
+	rows := func() (n int) {
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM meshloc.state WHERE object = $1`, byOperator).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := rows(); n != 1 {
+		t.Fatalf("%d rows of %s before the delete", n, byOperator)
+	}
+	obj, _ := keyspace.ParseObject(byOperator)
+	if _, res, err := authority.New(m.etcd, keyspace.Default()).DeleteObject(ctx, obj); err != nil || !res.Deleted {
+		t.Fatalf("operator delete: %+v %v", res, err)
+	}
+	waitUntil(t, 10*time.Second, "the deleted object's row removed", func() error {
+		if n := rows(); n != 0 {
+			return fmt.Errorf("%d rows", n)
+		}
+		return nil
+	})
 }
 
 // A state store beside etcd takes states of tens of megabytes: written

@@ -28,7 +28,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -200,15 +199,6 @@ func measure(name string, d []time.Duration, note string) report.Measure {
 	return report.Measure{Name: name, Value: ms(pct(d, 50)), Unit: "ms", N: int64(len(d)), Note: note}
 }
 
-// pct returns the p-th percentile (0..100) of d, nearest rank.
-func pct(d []time.Duration, p float64) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	i := int(float64(len(s))*p/100+0.5) - 1
-	return s[max(0, min(len(s)-1, i))]
-}
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+// pct and ms are report.Pct and report.Ms.
+func pct(d []time.Duration, p float64) time.Duration { return report.Pct(d, p) }
+func ms(d time.Duration) float64                     { return report.Ms(d) }

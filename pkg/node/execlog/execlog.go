@@ -126,6 +126,23 @@ func (l *Log) Timer(obj string, f authority.Fence, name string, t time.Time) {
 
 // write appends one line: what:id, and key:val unless val is empty.
 func (l *Log) write(obj string, f authority.Fence, what, id, key, val string, t time.Time) {
+	l.line(obj, f, t, func(b []byte) []byte {
+		b = append(b, `,"`...)
+		b = append(b, what...)
+		b = append(b, `":`...)
+		b = appendJSONString(b, id)
+		if val != "" {
+			b = append(b, `,"`...)
+			b = append(b, key...)
+			b = append(b, `":`...)
+			b = appendJSONString(b, val)
+		}
+		return b
+	})
+}
+
+// line appends one line: the owner and fence, what body adds, and t.
+func (l *Log) line(obj string, f authority.Fence, t time.Time, body func([]byte) []byte) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buf[:0]
@@ -139,16 +156,7 @@ func (l *Log) write(obj string, f authority.Fence, what, id, key, val string, t 
 	b = strconv.AppendInt(b, f.ObjectGeneration, 10)
 	b = append(b, `,"authorityGeneration":`...)
 	b = strconv.AppendInt(b, f.AuthorityGeneration, 10)
-	b = append(b, `,"`...)
-	b = append(b, what...)
-	b = append(b, `":`...)
-	b = appendJSONString(b, id)
-	if val != "" {
-		b = append(b, `,"`...)
-		b = append(b, key...)
-		b = append(b, `":`...)
-		b = appendJSONString(b, val)
-	}
+	b = body(b)
 	b = append(b, `,"t":`...)
 	b = strconv.AppendInt(b, t.UnixNano(), 10)
 	b = append(b, "}\n"...)
@@ -160,6 +168,40 @@ func (l *Log) write(obj string, f authority.Fence, what, id, key, val string, t 
 			l.log.Error().Err(err).Str("path", l.path).Msg("execution log write failed (further failures are only counted: meshloc_exec_log_errors_total)")
 		}
 	}
+}
+
+// Claim logs a new owner's claim of obj's durable state under f (a load
+// from its state store): the state version it claimed at, the write
+// sequence it loaded (0: none), whether the object was fresh, and the
+// deleted generation whose state it may not load. With Wrote it lets the
+// verification suite audit the store: no write under a fence after a
+// newer fence's claim, no claim that missed a write before it.
+func (l *Log) Claim(obj string, f authority.Fence, version int64, seq uint64, fresh bool, deleted int64, t time.Time) {
+	l.line(obj, f, t, func(b []byte) []byte {
+		b = append(b, `,"state":"claim","version":`...)
+		b = strconv.AppendInt(b, version, 10)
+		b = append(b, `,"seq":`...)
+		b = strconv.AppendUint(b, seq, 10)
+		if fresh {
+			b = append(b, `,"fresh":true`...)
+		}
+		if deleted > 0 {
+			b = append(b, `,"deleted":`...)
+			b = strconv.AppendInt(b, deleted, 10)
+		}
+		return b
+	})
+}
+
+// Wrote logs a durable write of obj under f: the state version it made
+// and its write sequence.
+func (l *Log) Wrote(obj string, f authority.Fence, version int64, seq uint64, t time.Time) {
+	l.line(obj, f, t, func(b []byte) []byte {
+		b = append(b, `,"state":"write","version":`...)
+		b = strconv.AppendInt(b, version, 10)
+		b = append(b, `,"seq":`...)
+		return strconv.AppendUint(b, seq, 10)
+	})
 }
 
 // Close closes the file.

@@ -42,6 +42,18 @@ type Entry struct {
 	// Reads are the executions (among OperationIDs) of durable objects'
 	// requests that changed nothing (Log.ReadOnly): one may run again.
 	Reads map[string]bool `json:"reads,omitempty"`
+	// States are the claims and writes of the object's durable state under
+	// the fence (Log.Claim, Log.Wrote), in the order logged.
+	States []StateEvent `json:"states,omitempty"`
+}
+
+// StateEvent is one claim or write of a durable object's state.
+type StateEvent struct {
+	Kind    string `json:"kind"` // "claim" or "write"
+	Version int64  `json:"version"`
+	Seq     uint64 `json:"seq"`
+	Fresh   bool   `json:"fresh,omitempty"`
+	Deleted int64  `json:"deleted,omitempty"`
 }
 
 // Line is one line of a meshnode's execution log (--exec-log): one
@@ -66,7 +78,14 @@ type Line struct {
 	// Read is "durable" for a durable object's request that changed
 	// nothing (Log.ReadOnly; with Op).
 	Read string `json:"read,omitempty"`
-	T    int64  `json:"t"`
+	// State is "claim" or "write" (Log.Claim, Log.Wrote; neither op nor
+	// timer), with Version, Seq and, for a claim, Fresh and Deleted.
+	State   string `json:"state,omitempty"`
+	Version int64  `json:"version,omitempty"`
+	Seq     uint64 `json:"seq,omitempty"`
+	Fresh   bool   `json:"fresh,omitempty"`
+	Deleted int64  `json:"deleted,omitempty"`
+	T       int64  `json:"t"`
 }
 
 // OwnerKey is the owner that executed: "id@generation".
@@ -78,8 +97,14 @@ func (l Line) validate() error {
 		return errors.New("no owner or owner generation")
 	case l.Object == "" || l.ObjectGeneration <= 0 || l.AuthorityGeneration <= 0:
 		return errors.New("no object, object generation or authority generation")
+	case l.State != "":
+		if l.Op != "" || l.Timer != "" || l.State != "claim" && l.State != "write" || l.Version < 0 || l.Deleted < 0 ||
+			l.State == "write" && (l.Fresh || l.Deleted != 0) {
+			return errors.New(`state is "claim" or "write", without op or timer`)
+		}
+		return nil
 	case (l.Op == "") == (l.Timer == ""):
-		return errors.New("want exactly one of op and timer")
+		return errors.New("want exactly one of op, timer and state")
 	case (l.From != "" || l.ReplyTo != "" || l.Reminder != "") && l.Op == "":
 		return errors.New("from, replyTo or reminder without op")
 	case (l.From != "") && (l.ReplyTo != "" || l.Reminder != "") || l.ReplyTo != "" && l.Reminder != "":
@@ -138,6 +163,10 @@ func (a *execAgg) add(l Line) {
 	}
 	e := &a.logs[owner][i]
 	a.stats.Lines++
+	if l.State != "" {
+		e.States = append(e.States, StateEvent{Kind: l.State, Version: l.Version, Seq: l.Seq, Fresh: l.Fresh, Deleted: l.Deleted})
+		return
+	}
 	if l.Timer != "" {
 		e.TimerTicks++
 		a.stats.TimerTicks++

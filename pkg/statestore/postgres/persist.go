@@ -17,8 +17,8 @@ import (
 // the replies older than the oldest one kept and puts the change's reply.
 const persistSQL = `
 WITH w AS (
-	UPDATE meshloc.state SET version = version + 1, state = $5::bytea, meta = $6::jsonb, owner = $7, updated_at = now()
-	WHERE object = $1 AND object_generation = $2 AND authority_generation = $3 AND version = $4
+	UPDATE meshloc.state SET version = nextval('meshloc.versions'), state = $5::bytea, meta = $6::jsonb, owner = $7, updated_at = now()
+	` + fencedWhere + `
 	RETURNING version),
 d AS (
 	DELETE FROM meshloc.replies WHERE object = $1 AND ($8::text = '' OR id < $8::text) AND EXISTS (SELECT 1 FROM w)),
@@ -27,14 +27,17 @@ i AS (
 	ON CONFLICT (object, id) DO UPDATE SET reply = EXCLUDED.reply)
 SELECT version FROM w`
 
+// fencedWhere is the write's condition: the writer's fence, the version it saw.
+const fencedWhere = "WHERE object = $1 AND object_generation = $2 AND authority_generation = $3 AND version = $4"
+
 // rowSQL reads what decides a write that did not happen.
 const rowSQL = `SELECT object_generation, authority_generation, version, (meta->>'seq')::numeric::text FROM meshloc.state WHERE object = $1`
 
 // Persist writes req (see persistSQL). The schedule entries it sets are put
 // in etcd first, fenced by the record (authority PutSchedule), and the ones
 // it fired removed after (DropSchedule). A database error is resolved by
-// reading the row back: written iff it carries the writer's fence, the
-// version after its write and its sequence number.
+// reading the row back: written iff it carries the writer's fence and its
+// write's sequence number.
 func (s *Store) Persist(ctx context.Context, req authority.PersistRequest) (authority.PersistResult, error) {
 	return s.persistWith(ctx, req, persistSQL)
 }
@@ -114,7 +117,9 @@ func (s *Store) judge(ctx context.Context, req authority.PersistRequest, resolve
 		return res, unavailable("read back "+req.Object.String(), err)
 	case og != req.Fence.ObjectGeneration || ag != req.Fence.AuthorityGeneration:
 		return s.superseded(ctx, req, res)
-	case resolve && version == req.StateVersion+1 && seq != nil && *seq == fmt.Sprint(req.State.Seq):
+	case resolve && version != req.StateVersion && seq != nil && *seq == fmt.Sprint(req.State.Seq):
+		// The writer's fence and its write's sequence: every other write
+		// under this fence has another (a re-claim loads the sequence).
 		res.Outcome = authority.PersistWritten
 	case version != req.StateVersion:
 		res.Outcome = authority.PersistStateMoved

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -26,17 +27,8 @@ func (s *Store) PersistUnfenced(ctx context.Context, req authority.PersistReques
 
 // unfencedSQL is persistSQL without its fence and version compares (its
 // parameters still bound).
-const unfencedSQL = `
-WITH w AS (
-	UPDATE meshloc.state SET version = version + 1, state = $5::bytea, meta = $6::jsonb, owner = $7, updated_at = now()
-	WHERE object = $1 AND $2::bigint > 0 AND $3::bigint > 0 AND $4::bigint >= 0
-	RETURNING version),
-d AS (
-	DELETE FROM meshloc.replies WHERE object = $1 AND ($8::text = '' OR id < $8::text) AND EXISTS (SELECT 1 FROM w)),
-i AS (
-	INSERT INTO meshloc.replies (object, id, reply) SELECT $1, $9::text, $10::jsonb FROM w WHERE $9::text <> ''
-	ON CONFLICT (object, id) DO UPDATE SET reply = EXCLUDED.reply)
-SELECT version FROM w`
+var unfencedSQL = strings.Replace(persistSQL, fencedWhere,
+	"WHERE object = $1 AND $2::bigint > 0 AND $3::bigint > 0 AND $4::bigint >= 0", 1)
 
 // LoadBeforeClaim reads the state first and claims it after, as two
 // statements, with between(ctx) in the gap: the planted bug

@@ -15,15 +15,16 @@ import (
 // claimSQL raises the row's fence to the claimer's, if no newer one is
 // there, and reads what it holds, in one statement. A fresh object's or a
 // deleted generation's state is dropped by the claim, with its replies:
-// it can never be restored, whoever loads next. The version goes up, so a
-// write the previous holder still has in flight fails.
+// it can never be restored, whoever loads next. The version changes (the
+// next of meshloc.versions), so a write the previous holder still has in
+// flight fails.
 const claimSQL = `
 WITH c AS (
 	INSERT INTO meshloc.state AS s (object, object_generation, authority_generation, owner, version)
-	VALUES ($1, $2, $3, $4, 1)
+	VALUES ($1, $2, $3, $4, nextval('meshloc.versions'))
 	ON CONFLICT (object) DO UPDATE SET
 		object_generation = EXCLUDED.object_generation, authority_generation = EXCLUDED.authority_generation,
-		owner = EXCLUDED.owner, version = s.version + 1, updated_at = now(),
+		owner = EXCLUDED.owner, version = EXCLUDED.version, updated_at = now(),
 		state = CASE WHEN $6::bool OR s.object_generation <= $5::bigint THEN NULL ELSE s.state END,
 		meta  = CASE WHEN $6::bool OR s.object_generation <= $5::bigint THEN NULL ELSE s.meta END
 	WHERE (s.object_generation, s.authority_generation) <= (EXCLUDED.object_generation, EXCLUDED.authority_generation)

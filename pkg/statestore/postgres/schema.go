@@ -14,12 +14,13 @@ import (
 // database whose schema is newer than the node knows is refused.
 var migrations = []string{
 	// 1: the state of each durable object, and its persisted replies.
-	`CREATE TABLE meshloc.state (
+	`CREATE SEQUENCE meshloc.versions; -- every claim and write takes the next: versions only grow, rows deleted or not
+	CREATE TABLE meshloc.state (
 		object               text PRIMARY KEY,  -- actor/<type>/<id>
 		object_generation    bigint NOT NULL,   -- the fence of the owner that last claimed or wrote the row
 		authority_generation bigint NOT NULL,
 		owner                text NOT NULL,     -- that owner, <id>@<generation> (informational)
-		version              bigint NOT NULL,   -- +1 at every claim and write: what a write compares
+		version              bigint NOT NULL,   -- new at every claim and write (meshloc.versions): what a write compares
 		state                bytea,             -- the object's snapshot (NULL: nothing persisted)
 		meta                 jsonb,             -- sequence, timers, outbox, reminders, reply table bounds
 		updated_at           timestamptz NOT NULL DEFAULT now()

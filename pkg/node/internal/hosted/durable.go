@@ -108,11 +108,13 @@ func (h *Object) initialDurable(stateRev int64, window time.Duration, entries in
 // catalog gave the object a new generation); its version is taken so that
 // the first write replaces it (and deletes its replies).
 func (n *Env) freshDurable(ctx context.Context, h *Object) *pb.CallReply {
-	rd, err := n.state.Load(ctx, h.claim(true))
+	c := h.claim(true)
+	rd, err := n.state.Load(ctx, c)
 	if err != nil {
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return Unavailable("read the state of "+h.name, err)
 	}
+	n.logClaim(c, rd)
 	rev := rd.StateVersion
 	if rev != 0 && n.state.Name() == "etcd" { // a store beside etcd has a row from the claim itself
 		n.log.Warn().Str("object", h.name).Int64("stateVersion", rev).Msg("activated a durable object that has a persisted state but no record: starting from the initial state")
@@ -130,6 +132,13 @@ func (h *Object) claim(fresh bool) statestore.Claim {
 	h.Mu.Lock()
 	defer h.Mu.Unlock()
 	return statestore.Claim{Object: h.obj, Fence: h.Fence, Deleted: h.Rec.Snapshot(h).Record.Deleted, Fresh: fresh}
+}
+
+// logClaim puts claim c, which read rd, in the execution log.
+func (n *Env) logClaim(c statestore.Claim, rd authority.StateRead) {
+	if n.xlog != nil {
+		n.xlog.Claim(c.Object.String(), c.Fence, rd.StateVersion, rd.Value.Seq, c.Fresh, c.Deleted, n.now())
+	}
 }
 
 // limitHint says where a store's limit comes from.
@@ -191,7 +200,11 @@ func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
 // read, or unavailable's answer when etcd could not be read.
 func (h *Object) readPersisted(ctx context.Context, window time.Duration, entries int, unavailable func(error) *pb.CallReply) (rd authority.StateRead, r *pb.CallReply, found bool) {
 	n := h.env
-	rd, err := n.state.Load(ctx, h.claim(false))
+	c := h.claim(false)
+	rd, err := n.state.Load(ctx, c)
+	if err == nil {
+		n.logClaim(c, rd)
+	}
 	switch {
 	case errors.Is(err, authority.ErrInvalidState):
 		return rd, h.dataLost("its persisted state", err), false
@@ -315,6 +328,9 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		}
 		switch res.Outcome {
 		case authority.PersistWritten:
+			if n.xlog != nil {
+				n.xlog.Wrote(h.name, fence, res.StateVersion, v.Seq, n.now())
+			}
 			n.metrics.Durable.Writes.WithLabelValues("written").Inc()
 			n.metrics.Durable.Bytes.Observe(float64(req.Size()))
 			d.state, d.timers, d.outbox, d.stateRev, d.seq, d.rem = state, timers, outbox, res.StateVersion, v.Seq, rem
