@@ -104,7 +104,7 @@ var Plants = []Plant{
 // check holds the reply) must be refused once a new owner claimed the
 // row, and must be loaded by the claim if it landed before. Its reply,
 // left in the table, answers a retry after the new owner slept and woke.
-const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), the busiest owner cut off from etcd (not from PostgreSQL) past its lease, half the streams waiting 15 s for a call (they retry after the new owner slept and woke)"
+const postgresTrigger = "durable state in PostgreSQL: the lifecycle and dbank workloads (objects that sleep and wake reload their state), the busiest owner cut off from etcd (not from PostgreSQL) past its lease, half the streams waiting 15 s for a call (they retry after the new owner slept and woke), the others 5 s (longer than a held claim: shorter, every wake of an idle object would time out)"
 
 // onPostgres is postgresTrigger with the failpoints fps on the nodes.
 func onPostgres(fps string) func(*Spec) {
@@ -112,7 +112,7 @@ func onPostgres(fps string) func(*Spec) {
 		s.Cluster.StateStore = "postgres"
 		s.Cluster.Proxies = true
 		s.Workloads = []string{"lifecycle", "dbank"}
-		s.Cluster.CallTimeouts = []time.Duration{3 * time.Second, 15 * time.Second}
+		s.Cluster.CallTimeouts = []time.Duration{5 * time.Second, 15 * time.Second}
 		failpoints(fps)(s)
 		faults(3*time.Second, 7*time.Second, PartitionEtcd)(s)
 	}

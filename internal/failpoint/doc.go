@@ -160,9 +160,9 @@ const (
 	BugReminderFreshOp = "reminder-fresh-op"
 	// BugStateWriteSkipsFence: a PostgreSQL state store's write compares
 	// neither the row's fence nor its version, so a write held past a
-	// takeover lands over the new owner's: durable objects that sleep and
-	// wake, writes held past the lease (state.before-write=sleep) on a
-	// node paused past it.
+	// takeover lands over the new owner's: writes held past the lease
+	// (state.before-write=sleep) on an owner cut off from etcd, not from
+	// PostgreSQL.
 	BugStateWriteSkipsFence = "state-write-skips-fence"
 	// BugStateLoadBeforeClaim: a new owner of a durable object in a
 	// PostgreSQL state store reads its state before it raises the row's
