@@ -224,18 +224,33 @@ func TestPlantedBugs(t *testing.T) {
 }
 
 // TestPostgres (issue 34) runs the durable workloads with their state in
-// PostgreSQL (a real server; the records stay in etcd) under the storm,
-// killed owners and sources, and a node paused past its lease while its
-// writes are held (the PostgreSQL plants' triggers: this is their
-// control): no acknowledged change lost, none run twice, across two
-// systems fenced by the rule of docs/design.md §5b.
+// PostgreSQL (a real server; the records stay in etcd): first all four
+// (dbank, dlist, transfers, lifecycle) under the storm, killed owners and
+// sources and an owner cut off from etcd; then the control of the two
+// PostgreSQL plants (their triggers: writes and claims held past the
+// lease, on lifecycle and dbank; transfers is left out there, because a
+// message held that long outlives its de-duplication window and is
+// refused as expired, which is right). No acknowledged change lost, none
+// run twice, every claim and write as the rule of docs/design.md §5b says.
 func TestPostgres(t *testing.T) {
 	pgtest.Require(t)
-	s := chaos.PostgresControl(base(t))
-	s.Cluster.Proxies = true
-	s.Workloads = []string{"dbank", "dlist", "transfers", "lifecycle"}
-	s.Faults = append([]string{chaos.KillOwner, chaos.KillSource}, s.Faults...)
-	s.FirstFault, s.FaultEvery = 3*time.Second, 7*time.Second
-	s.Duration = 30 * time.Second
-	run(t, s)
+	t.Run("workloads", func(t *testing.T) {
+		s := base(t)
+		s.Cluster.StateStore = "postgres"
+		s.Cluster.Proxies = true
+		s.Workloads = []string{"dbank", "dlist", "transfers", "lifecycle"}
+		s.Faults = []string{chaos.KillOwner, chaos.KillSource, chaos.PartitionEtcd}
+		s.FirstFault, s.FaultEvery = 3*time.Second, 8*time.Second
+		s.Duration = 28 * time.Second
+		run(t, s)
+	})
+	t.Run("control", func(t *testing.T) {
+		s := chaos.PostgresControl(base(t))
+		s.Cluster.WorkDir += "-control"
+		s.Workloads = []string{"lifecycle", "dbank", "dlist"}
+		s.Faults = append([]string{chaos.KillOwner}, s.Faults...)
+		s.FirstFault, s.FaultEvery = 3*time.Second, 7*time.Second
+		s.Duration = 28 * time.Second
+		run(t, s)
+	})
 }

@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -24,6 +25,10 @@ import (
 // MaxBytes is the largest change the store takes: a state of up to 64 MiB
 // (relocation streams it node to node like any other).
 const MaxBytes = 64 << 20
+
+// DefaultMaxConns is the connections a node opens at most, unless its
+// connection string says pool_max_conns.
+const DefaultMaxConns = 32
 
 // ErrSchema: the database's schema cannot be used by this node.
 var ErrSchema = wire.Sentinel(pb.Code_CODE_CONFLICT, "postgres: schema")
@@ -48,6 +53,11 @@ func Open(ctx context.Context, dsn string, auth *authority.Store) (*Store, error
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: %w", err) // pgx leaves the password out of its parse errors
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		// pgx's default is the CPU count (at least 4): a node writes for
+		// thousands of objects at once, each write one short statement.
+		cfg.MaxConns = DefaultMaxConns
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
