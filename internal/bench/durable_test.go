@@ -31,7 +31,7 @@ func TestDurableTiny(t *testing.T) {
 	if err := x.durable(); err != nil {
 		t.Fatal(err)
 	}
-	if len(x.r.Baselines) != 3 || len(x.r.Figures) != 4 {
+	if len(x.r.Baselines) != 4 || len(x.r.Figures) != 6 {
 		t.Fatalf("baselines %+v, figures %+v", x.r.Baselines, x.r.Figures)
 	}
 	for _, b := range x.r.Baselines {
@@ -48,8 +48,8 @@ func TestDurableTiny(t *testing.T) {
 			bounded++
 		}
 	}
-	if bounded != 2 || !strings.Contains(x.r.Figures[3].Name, "wake") {
-		t.Errorf("figures %+v: want the PostgreSQL write and the wake bounded, the wake last", x.r.Figures)
+	if bounded != 2 || !strings.Contains(x.r.Figures[5].Name, "wake") {
+		t.Errorf("figures %+v: want the PostgreSQL store's write and claim bounded, the wake last", x.r.Figures)
 	}
 }
 

@@ -7,16 +7,21 @@
 //     dcounters in turn on a node with the default store, in blocks of 50
 //     alternating with blocks of etcd CAS transactions on the same etcd
 //     (baseline.CAS; no bound: the ratio is printed, to be read beside the
-//     lifecycle section's write, the same measure);
-//   - durable write p50 with the PostgreSQL store: the same calls on a node
-//     started with --state-store naming a server the section launches
-//     itself (internal/pgserver, in a temporary directory removed after),
-//     alternating with a bare conditional UPDATE of a one-row table, from
-//     this process with pgx, of a value as large as a dcounter's persisted
-//     one (the bound: 1.5×);
-//   - wake + call p50 of a dblob whose state is 1 MiB, asleep (the node's
-//     --sleep-after), each woken by one call, alternating with a SELECT of
-//     a 1 MiB bytea row of the same server (the bound: 1.5×).
+//     lifecycle section's write, the same measure), and with an awake
+//     memory counter's add (the call's path without a store);
+//   - the PostgreSQL store's write (the bound: 1.5×): postgres.Store from
+//     this process writing a dcounter's change and its reply, as a node
+//     does, beside a bare conditional UPDATE of a one-row table, with pgx,
+//     of a value as large as a dcounter's persisted one, on a server the
+//     section launches itself (internal/pgserver, in a temporary directory
+//     removed after); interleaved with them, the same adds as above on a
+//     node started with --state-store naming that server (printed, no
+//     bound: a call's path is in it);
+//   - the PostgreSQL store's claim and read of a 1 MiB state under a new
+//     fence (the bound: 1.5×), as a wake's, beside a SELECT of a 1 MiB
+//     bytea row of the same server; interleaved with them, a call that
+//     wakes a sleeping dblob of 1 MiB on the node (its --sleep-after):
+//     printed, no bound, as it also holds etcd's wake transaction.
 //
 // The section runs in internal/bench's run (nodes are its child
 // processes, on an etcd of the section's own): Env is what it gives.
@@ -78,6 +83,9 @@ const (
 	etcdWrite    = "durable: write p50, etcd store (an awake dcounter's add)"
 	pgUpdate     = "durable: PostgreSQL one-row conditional UPDATE p50"
 	pgWrite      = "durable: write p50, PostgreSQL store (an awake dcounter's add)"
+	pgStoreWrite = "durable: write p50 at the store, PostgreSQL (a dcounter's change and reply)"
+	pgStoreLoad  = "durable: claim and read p50 at the store, PostgreSQL, a 1 MiB state"
+	memCall      = "durable: call p50, an awake memory counter's add"
 	pgRead       = "durable: PostgreSQL SELECT of a 1 MiB bytea row p50"
 	pgWake       = "durable: wake + call p50, a 1 MiB dblob asleep, PostgreSQL store"
 	writeObjects = 64  // the dcounters the writes go to, in turn
@@ -140,11 +148,17 @@ func etcdWrites(ctx context.Context, env Env, p Plan) error {
 	if err := warm(add); err != nil {
 		return err
 	}
-	writes, cases, err := interleave(p.Writes, block, add, func(int) error { _, err := cas.Step(ctx); return err })
+	mem := adder(ctx, cl, "actor/counter/m")
+	if err := warm(mem); err != nil {
+		return err
+	}
+	d, err := interleave(p.Writes, block, add, func(int) error { _, err := cas.Step(ctx); return err }, mem)
 	if err != nil {
 		return err
 	}
+	writes, cases, calls := d[0], d[1], d[2]
 	env.Base(measure(etcdCAS, cases, ""))
+	env.Base(measure(memCall, calls, "the call's path alone: the same client, node and caller, no store"))
 	env.Fig(measure(etcdWrite, writes, fmt.Sprintf("p99 %.2f ms; the lifecycle section's durable write p50 is the same measure", ms(pct(writes, 99)))), etcdCAS, nil)
 	return nil
 }
@@ -171,27 +185,25 @@ func warm(add func(int) error) error {
 	return nil
 }
 
-// interleave runs fig and base n times each (i from 0 to n-1), in blocks
-// of block in turn (so that a burst of load from elsewhere falls on both),
-// and returns their latencies.
-func interleave(n, block int, fig, base func(i int) error) (figs, bases []time.Duration, err error) {
-	for len(figs) < n {
-		k := min(block, n-len(figs))
-		for _, f := range []struct {
-			run func(int) error
-			out *[]time.Duration
-		}{{fig, &figs}, {base, &bases}} {
+// interleave runs each of runs n times (i from 0 to n-1), in blocks of
+// block in turn (so that a burst of load from elsewhere falls on all), and
+// returns their latencies, in the order of runs.
+func interleave(n, block int, runs ...func(i int) error) ([][]time.Duration, error) {
+	out := make([][]time.Duration, len(runs))
+	for len(out[0]) < n {
+		k := min(block, n-len(out[0]))
+		for r, run := range runs {
 			for range k {
-				i := len(*f.out)
+				i := len(out[r])
 				t0 := time.Now()
-				if err := f.run(i); err != nil {
-					return nil, nil, err
+				if err := run(i); err != nil {
+					return nil, err
 				}
-				*f.out = append(*f.out, time.Since(t0))
+				out[r] = append(out[r], time.Since(t0))
 			}
 		}
 	}
-	return figs, bases, nil
+	return out, nil
 }
 
 // measure is the p50 of d in milliseconds.

@@ -14,21 +14,30 @@ import (
 
 // persistSQL writes one change if the row still carries the writer's fence
 // and the version it last saw, and with it, in the same statement, evicts
-// the replies older than the oldest one kept and puts the change's reply.
+// the replies older than the oldest one kept ($8; the empty string: none) and puts
+// the change's reply. The eviction starts where the previous one stopped
+// (replies_from: every reply row's id is at least it, as every write puts
+// a reply at or above what it keeps and moves the mark there), so a hot
+// object's write does not walk every reply it ever deleted, whose index
+// entries stay until VACUUM. A writer that keeps from below the mark (a
+// new owner whose clock is behind) evicts nothing and lowers it. The mark
+// read in o is the one the version compared: a write committed since
+// changed the version, and this one matches no row.
 const persistSQL = `
 WITH w AS (
-	UPDATE meshloc.state SET version = nextval('meshloc.versions'), state = $5::bytea, meta = $6::jsonb, owner = $7, updated_at = now()
+	UPDATE meshloc.state s SET version = nextval('meshloc.versions'), state = $5::bytea, meta = $6::jsonb, owner = $7, updated_at = now(), replies_from = $8::text
+	FROM (SELECT replies_from AS prev FROM meshloc.state WHERE object = $1) o
 	` + fencedWhere + `
-	RETURNING version),
+	RETURNING s.version, CASE WHEN $8::text = '' THEN '' ELSE o.prev END AS low),
 d AS (
-	DELETE FROM meshloc.replies WHERE object = $1 AND ($8::text = '' OR id < $8::text) AND EXISTS (SELECT 1 FROM w)),
+	DELETE FROM meshloc.replies WHERE object = $1 AND id >= (SELECT low FROM w) AND ($8::text = '' OR id < $8::text)),
 i AS (
 	INSERT INTO meshloc.replies (object, id, reply) SELECT $1, $9::text, $10::jsonb FROM w WHERE $9::text <> ''
 	ON CONFLICT (object, id) DO UPDATE SET reply = EXCLUDED.reply)
 SELECT version FROM w`
 
 // fencedWhere is the write's condition: the writer's fence, the version it saw.
-const fencedWhere = "WHERE object = $1 AND object_generation = $2 AND authority_generation = $3 AND version = $4"
+const fencedWhere = "WHERE s.object = $1 AND s.object_generation = $2 AND s.authority_generation = $3 AND s.version = $4"
 
 // rowSQL reads what decides a write that did not happen.
 const rowSQL = `SELECT object_generation, authority_generation, version, (meta->>'seq')::numeric::text FROM meshloc.state WHERE object = $1`

@@ -28,7 +28,7 @@ func (s *Store) PersistUnfenced(ctx context.Context, req authority.PersistReques
 // unfencedSQL is persistSQL without its fence and version compares (its
 // parameters still bound).
 var unfencedSQL = strings.Replace(persistSQL, fencedWhere,
-	"WHERE object = $1 AND $2::bigint > 0 AND $3::bigint > 0 AND $4::bigint >= 0", 1)
+	"WHERE s.object = $1 AND $2::bigint > 0 AND $3::bigint > 0 AND $4::bigint >= 0", 1)
 
 // LoadBeforeClaim reads the state first and claims it after, as two
 // statements, with between(ctx) in the gap: the planted bug

@@ -38,7 +38,7 @@ type fixture struct {
 	s    *postgres.Store
 }
 
-func newFixture(t *testing.T, srv *pgtest.Server) *fixture {
+func newFixture(t testing.TB, srv *pgtest.Server) *fixture {
 	c := etcdtest.Client(t, etcdtest.Single(t).Endpoint())
 	f := &fixture{ctx: context.Background(), dsn: srv.NewDatabase(t), auth: authority.New(c, keyspace.Default())}
 	var err error

@@ -31,6 +31,10 @@ var migrations = []string{
 		reply  jsonb NOT NULL,  -- {"code", "payload" (base64), "message"}
 		PRIMARY KEY (object, id)
 	);`,
+	// 2: where the last write's eviction stopped, so that the next one
+	// starts there instead of walking the deleted replies' index entries
+	// (kept until VACUUM) from the object's first.
+	`ALTER TABLE meshloc.state ADD COLUMN replies_from text NOT NULL DEFAULT ''; -- replies below it were deleted`,
 }
 
 // SchemaVersion is the schema version this code reads and writes.
