@@ -3,6 +3,7 @@ package authority
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -136,6 +137,25 @@ func validReplyID(id string) bool {
 	return true
 }
 
+// encoded is r with its Value (Validate: r has a Value or a State).
+func (r PersistRequest) encoded() PersistRequest {
+	if len(r.Value) == 0 {
+		r.Value = r.State.Encode()
+	}
+	return r
+}
+
+// EncodedLen is len(v.Encode()), without encoding the state.
+func (v *StateValue) EncodedLen() int {
+	meta := *v
+	meta.State = nil // "state":null
+	n := len(meta.Encode())
+	if v.State != nil {
+		n += base64.StdEncoding.EncodedLen(len(v.State)) + len(`""`) - len("null")
+	}
+	return n
+}
+
 // Encode is the canonical JSON of v.
 func (v *StateValue) Encode() []byte {
 	b, err := json.Marshal(v)
@@ -248,7 +268,9 @@ type PersistRequest struct {
 	// StateVersion is the ModRevision of state/<object> the writer last
 	// wrote or read (0: the key did not exist).
 	StateVersion int64
-	// Value is the encoded StateValue.
+	// Value is the encoded StateValue; empty, PersistState encodes State
+	// (a writer need not encode what a store that keeps the parts apart
+	// never reads: a large state's base64 JSON is costly).
 	Value []byte
 	// State is the StateValue Value encodes: a store that keeps its parts
 	// apart (pkg/statestore/postgres) writes from it.
@@ -272,6 +294,9 @@ type PersistRequest struct {
 // Size is the size of what the write carries: the value and the reply.
 func (r PersistRequest) Size() int {
 	n := len(r.Value)
+	if n == 0 && r.State != nil {
+		n = r.State.EncodedLen()
+	}
 	if r.Reply != nil {
 		n += len(r.Reply.Value.Encode()) + len(r.Reply.ID)
 	}
@@ -292,7 +317,7 @@ func (r PersistRequest) Validate() error {
 		return fmt.Errorf("%w: persist under generations o%d/a%d", ErrInvalidRequest, r.Fence.ObjectGeneration, r.Fence.AuthorityGeneration)
 	case r.StoreVersion <= 0 || r.StateVersion < 0:
 		return fmt.Errorf("%w: persist at store version %d, state version %d", ErrInvalidRequest, r.StoreVersion, r.StateVersion)
-	case len(r.Value) == 0:
+	case len(r.Value) == 0 && r.State == nil:
 		return fmt.Errorf("%w: persist of an empty value", ErrInvalidRequest)
 	case r.KeepRepliesFrom != "" && !validReplyID(r.KeepRepliesFrom):
 		return fmt.Errorf("%w: persist keeping replies from %q (want 32 lowercase hex digits)", ErrInvalidRequest, r.KeepRepliesFrom)
@@ -383,6 +408,7 @@ func (s *Store) PersistState(ctx context.Context, req PersistRequest) (PersistRe
 	if err := req.Validate(); err != nil {
 		return PersistResult{}, err
 	}
+	req = req.encoded()
 	authKey, stateKey, ownerKey := s.keys.Authority(req.Object), s.keys.State(req.Object), s.keys.Owner(req.Fence.Owner.ID)
 	prefix := s.keys.StateReplies(req.Object)
 	prune := clientv3.OpDelete(prefix, clientv3.WithPrefix())
@@ -423,6 +449,7 @@ func (s *Store) ResolvePersist(ctx context.Context, req PersistRequest) (Persist
 	if err := req.Validate(); err != nil {
 		return PersistResult{}, err
 	}
+	req = req.encoded()
 	authKey, stateKey, ownerKey := s.keys.Authority(req.Object), s.keys.State(req.Object), s.keys.Owner(req.Fence.Owner.ID)
 	resp, err := s.c.Txn(ctx).Then(
 		clientv3.OpGet(authKey), clientv3.OpGet(stateKey), clientv3.OpGet(ownerKey, clientv3.WithKeysOnly()),

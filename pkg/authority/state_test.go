@@ -1,6 +1,7 @@
 package authority_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -490,6 +491,17 @@ func TestDueRemindersRange(t *testing.T) {
 	for _, q := range []reminder.Query{{Shard: shard, FromMs: 5, ThroughMs: 4, Limit: 1}, {Shard: shard, FromMs: -1, ThroughMs: 4, Limit: 1}, {Shard: -1, ThroughMs: 4, Limit: 1}} {
 		if _, err := s.DueReminders(ctx, []reminder.Query{q}); !errors.Is(err, authority.ErrInvalidRequest) {
 			t.Errorf("query %+v: %v, want ErrInvalidRequest", q, err)
+		}
+	}
+}
+
+// EncodedLen is the length of Encode's output, without the encoding.
+func TestStateValueEncodedLen(t *testing.T) {
+	for _, st := range [][]byte{nil, {}, []byte("x"), []byte("two"), bytes.Repeat([]byte{0xff}, 1000)} {
+		v := authority.StateValue{V: authority.StateVersion1, Object: "actor/dcounter/a", ObjectGeneration: 1, AuthorityGeneration: 2,
+			Owner: authority.OwnerRef{ID: "n1", Generation: 3}, Seq: 9, State: st, Timers: []byte("t"), ReplyWindowMs: 1000}
+		if got, want := v.EncodedLen(), len(v.Encode()); got != want {
+			t.Errorf("state of %d bytes (nil %v): EncodedLen %d, Encode %d", len(st), st == nil, got, want)
 		}
 	}
 }

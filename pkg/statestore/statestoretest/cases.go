@@ -178,7 +178,7 @@ func testInvalidRequests(t *testing.T, e *env) {
 		{},
 		func() authority.PersistRequest {
 			r := request(s, v, write{seq: 2, state: "x"})
-			r.Value = nil
+			r.Value, r.State = nil, nil
 			return r
 		}(),
 		func() authority.PersistRequest {

@@ -290,7 +290,7 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 		Seq: d.seq + 1, State: state, Timers: timers, Outbox: outbox, Reminders: rem,
 		ReplyWindowMs: d.table.Window().Milliseconds(), ReplyMaxEntries: d.table.MaxEntries(), ReplyWatermarkMs: durable.WatermarkMs(d.table),
 	}
-	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, Value: v.Encode(), State: &v,
+	req := authority.PersistRequest{Object: h.obj, Fence: fence, StoreVersion: version, StateVersion: d.stateRev, State: &v, // the store encodes what it keeps
 		Schedule: h.schedule(rem, d.rem, fence.ObjectGeneration)}
 	advance(&req, h.name, fence.ObjectGeneration, fired, rem)
 	if op != nil {
@@ -307,10 +307,7 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	}
 	if op != nil {
 		d.table.Record(*op, rec, now)
-		if wm := durable.WatermarkMs(d.table); wm != v.ReplyWatermarkMs {
-			v.ReplyWatermarkMs = wm
-			req.Value = v.Encode()
-		}
+		v.ReplyWatermarkMs = durable.WatermarkMs(d.table) // req.State is &v
 	}
 	if oldest, ok := d.table.Oldest(); ok {
 		req.KeepRepliesFrom = durable.ReplyID(oldest)
