@@ -75,7 +75,8 @@ made, put to sleep by a node with --lifecycle-sleep-after (5s), the node's
 memory with all of them asleep, and the latency of a call that wakes one;
 then as many reminders, due over a minute at 100,000, on two nodes, one
 killed -9 halfway: each fired once, and how late (--lifecycle-reminders-only:
-that part alone).
+that part alone). --lifecycle-state-store postgres runs it all with the
+nodes' durable state in a PostgreSQL server the section launches.
 The durable section too (under 2 minutes): a durable write (an awake
 dcounter's add) on a node with the etcd store beside an etcd CAS, and on a
 node with the PostgreSQL store beside a bare one-row conditional UPDATE;
@@ -213,6 +214,7 @@ not be made, or --strict and a target was missed (1).`,
 	f.IntVar(&life.Objects, "lifecycle-objects", 0, "durable objects the lifecycle section puts to sleep (0: 100,000)")
 	f.DurationVar(&life.SleepAfter, "lifecycle-sleep-after", 0, "the lifecycle section's node --sleep-after (0: 5s)")
 	f.BoolVar(&life.RemindersOnly, "lifecycle-reminders-only", false, "the lifecycle section runs its reminders part alone")
+	f.StringVar(&life.StateStore, "lifecycle-state-store", "", "where the lifecycle section's nodes keep durable state: etcd (the default) or postgres (a server it launches from the machine's PostgreSQL binaries)")
 	f.DurationVar(&life.Settle, "lifecycle-settle", 0, "how long the lifecycle section's node stays idle before its memory is read (0: 130s)")
 	f.StringVar(&peersDir, "peers-dir", "", "the peers section's Proto.Actor program, a Go module it builds (default: bench/peers of the source tree above the working directory)")
 	f.BoolVar(&markdown, "markdown", false, "print the report as Markdown tables, as docs/performance.md shows them")

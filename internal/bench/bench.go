@@ -144,6 +144,9 @@ type run struct {
 	dir string // the run's directory: the scale parts make theirs in it
 	m   *mesh  // the shared mesh (nil when only opt-in sections run)
 	r   *Report
+	// lifeStore are the lifecycle section's nodes' --state-store flags
+	// (none: the etcd store).
+	lifeStore []string
 }
 
 func (x *run) step(format string, a ...any) {

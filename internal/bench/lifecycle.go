@@ -47,6 +47,10 @@ type LifecyclePlan struct {
 	// RemindersOnly runs the reminders part alone (its first calls/s
 	// assumed, not measured: remindersRate).
 	RemindersOnly bool
+	// StateStore is where the section's nodes keep durable state: "" or
+	// "etcd" (the default store), or "postgres": a server the section
+	// launches (lifecycle_store.go) that every node names in --state-store.
+	StateStore string
 }
 
 // remindersRate is the first calls/s the reminders part alone assumes.
@@ -81,6 +85,11 @@ func (x *run) lifecycle() error {
 	}
 	defer done()
 	ctx := x.ctx
+	stop, err := x.lifecycleStore(ctx, p.StateStore)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	if p.RemindersOnly {
 		return x.lifecycleReminders(ctx, m, p, remindersRate)
 	}
@@ -88,7 +97,7 @@ func (x *run) lifecycle() error {
 	if err != nil {
 		return err
 	}
-	n1, cl, err := loneNode(ctx, m, "n1", web, "--sleep-after", p.SleepAfter.String())
+	n1, cl, err := loneNode(ctx, m, "n1", web, x.lifeArgs("--sleep-after", p.SleepAfter.String())...)
 	if err != nil {
 		return err
 	}

@@ -26,7 +26,7 @@ func (x *run) lifecyclePressure(ctx context.Context, m *mesh, count int) error {
 	if err != nil {
 		return err
 	}
-	n, cl, err := loneNode(ctx, m, "n1", web, "--max-objects", fmt.Sprint(bound))
+	n, cl, err := loneNode(ctx, m, "n1", web, x.lifeArgs("--max-objects", fmt.Sprint(bound))...)
 	if err != nil {
 		return err
 	}

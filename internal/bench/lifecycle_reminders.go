@@ -76,7 +76,7 @@ func (x *run) lifecycleReminders(ctx context.Context, m *mesh, p LifecyclePlan, 
 		if web[i], err = freeport.Addr(); err != nil {
 			return err
 		}
-		if nodes[i], cls[i], err = loneNode(ctx, m, name, web[i], "--sleep-after", p.SleepAfter.String(), "--exec-log", logs[i]); err != nil {
+		if nodes[i], cls[i], err = loneNode(ctx, m, name, web[i], x.lifeArgs("--sleep-after", p.SleepAfter.String(), "--exec-log", logs[i])...); err != nil {
 			return err
 		}
 		defer nodes[i].kill()

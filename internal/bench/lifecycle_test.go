@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 )
@@ -26,4 +27,18 @@ func TestLifecycleTiny(t *testing.T) {
 			t.Errorf("figure %q: %+v", f.Name, f)
 		}
 	}
+}
+
+// The lifecycle section knows two state stores; another is refused before
+// anything starts, and etcd's needs nothing.
+func TestLifecycleStore(t *testing.T) {
+	x := &run{ctx: context.Background(), r: &Report{}}
+	if _, err := x.lifecycleStore(x.ctx, "mysql"); err == nil || !strings.Contains(err.Error(), "want etcd or postgres") {
+		t.Fatalf("an unknown store: %v", err)
+	}
+	stop, err := x.lifecycleStore(x.ctx, "etcd")
+	if err != nil || len(x.lifeArgs("--a")) != 1 {
+		t.Fatalf("etcd's store: %v, args %v", err, x.lifeArgs("--a"))
+	}
+	stop()
 }

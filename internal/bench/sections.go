@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/internal/bench/baseline"
+	"github.com/meshloc/meshloc/internal/bench/procstat"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -235,8 +236,8 @@ func (x *run) relocationRates() error {
 			if err != nil {
 				return err
 			}
-			var casCPU, moveCPU cpuMeter
-			rates, oks, fails, err := alternate(2, w, casCPU.wrap(x.casWindow("/bench/rate")), x.casWindow("/bench/watched-rate"), moveCPU.wrap(x.mover(objs)))
+			var casCPU, moveCPU procstat.CPUMeter
+			rates, oks, fails, err := alternate(2, w, casCPU.Wrap(x.casWindow("/bench/rate")), x.casWindow("/bench/watched-rate"), moveCPU.Wrap(x.mover(objs)))
 			wr.Close()
 			if err != nil {
 				return err
@@ -248,10 +249,10 @@ func (x *run) relocationRates() error {
 			// On a machine whose cores the run saturates, a rate is the
 			// CPU each operation costs: the process's CPU per CAS beside
 			// its CPU per relocation.
-			if c, ok := casCPU.per(oks[0]); ok {
-				x.base(Measure{Name: "CPU per etcd CAS, 64 clients", Value: ms(c), Unit: "ms", N: oks[0], Note: casCPU.note()})
-				if r, ok := moveCPU.per(oks[2]); ok {
-					x.fig(Measure{Name: "CPU per relocation, 64 in flight", Value: ms(r), Unit: "ms", N: oks[1], Note: moveCPU.note()}, "CPU per etcd CAS, 64 clients", nil)
+			if c, ok := casCPU.Per(oks[0]); ok {
+				x.base(Measure{Name: "CPU per etcd CAS, 64 clients", Value: ms(c), Unit: "ms", N: oks[0], Note: casCPU.Note()})
+				if r, ok := moveCPU.Per(oks[2]); ok {
+					x.fig(Measure{Name: "CPU per relocation, 64 in flight", Value: ms(r), Unit: "ms", N: oks[1], Note: moveCPU.Note()}, "CPU per etcd CAS, 64 clients", nil)
 				}
 			}
 		} else {
@@ -473,7 +474,7 @@ func (x *run) calls() error {
 			}
 		}
 		const block = 50
-		s0 := readSched()
+		s0 := procstat.ReadSched()
 		for range max(1, p.Ops/block) {
 			for _, j := range order {
 				for range block {
@@ -496,7 +497,7 @@ func (x *run) calls() error {
 		if err != nil {
 			return err
 		}
-		waits := readSched().since(s0, how)
+		waits := procstat.ReadSched().Since(s0, how)
 		moved := int64(-1)
 		if stop != nil {
 			moved = stop()

@@ -23,20 +23,11 @@ import (
 // beside its baseline on the same server from this process (one pgx
 // connection).
 func postgres(ctx context.Context, env Env, p Plan) error {
-	// Not under the run's directory: as root the server runs as nobody,
-	// who must be able to reach it (pgserver), and a short path keeps its
-	// Unix socket under the length limit.
-	dir, err := os.MkdirTemp("", "meshloc-bench-pg-")
+	srv, end, err := Launch(ctx, "durable", env.Step)
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	env.Step("durable: launching PostgreSQL from %s in %s", pgserver.Bin(), dir)
-	srv, err := pgserver.Launch(ctx, dir, durableSettings...)
-	if err != nil {
-		return fmt.Errorf("bench: durable: %w", err)
-	}
-	defer srv.Stop() // after the node's stop (deferred below) and the connection's close
+	defer end() // after the node's stop (deferred below) and the connection's close
 	conn, err := pgx.Connect(ctx, srv.DSN())
 	if err != nil {
 		return fmt.Errorf("bench: durable: %w", err)
@@ -186,10 +177,32 @@ func pgWakes(ctx context.Context, env Env, p Plan, conn *pgx.Conn, cl *client.Cl
 	return nil
 }
 
-// durableSettings undo pgserver's settings for tests: a commit is on disk
+// Launch starts a PostgreSQL server for a bench section (named in its
+// steps and errors) from the machine's binaries (Check), with Settings, in
+// a temporary directory; end stops it and removes the directory. Not
+// under the run's directory: as root the server runs as nobody, who must
+// be able to reach it (pgserver), and a short path keeps its Unix socket
+// under the length limit.
+func Launch(ctx context.Context, section string, step func(format string, a ...any)) (srv *pgserver.Server, end func(), err error) {
+	if err := Check(); err != nil {
+		return nil, nil, err
+	}
+	dir, err := os.MkdirTemp("", "meshloc-bench-pg-")
+	if err != nil {
+		return nil, nil, err
+	}
+	step("%s: launching PostgreSQL from %s in %s", section, pgserver.Bin(), dir)
+	if srv, err = pgserver.Launch(ctx, dir, Settings...); err != nil {
+		os.RemoveAll(dir)
+		return nil, nil, fmt.Errorf("bench: %s: %w", section, err)
+	}
+	return srv, func() { srv.Stop(); os.RemoveAll(dir) }, nil
+}
+
+// Settings undo pgserver's settings for tests: a commit is on disk
 // when acknowledged, as in production and as etcd's writes are (the etcd
 // CAS beside the etcd store's write is fsynced).
-var durableSettings = []string{"fsync=on", "synchronous_commit=on", "full_page_writes=on"}
+var Settings = []string{"fsync=on", "synchronous_commit=on", "full_page_writes=on"}
 
 // fillRandom fills b with bytes of a ChaCha8 stream of seed: the same
 // bytes every run, and none that compress.

@@ -1,15 +1,15 @@
 //go:build unix
 
-package bench
+package procstat
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU is the CPU time (user and system) this process used so far:
+// ProcessCPU is the CPU time (user and system) this process used so far:
 // etcd, the nodes and the clients together.
-func processCPU() (time.Duration, bool) {
+func ProcessCPU() (time.Duration, bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false

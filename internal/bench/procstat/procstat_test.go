@@ -1,4 +1,4 @@
-package bench
+package procstat
 
 import (
 	"testing"
@@ -8,8 +8,8 @@ import (
 // A reading against an earlier one gives the four measures, named with
 // the suffix.
 func TestSchedSince(t *testing.T) {
-	s0 := readSched()
-	ms := readSched().since(s0, ", x")
+	s0 := ReadSched()
+	ms := ReadSched().Since(s0, ", x")
 	if len(ms) < 2 || ms[1].Name != "run-queue wait p99, calls, x" {
 		t.Fatalf("%+v", ms)
 	}
@@ -18,8 +18,8 @@ func TestSchedSince(t *testing.T) {
 // A wrapped window adds its process CPU and wall time; per divides by the
 // operations.
 func TestCPUMeter(t *testing.T) {
-	var m cpuMeter
-	w := m.wrap(func(d time.Duration) (int64, int64, time.Duration, error) {
+	var m CPUMeter
+	w := m.Wrap(func(d time.Duration) (int64, int64, time.Duration, error) {
 		x := 0
 		for i := range 1 << 22 {
 			x += i
@@ -30,13 +30,13 @@ func TestCPUMeter(t *testing.T) {
 	if _, _, _, err := w(time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := processCPU(); !ok {
+	if _, ok := ProcessCPU(); !ok {
 		t.Skip("no process CPU time on this system")
 	}
-	if c, ok := m.per(10); !ok || c < 0 || m.wall != time.Millisecond {
+	if c, ok := m.Per(10); !ok || c < 0 || m.wall != time.Millisecond {
 		t.Fatalf("per %v %v, wall %v", c, ok, m.wall)
 	}
-	if _, ok := m.per(0); ok {
+	if _, ok := m.Per(0); ok {
 		t.Fatal("CPU per none of the operations")
 	}
 }
