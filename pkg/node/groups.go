@@ -8,6 +8,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/groupcmd"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -90,39 +91,10 @@ func (n *Node) limits() authority.Limits {
 	return authority.Limits{MaxTxnOps: n.cfg.MaxTxnOps, MaxRequestBytes: n.cfg.MaxRequestBytes}
 }
 
-// parseGroupCommand checks the names of a GroupCommand.
-func parseGroupCommand(c *pb.GroupCommand, needActor bool) (group, actor keyspace.Object, err error) {
-	group, err = keyspace.ParseObject(c.GetGroup())
-	if err != nil {
-		return group, actor, err
-	}
-	if group.Kind != keyspace.KindGroup {
-		return group, actor, fmt.Errorf("%w: %q is not a group (want group/<id>)", keyspace.ErrInvalidName, c.GetGroup())
-	}
-	if !needActor {
-		if c.GetActor() != "" {
-			return group, actor, fmt.Errorf("%w: create takes no actor", authority.ErrInvalidRequest)
-		}
-		return group, actor, nil
-	}
-	actor, err = keyspace.ParseObject(c.GetActor())
-	if err != nil {
-		return group, actor, err
-	}
-	if actor.Kind != keyspace.KindActor {
-		return group, actor, fmt.Errorf("%w: %q is not an actor (want actor/<type>/<id>): groups do not nest", keyspace.ErrInvalidName, c.GetActor())
-	}
-	return group, actor, nil
-}
-
-func groupStatus(s authority.Snapshot) *pb.GroupStatus {
-	return &pb.GroupStatus{Group: s.Object.String(), Owner: s.Record.Owner.String(), Members: append([]string{}, s.Record.Members...), StoreVersion: s.StoreVersion}
-}
-
 // CreateGroup creates group (group/<id>) owned by this node, with no
 // members. A group that exists already is ErrGroupExists.
 func (n *Node) CreateGroup(ctx context.Context, name string) (*pb.GroupStatus, error) {
-	g, _, err := parseGroupCommand(&pb.GroupCommand{Group: name}, false)
+	g, _, err := groupcmd.Parse(&pb.GroupCommand{Group: name}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +112,7 @@ func (n *Node) CreateGroup(ctx context.Context, name string) (*pb.GroupStatus, e
 	if !res.Won {
 		return nil, fmt.Errorf("%w: %s, owned by %s", ErrGroupExists, g, res.Snapshot.Record.Owner)
 	}
-	return groupStatus(res.Snapshot), nil
+	return groupcmd.Status(res.Snapshot), nil
 }
 
 func (n *Node) isClosing() bool {
@@ -155,7 +127,7 @@ func (n *Node) isClosing() bool {
 // it lives on another node, the actor is relocated there (Actor Join,
 // join.go) and the answer comes once READY was received.
 func (n *Node) JoinGroup(ctx context.Context, group, actor string, timeout time.Duration) (*pb.GroupStatus, error) {
-	g, a, err := parseGroupCommand(&pb.GroupCommand{Group: group, Actor: actor}, true)
+	g, a, err := groupcmd.Parse(&pb.GroupCommand{Group: group, Actor: actor}, true)
 	if err != nil {
 		return nil, err
 	}
@@ -269,7 +241,7 @@ func (n *Node) membershipDone(res authority.MembershipResult, what string) (*pb.
 		h.TakeRecordLocked(res.Actor)
 		h.Mu.Unlock()
 	}
-	return groupStatus(res.Group), nil
+	return groupcmd.Status(res.Group), nil
 }
 
 func (n *Node) hostedObject(name string) *hosted.Object {
@@ -331,7 +303,7 @@ func (n *Node) releaseActor(h *hosted.Object) {
 
 // LeaveGroup removes actor from group; this node must own the group.
 func (n *Node) LeaveGroup(ctx context.Context, group, actor string) (*pb.GroupStatus, error) {
-	g, a, err := parseGroupCommand(&pb.GroupCommand{Group: group, Actor: actor}, true)
+	g, a, err := groupcmd.Parse(&pb.GroupCommand{Group: group, Actor: actor}, true)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/authority"
+	"github.com/meshloc/meshloc/pkg/node/groupcmd"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/record"
@@ -138,7 +139,7 @@ func (n *Node) actorJoin(ctx context.Context, gs authority.Snapshot, as authorit
 	if failure != nil {
 		return nil, &JoinError{Actor: p.Actor, Group: p.Group, Status: failure}
 	}
-	st := groupStatus(gs)
+	st := groupcmd.Status(gs)
 	st.Owner = target.Descriptor.OwnerID + fmt.Sprintf("@%d", target.Generation)
 	st.Members = authority.WithMember(gs.Record.Members, as.Object.String())
 	st.Relocation = atReady
