@@ -99,7 +99,8 @@ FUZZ_TARGETS = \
 	./pkg/client/                 FuzzParseToken \
 	./pkg/client/                 FuzzSSEReader \
 	./internal/locationd/         FuzzRequestBodies \
-	./internal/locationd/         FuzzEventsQuery
+	./internal/locationd/         FuzzEventsQuery \
+	./pkg/tracing/                FuzzTraceparent
 fuzz:
 	@missing=; for f in $$(grep -rhoE '^func Fuzz[A-Za-z0-9_]+' --include='*_test.go' cmd internal pkg test | sed 's/^func //' | sort -u); do \
 	  case " $$(echo $(FUZZ_TARGETS)) " in *" $$f "*) ;; *) missing="$$missing $$f";; esac; \

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/meshloc/meshloc/internal/locationd"
 	"github.com/meshloc/meshloc/internal/logging"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/tracing"
 )
 
 // Exit statuses.
@@ -74,6 +76,9 @@ func newRoot(stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobr
 	cfg := locationd.DefaultConfig()
 	gofs := flag.NewFlagSet("locationd", flag.ContinueOnError)
 	cfg.AddFlags(gofs)
+	var tc tracing.Config // its API requests, and the node requests they make
+	tc.Service = "locationd"
+	tc.AddFlags(gofs)
 
 	root := &cobra.Command{
 		Use:   "locationd",
@@ -106,6 +111,11 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 			if err != nil {
 				return usageError{err}
 			}
+			stopTracing, err := startTracing(cmd.Context(), tc)
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			srv, err := locationd.New(cfg, log)
 			if err != nil {
 				return usageError{err}
@@ -125,8 +135,8 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 
-	root.AddCommand(demoCmd(&cfg, stdout, stderr, lookup))
-	root.AddCommand(watchProxyCmd(&cfg, stderr, lookup))
+	root.AddCommand(demoCmd(&cfg, &tc, stdout, stderr, lookup))
+	root.AddCommand(watchProxyCmd(&cfg, &tc, stderr, lookup))
 	cliutil.SetVersion(root)
 	return root
 }
@@ -134,7 +144,7 @@ LOCATIOND_DATA_DIR or LOCATIOND_ETCD_ENDPOINTS; a flag given wins.`,
 // demoCmd is `locationd demo`: embedded etcd + 3 in-process nodes + a live,
 // checked workload (internal/demo). Its data directory is a fresh temporary
 // one unless --data-dir is given, so every demo starts empty.
-func demoCmd(cfg *locationd.Config, stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
+func demoCmd(cfg *locationd.Config, tc *tracing.Config, stdout, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
 	dc := demo.DefaultConfig()
 	nodes := strings.Join(dc.Nodes, ",")
 	var nodeHTTP string
@@ -181,6 +191,11 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 			if err != nil {
 				return usageError{err}
 			}
+			stopTracing, err := startTracing(cmd.Context(), *tc) // its nodes' and locationd's spans
+			if err != nil {
+				return err
+			}
+			defer stopTracing()
 			return demo.Run(cmd.Context(), dc, stdout, log)
 		},
 	}
@@ -198,7 +213,7 @@ meshctl works against it (meshctl objects, meshctl call --node 127.0.0.1:7100 ..
 
 // watchProxyCmd is `locationd watch-proxy`: a watch fan-out (internal/fanout)
 // in front of the etcd that locationd's flags name.
-func watchProxyCmd(cfg *locationd.Config, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
+func watchProxyCmd(cfg *locationd.Config, tc *tracing.Config, stderr io.Writer, lookup func(string) (string, bool)) *cobra.Command {
 	fc := fanout.Config{Listen: fanout.DefaultListen, HTTP: fanout.DefaultHTTP, History: fanout.DefaultHistory, Queue: fanout.DefaultQueue}
 	cmd := &cobra.Command{
 		Use:   "watch-proxy",
@@ -238,6 +253,11 @@ client certificates of that CA (the nodes present their --etcd-cert).
 			if err := fc.Validate(); err != nil {
 				return usageError{err}
 			}
+			// (It makes no spans of its own; the flags it shares with
+			// locationd are checked all the same.)
+			if err := tc.Validate(); err != nil {
+				return usageError{err}
+			}
 			if err := fanout.Run(cmd.Context(), fc, log, nil); err != nil {
 				log.Error().Err(err).Msg("watch-proxy stopped")
 				return err
@@ -258,4 +278,19 @@ func noArgs(cmd *cobra.Command, args []string) error {
 		return usageError{fmt.Errorf("%s takes no arguments, got %q", cmd.CommandPath(), args)}
 	}
 	return nil
+}
+
+// startTracing sets tracing up as tc says (pkg/tracing: off unless an
+// endpoint is configured); stop flushes what is buffered, a collector gone
+// being nobody's failure.
+func startTracing(ctx context.Context, tc tracing.Config) (stop func(), err error) {
+	shutdown, err := tracing.Setup(ctx, tc, "")
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = shutdown(ctx)
+	}, nil
 }

@@ -78,10 +78,12 @@ func (g *globals) httpClient() (*http.Client, error) {
 // place that decides the exit status: 2 for a usageError, 1 for any other
 // error.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, lookup func(string) (string, bool)) int {
-	root := newRoot(stdout, lookup)
+	root, tr := newTracedRoot(stdout, lookup)
 	root.SetErr(stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
+	tr.finish(err, stderr) // trace.go
+
 	if err == nil {
 		return exitOK
 	}
@@ -129,6 +131,12 @@ func dropRepeatedCode(msg, code string) string {
 }
 
 func newRoot(stdout io.Writer, lookup func(string) (string, bool)) *cobra.Command {
+	root, _ := newTracedRoot(stdout, lookup)
+	return root
+}
+
+// newTracedRoot is newRoot and the trace of the command it runs (-v).
+func newTracedRoot(stdout io.Writer, lookup func(string) (string, bool)) (*cobra.Command, *cmdTrace) {
 	g := &globals{lookup: lookup}
 	root := &cobra.Command{
 		Use:   "meshctl",
@@ -203,7 +211,9 @@ URL) are checked before any request: one that does not parse is a usage error,
 		c.SilenceErrors, c.SilenceUsage = true, true
 	}
 	cliutil.SetVersion(root)
-	return root
+	tr := &cmdTrace{}
+	tr.attach(root)
+	return root, tr
 }
 
 // exactArgs is cobra.ExactArgs as a usage error.

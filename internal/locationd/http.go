@@ -307,7 +307,7 @@ func (s *Server) routes(st *authority.Store, cli *clientv3.Client, pool *adminPo
 	handle("/", func(_ context.Context, r *http.Request) (any, error) {
 		return nil, fmt.Errorf("%w: %s", errRouteNotFound, r.URL.Path)
 	})
-	mux.Handle("/metrics", s.m.instrument("/metrics", s.getOnly(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))))
+	mux.Handle("/metrics", s.m.instrument("/metrics", s.getOnly(promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))))
 	return s.authorize(s.sameOrigin(s.canonicalPaths(mux)))
 }
 

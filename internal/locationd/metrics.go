@@ -7,6 +7,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/meshloc/meshloc/pkg/tracing"
 )
 
 // metrics of one Server, registered on its own registry (never the global
@@ -75,6 +77,7 @@ func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // instrument counts and times h under route (the pattern, never the raw path:
 // object names would make the label set unbounded).
 func (m *metrics) instrument(route string, h http.Handler) http.Handler {
+	h = tracing.Handler(route, h)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w}

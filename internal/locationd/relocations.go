@@ -73,6 +73,7 @@ func relocationJSON(st *pb.RelocationStatus, node string) api.Relocation {
 		PayloadBytes:       st.GetPayloadBytes(),
 		PrecopyBytes:       st.GetPrecopyBytes(),
 		SealedBytes:        st.GetSealedBytes(),
+		TraceID:            st.GetTraceId(),
 	}
 	if out.Outcome != "" { // in flight, the code says nothing yet
 		out.Code = wire.CodeName(st.GetCode())

@@ -23,6 +23,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/actor/builtin"
 	"github.com/meshloc/meshloc/pkg/node"
+	"github.com/meshloc/meshloc/pkg/tracing"
 )
 
 // ErrFailed: the node ran and ended badly (its lease was lost); the log
@@ -53,6 +54,19 @@ func Serve(cfg node.Config, stderr io.Writer, p Program) error {
 	if err != nil {
 		return UsageError{err}
 	}
+	tc := cfg.Tracing
+	if tc.Service == "" {
+		tc.Service = p.Name
+	}
+	stopTracing, err := tracing.Setup(context.Background(), tc, cfg.Name)
+	if err != nil {
+		return UsageError{err}
+	}
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = stopTracing(ctx) // what is still buffered; a collector gone is not the node's failure
+	}()
 	reg := actor.NewRegistry()
 	for _, r := range p.Register {
 		if err := r(reg); err != nil {

@@ -20,6 +20,10 @@ type OutMessage struct {
 	Args   [][]byte
 	// Ask: the destination's answer goes to the sender's OnReply.
 	Ask bool
+	// Trace is the W3C traceparent of the traced turn that sent it (empty:
+	// not traced). It lives in memory only: a message restored from a
+	// persisted outbox starts a trace of its own.
+	Trace string
 }
 
 // messageBytes is what m counts against an outbox's byte bound: its

@@ -192,6 +192,9 @@ type Relocation struct {
 	// when it began by this node's clock; the last is "done" once ended
 	// (see Phases).
 	Timeline []TimelineMark `json:"timeline,omitempty"`
+	// TraceID is the OpenTelemetry trace of the relocation's spans (both
+	// sides share it); absent when it was not sampled or tracing is off.
+	TraceID string `json:"traceId,omitempty"`
 }
 
 // InFlight reports whether the relocation has not ended yet.

@@ -10,6 +10,8 @@ import (
 
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/meshloc/meshloc/pkg/tracing"
 )
 
 // Batched writes: the relocations in flight on one node (their intents,
@@ -68,13 +70,20 @@ func (s *Store) Batched(l Limits) *Store {
 	return &c
 }
 
-// txn is the transaction a relocation write uses: batched when the Store
-// is.
-func (s *Store) txn(ctx context.Context) clientv3.Txn {
+// txn is the transaction a relocation write (what: intent, commit, ...)
+// uses: batched when the Store is; its own span when ctx is traced
+// (trace.go).
+func (s *Store) txn(ctx context.Context, what string) clientv3.Txn {
+	var t clientv3.Txn
 	if s.batch == nil {
-		return s.c.Txn(ctx)
+		t = s.c.Txn(ctx)
+	} else {
+		t = &batchTxn{b: s.batch, ctx: ctx}
 	}
-	return &batchTxn{b: s.batch, ctx: ctx}
+	if tracing.Recording(ctx) {
+		return &tracedTxn{Txn: t, ctx: ctx, what: what, batched: s.batch != nil}
+	}
+	return t
 }
 
 // batchTxn is a clientv3.Txn that commits through the batcher.

@@ -102,7 +102,7 @@ func (s *Store) Delete(ctx context.Context, req DeleteRequest) (DeleteResult, er
 	if at.IsZero() {
 		at = time.Now()
 	}
-	resp, err := s.txn(ctx).If(cmps...).Then(
+	resp, err := s.txn(ctx, "delete").If(cmps...).Then(
 		clientv3.OpDelete(k),
 		clientv3.OpDelete(s.keys.State(obj)),
 		clientv3.OpDelete(s.keys.StateReplies(obj), clientv3.WithPrefix()),

@@ -78,7 +78,7 @@ func (s *Store) writeGroup(ctx context.Context, primary Snapshot, members []Snap
 	ok := s.keys.Owner(owner.ID)
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ok), "=", owner.Generation))
 	gets = append(gets, clientv3.OpGet(ok))
-	resp, err := s.txn(ctx).If(cmps...).Then(append(puts, extra...)...).Else(gets...).Commit()
+	resp, err := s.txn(ctx, "group").If(cmps...).Then(append(puts, extra...)...).Else(gets...).Commit()
 	result := func(v View, written bool) WriteResult {
 		cur, found := v.Objects[primary.Object.String()]
 		w := WriteResult{Written: written, Snapshot: cur, Found: found, OwnerAlive: v.Alive(owner), Members: map[string]Snapshot{}}

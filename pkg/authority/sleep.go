@@ -47,7 +47,7 @@ func (s *Store) Sleep(ctx context.Context, req SleepRequest) (WriteResult, error
 	case req.Seen.Object.Kind != keyspace.KindActor || rec.Group != "":
 		return WriteResult{}, fmt.Errorf("%w: %s cannot sleep: only an actor outside any group sleeps", ErrInvalidRequest, req.Seen.Object)
 	}
-	return s.writeOne(ctx, req.Seen, req.Owner, Sleeping(rec), nil)
+	return s.writeOne(ctx, "sleep", req.Seen, req.Owner, Sleeping(rec), nil)
 }
 
 // WakeRequest wakes the sleeping object of Seen on Owner, reached at Node.
@@ -74,5 +74,5 @@ func (s *Store) Wake(ctx context.Context, req WakeRequest) (WriteResult, error) 
 	if err := keyspace.ValidateOwnerID(req.Owner.ID); err != nil || req.Owner.Generation <= 0 {
 		return WriteResult{}, fmt.Errorf("%w: owner %v", ErrInvalidRequest, req.Owner)
 	}
-	return s.writeOne(ctx, req.Seen, req.Owner, Woken(req.Seen.Record, req.Owner, req.Node), nil)
+	return s.writeOne(ctx, "wake", req.Seen, req.Owner, Woken(req.Seen.Record, req.Owner, req.Node), nil)
 }

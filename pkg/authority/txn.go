@@ -97,7 +97,7 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 		}
 		planned := rec.Encode()
 		cat := catalogEntry{LastObjectGeneration: rec.ObjectGeneration, Deleted: last.Deleted, DeletedAtMs: last.DeletedAtMs}.encode()
-		resp, err := s.txn(ctx).If(
+		resp, err := s.txn(ctx, "activate").If(
 			clientv3.Compare(clientv3.CreateRevision(authKey), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Owner.Generation),
 			clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
@@ -289,7 +289,7 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	gets = append(gets, clientv3.OpGet(ownerKey))
 	// The relocation is over once committed: its intent key goes with it.
 	puts = append(puts, clientv3.OpDelete(s.keys.Relocation(req.RelocationID)))
-	resp, err := s.txn(ctx).If(cmps...).Then(puts...).Else(gets...).Commit()
+	resp, err := s.txn(ctx, "commit").If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
 		res, rerr := s.ResolveCommit(ctx, req)
 		if rerr != nil {
@@ -425,7 +425,7 @@ func (s *Store) Intend(ctx context.Context, req IntentRequest) (WriteResult, err
 			return r
 		}, extra)
 	} else {
-		res, err = s.writeOne(ctx, req.Seen, req.Source, rec, extra)
+		res, err = s.writeOne(ctx, "intent", req.Seen, req.Source, rec, extra)
 	}
 	if err == nil && res.NoSpace {
 		// Not "the record changed": the relocation cannot start while etcd
@@ -465,11 +465,11 @@ func (s *Store) Preserve(ctx context.Context, req PreserveRequest) (WriteResult,
 			return r
 		}, extra)
 	}
-	return s.writeOne(ctx, req.Seen, req.Source, rec, extra)
+	return s.writeOne(ctx, "preserve", req.Seen, req.Source, rec, extra)
 }
 
 // writeOne is the guarded single-record write shared by Intend and Preserve.
-func (s *Store) writeOne(ctx context.Context, seen Snapshot, owner OwnerRef, rec Record, extra []clientv3.Op) (WriteResult, error) {
+func (s *Store) writeOne(ctx context.Context, what string, seen Snapshot, owner OwnerRef, rec Record, extra []clientv3.Op) (WriteResult, error) {
 	if err := seen.Object.Validate(); err != nil || seen.StoreVersion <= 0 {
 		return WriteResult{}, fmt.Errorf("%w: snapshot of %q", ErrInvalidRequest, seen.Object)
 	}
@@ -479,7 +479,7 @@ func (s *Store) writeOne(ctx context.Context, seen Snapshot, owner OwnerRef, rec
 	k := s.keys.Authority(seen.Object)
 	ok := s.keys.Owner(owner.ID)
 	planned := rec.Encode()
-	resp, err := s.txn(ctx).If(
+	resp, err := s.txn(ctx, what).If(
 		clientv3.Compare(clientv3.ModRevision(k), "=", seen.StoreVersion),
 		clientv3.Compare(clientv3.CreateRevision(ok), "=", owner.Generation),
 	).Then(append([]clientv3.Op{clientv3.OpPut(k, string(planned))}, extra...)...).Else(

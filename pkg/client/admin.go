@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -63,6 +64,7 @@ func (c *Admin) do(ctx context.Context, method, path string, q url.Values, body 
 		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}
 	}
 	req.Header.Set("Accept", "application/json")
+	tracing.InjectHTTP(ctx, req.Header)
 	if body != nil || method == http.MethodPost {
 		req.Header.Set("Content-Type", api.JSONContentType)
 	}
@@ -263,6 +265,7 @@ func (c *Admin) Drain(ctx context.Context, owner string, req api.DrainRequest, p
 		return api.DrainReport{}, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}
 	}
 	hr.Header.Set("Accept", api.DrainContentType+", application/json")
+	tracing.InjectHTTP(ctx, hr.Header)
 	hr.Header.Set("Content-Type", api.JSONContentType)
 	resp, err := c.hc.Do(hr)
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -260,9 +261,17 @@ func (c *Client) CallOp(ctx context.Context, op wire.OperationID, object, method
 // CallBytes calls with a given operation id and arguments as bytes: a call
 // retried with the same id never runs twice.
 func (c *Client) CallBytes(ctx context.Context, op wire.OperationID, object, method string, args [][]byte) (*Reply, error) {
+	if tracing.On() {
+		return c.tracedCall(ctx, op, object, method, args) // trace.go
+	}
+	return c.callBytes(ctx, op, object, method, args, "")
+}
+
+// callBytes is CallBytes, its requests carrying traceparent.
+func (c *Client) callBytes(ctx context.Context, op wire.OperationID, object, method string, args [][]byte, traceparent string) (*Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	req := &pb.CallRequest{Version: wire.Version, Object: object, Method: method, Args: args, OperationId: op[:]}
+	req := &pb.CallRequest{Version: wire.Version, Object: object, Method: method, Args: args, OperationId: op[:], Traceparent: traceparent}
 	var hint string
 	backoff := 5 * time.Millisecond
 	var last error

@@ -14,6 +14,7 @@ import (
 
 	"github.com/meshloc/meshloc/pkg/api"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/tracing"
 )
 
 // EventsQuery chooses what GET /v1/events sends.
@@ -144,6 +145,7 @@ func (c *Admin) follow(ctx context.Context, v url.Values, idle time.Duration, la
 		return nil, &api.Error{Code: api.CodeInvalidArgument, Message: err.Error()}
 	}
 	req.Header.Set("Accept", "text/event-stream")
+	tracing.InjectHTTP(ctx, req.Header)
 	if lastID != "" {
 		req.Header.Set("Last-Event-ID", lastID)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
+	"github.com/meshloc/meshloc/pkg/node/reloclog"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -195,7 +196,7 @@ func (n *Node) relocateGroup(ctx context.Context, g keyspace.Object, opts Reloca
 	held := hs
 	hs = nil // released by launch
 	r := n.newSource(g, relocation.SourceConfig{Object: gs, Members: members, PrecopyMinBytes: noPrecopy(opts)}, held, target, opts.Timeout, opts.paced)
-	r.units = units
+	r.units, r.parent = units, reloclog.Parent(ctx)
 	return n.launch(r, opts.Detach, func() {
 		for _, h := range held {
 			n.releaseActor(h)

@@ -15,6 +15,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/session"
 	"github.com/meshloc/meshloc/pkg/statestore"
 	"github.com/meshloc/meshloc/pkg/statestore/postgres"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -132,7 +133,7 @@ func (n *Node) sendMessage(m actor.OutMessage, from *pb.MessageSender) *pb.CallR
 	ctx, cancel := context.WithTimeout(n.stopCtx, n.cfg.CallTimeout)
 	defer cancel()
 	req := &pb.CallRequest{Version: wire.Version, Object: m.To, Method: m.Method, Args: m.Args, OperationId: m.ID[:], Sender: from}
-	return n.router.Call(ctx, req)
+	return n.router.Call(tracing.WithTraceparent(ctx, m.Trace), req) // a forward carries it on (calltrace.Forward)
 }
 
 // outboxGauges is what the message gauges read when scraped.

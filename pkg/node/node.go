@@ -360,7 +360,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 			return fmt.Errorf("node: listen http %s: %w", n.cfg.HTTP, err)
 		}
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.Reg, promhttp.HandlerOpts{}))
+		mux.Handle("/metrics", promhttp.HandlerFor(n.metrics.Reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 		mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 			if st := n.keeper.Status(n.now()); st != lease.Valid {
 				http.Error(w, "lease "+st.String(), http.StatusServiceUnavailable)

@@ -9,9 +9,11 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/node/calltrace"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/reminders"
 	"github.com/meshloc/meshloc/pkg/node/routing"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -21,9 +23,11 @@ import (
 // and changes nothing.
 func (n *Node) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	start := n.now()
+	ctx, span := calltrace.Serve(ctx, n.cfg.Name, req)
 	rep := n.router.Call(ctx, req)
+	calltrace.End(span, rep)
 	n.metrics.Calls.WithLabelValues(wire.CodeName(rep.GetCode())).Inc()
-	n.metrics.CallSeconds.Observe(n.now().Sub(start).Seconds())
+	tracing.Observe(ctx, n.metrics.CallSeconds, n.now().Sub(start).Seconds())
 	return rep
 }
 
@@ -54,6 +58,7 @@ func (r routeHost) CallGroup(ctx context.Context, g keyspace.Object, req *pb.Cal
 }
 
 func (r routeHost) Forward(ctx context.Context, addr string, req *pb.CallRequest) (*pb.CallReply, error) {
+	calltrace.Forward(ctx, req)
 	return r.n.peers.Call(ctx, addr, req)
 }
 
@@ -87,10 +92,11 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	if rep != nil {
 		return rep, wire.RetryReply(rep)
 	}
-	if r, ok := h.RunInline(&hosted.Work{Req: req, Op: op}); ok {
+	tr := hosted.TraceOf(calltrace.Of(ctx))
+	if r, ok := h.RunInline(&hosted.Work{Req: req, Op: op, Trace: tr}); ok {
 		return beforeReply(r), false
 	}
-	w := &hosted.Work{Req: req, Op: op, Done: make(chan *pb.CallReply, 1)}
+	w := &hosted.Work{Req: req, Op: op, Done: make(chan *pb.CallReply, 1), Trace: tr}
 	if !h.Submit(w) {
 		return n.notHere(obj), true
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/reloclog"
 
@@ -78,6 +80,8 @@ type sourceRelocation struct {
 	// units: a background relocation's cost to the pacing (its stream
 	// tells its target: pacing_peers.go); 0 for a foreground one.
 	units float64
+	// parent: the traced span that started it (reloclog.Parent).
+	parent trace.SpanContext
 }
 
 // newSource makes one source relocation of primary to target: its id and
@@ -129,6 +133,9 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 	defer n.relocs.Untrack(r.rec)
 	ctx, cancel := context.WithDeadline(n.life, r.deadline.Add(settleAfterDeadline))
 	defer cancel()
+	rep := reloclog.NewSourceReporter(r.rec, n.relocMetrics, n.log, n.now)
+	ctx = rep.Trace(ctx, r.parent, n.self.String(), r.rec.Snapshot().GetTarget())
+	defer rep.EndTrace()
 	stopCtx, stopped := context.WithCancel(n.stopCtx)
 	defer stopped()
 	addr := r.target.Descriptor.Address
@@ -162,7 +169,7 @@ func (r *sourceRelocation) run() *pb.RelocationStatus {
 	s := &relocator.Source{
 		Machine: r.machine, Self: n.self, LeaseID: n.keeper.LeaseID(), Objects: objects,
 		Store: store, Peer: peer, Mailbox: mailbox,
-		Watch: n.cache, Report: reloclog.NewSourceReporter(r.rec, n.relocMetrics, n.log, n.now), Clock: n.clock,
+		Watch: n.cache, Report: rep, Clock: n.clock,
 		Budget: n.budgets.Chunk(r.target.Descriptor.Address), OnReady: r.onReady, Stop: stopCtx.Done(),
 	}
 	s.Run(ctx)
@@ -262,7 +269,7 @@ func (n *Node) relocateNow(ctx context.Context, obj keyspace.Object, opts Reloca
 	held := h
 	h = nil // released by launch
 	r := n.newSource(obj, relocation.SourceConfig{Object: snap, PrecopyMinBytes: noPrecopy(opts)}, []*hosted.Object{held}, target, opts.Timeout, opts.paced)
-	r.units = units
+	r.units, r.parent = units, reloclog.Parent(ctx)
 	return n.launch(r, opts.Detach, func() { n.releaseActor(held) }), nil
 }
 

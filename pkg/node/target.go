@@ -58,7 +58,9 @@ func (s *peerServer) Relocate(stream rpcpb.PeerService_RelocateServer) error {
 		Store: st.store, Peer: peer, Mailbox: st.mailbox,
 		Report: rep, Clock: n.clock, Draining: n.draining.Load, Stop: n.stopping,
 	}
-	t.Run(n.life, st.first)
+	ctx := rep.Trace(n.life, reloclog.Parent(stream.Context()), p.GetCoordinator().GetOwnerId(), n.self.String())
+	defer rep.EndTrace()
+	t.Run(ctx, st.first)
 	return nil
 }
 

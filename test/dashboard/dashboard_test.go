@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -13,11 +14,14 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/rs/zerolog"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/meshloc/meshloc/internal/demo"
 	"github.com/meshloc/meshloc/internal/etcdtest"
 	"github.com/meshloc/meshloc/internal/freeport"
 	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/tracing"
 )
 
 // chromium finds the browser: $MESHLOC_CHROMIUM, else Debian's chromium
@@ -80,6 +84,9 @@ func TestDashboard(t *testing.T) {
 		t.Skip("runs the demo and a browser")
 	}
 	browser := chromium(t)
+	// Every trace sampled (and dropped): the timeline names its trace.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()), sdktrace.WithSyncer(tracetest.NewNoopExporter()))
+	defer tracing.Use(tp)()
 
 	cfg := demo.DefaultConfig()
 	cfg.Locationd.DataDir = t.TempDir()
@@ -252,6 +259,9 @@ func TestDashboard(t *testing.T) {
 		if !strings.Contains(timeline, p) {
 			t.Errorf("timeline lacks %s:\n%s", p, timeline)
 		}
+	}
+	if tr := text(`#timeline-trace`); !regexp.MustCompile(`^trace [0-9a-f]{32}$`).MatchString(tr) {
+		t.Errorf("the timeline names trace %q, want its trace id", tr)
 	}
 
 	// Let the charts gather a few seconds, then the picture.

@@ -352,6 +352,8 @@ async function showTimeline(id) {
     $('#timeline-summary').textContent = `${r.source} → ${r.target}: ${r.outcome || 'in flight (' + r.phase + ')'}` +
       (iv.us ? `; interruption ${iv.text} (the source's seal to the target's admission)` : '') +
       (r.payloadBytes ? `; ${r.payloadBytes} bytes` : '');
+    const trace = r.traceId || (r.counterpart && r.counterpart.traceId) || '';
+    $('#timeline-trace').textContent = trace ? 'trace ' + trace : '';
     // A side's start is absent (omitted) where it was not in the phase.
     const spans = r.phases.flatMap((p) => [[p.sourceStartUnixMicros || 0, p.sourceMicros || 0], [p.targetStartUnixMicros || 0, p.targetMicros || 0]])
       .filter(([start]) => start > 0);

@@ -18,6 +18,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/mtls"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/traffic"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
@@ -138,6 +139,11 @@ type Config struct {
 	// string, postgres://… or libpq's key=value form (docs/operating/
 	// state-stores.md). The records stay in etcd either way.
 	StateStore string
+	// Tracing is where the node's OpenTelemetry traces go, and how they
+	// are sampled (off by default; docs/operating/tracing.md). The process
+	// that runs the node sets it up (tracing.Setup); a node only traces
+	// once it is.
+	Tracing tracing.Config
 	// MaxTxnOps must equal the etcd cluster's --max-txn-ops (default 128,
 	// etcd's default): a group moves in one transaction, so a group may have
 	// at most MaxTxnOps − 4 members (groups.go); Join beyond it, and the
@@ -392,6 +398,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.EtcdKey, "etcd-key", c.EtcdKey, "the key of --etcd-cert")
 	fs.StringVar(&c.EtcdUser, "etcd-user", c.EtcdUser, "etcd user (password authentication; with --etcd-password-file)")
 	fs.StringVar(&c.EtcdPasswordFile, "etcd-password-file", c.EtcdPasswordFile, "file holding --etcd-user's password")
+	c.Tracing.AddFlags(fs)
 }
 
 // EnvPrefix is the prefix of the environment mirror of every flag:
@@ -480,6 +487,9 @@ func (c *Config) Validate() error {
 	}
 	if err := CheckStateStore(c.StateStore); err != nil {
 		return bad("--state-store", "%v", err)
+	}
+	if err := c.Tracing.Validate(); err != nil {
+		return bad("--otel-sampler", "%v", err)
 	}
 	if c.MaxTxnOps < 5 {
 		return bad("--max-txn-ops", "%d: a group of one member needs transactions of 5 operations (etcd's default is %d)", c.MaxTxnOps, authority.DefaultMaxTxnOps)

@@ -29,6 +29,7 @@ type Reporter struct {
 	sealed time.Time // source: when the seal happened (zero: not sealed)
 	// sealedUs is the target's copy of the source's seal time (PREPARE).
 	sealedUs func() int64
+	tr       *relocTrace // nil: not traced (trace.go)
 }
 
 // NewSourceReporter reports a source's relocation into rec.
@@ -49,6 +50,7 @@ func (r *Reporter) Phase(p string) { r.rec.Set(func(s *pb.RelocationStatus) { s.
 // step's start (a step entered again, as the state of a pre-copy, keeps its
 // first).
 func (r *Reporter) Enter(step string, at time.Time) {
+	r.traceStep(step, at)
 	us := at.UnixMicro()
 	r.rec.Set(func(s *pb.RelocationStatus) {
 		if n := len(s.Timeline); n > 0 && s.Timeline[n-1].GetStep() == step {
@@ -87,7 +89,7 @@ func (r *Reporter) Admitted(at time.Time) {
 	if r.role == "source" {
 		if !r.sealed.IsZero() {
 			d := at.Sub(r.sealed)
-			r.m.Interruption.Observe(d.Seconds())
+			r.observeInterruption(d)
 			r.rec.Set(func(s *pb.RelocationStatus) { s.InterruptionUs = d.Microseconds() })
 		}
 		return
@@ -103,6 +105,7 @@ func (r *Reporter) Admitted(at time.Time) {
 
 // Finished notes the outcome.
 func (r *Reporter) Finished(f relocation.Finish) {
+	r.traceFinish(f)
 	o := f.Outcome.String()
 	r.m.Relocations.WithLabelValues(r.role, o).Inc()
 	r.rec.Set(func(s *pb.RelocationStatus) {

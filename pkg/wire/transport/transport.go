@@ -45,6 +45,7 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -286,14 +287,14 @@ func DialOptions(call ...grpc.CallOption) []grpc.DialOption {
 	bo := backoff.DefaultConfig
 	bo.BaseDelay = 50 * time.Millisecond
 	bo.MaxDelay = ReconnectMaxDelay
-	return []grpc.DialOption{
+	return append([]grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
 		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo, MinConnectTimeout: 2 * time.Second}),
 		grpc.WithKeepaliveParams(keepalive.ClientParameters{Time: KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow),
 		grpc.WithReadBufferSize(IOBuffer), grpc.WithWriteBufferSize(IOBuffer),
 		grpc.WithDefaultCallOptions(append([]grpc.CallOption{grpc.CallContentSubtype(CodecName)}, call...)...),
-	}
+	}, tracing.DialOptions()...) // admin requests and relocation streams carry trace context
 }
 
 // ServerOptions are the options of a meshnode's gRPC server: it accepts
@@ -301,10 +302,10 @@ func DialOptions(call ...grpc.CallOption) []grpc.DialOption {
 // more often than every 5 minutes with GOAWAY) and pings idle clients
 // itself.
 func ServerOptions() []grpc.ServerOption {
-	return []grpc.ServerOption{
+	return append([]grpc.ServerOption{
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: KeepaliveTime / 2, PermitWithoutStream: true}),
 		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 2 * KeepaliveTime, Timeout: KeepaliveTimeout}),
 		grpc.InitialWindowSize(StreamWindow), grpc.InitialConnWindowSize(ConnWindow),
 		grpc.ReadBufferSize(IOBuffer), grpc.WriteBufferSize(IOBuffer),
-	}
+	}, tracing.ServerOptions()...)
 }

@@ -8,7 +8,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/node/calltrace"
 	"github.com/meshloc/meshloc/pkg/node/durable"
+	"github.com/meshloc/meshloc/pkg/tracing"
 
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -314,10 +316,12 @@ func (h *Object) persistChange(op *wire.OperationID, rec actor.Reply, now time.T
 	}
 	ctx, cancel := n.durableCtx()
 	defer cancel()
+	ctx, span := calltrace.Write(ctx, h.traced, n.state.Name())
+	defer span.End()
 	for range 4 {
 		start := n.now()
 		res, err := n.state.Persist(ctx, req)
-		n.metrics.Durable.Seconds.Observe(n.now().Sub(start).Seconds())
+		tracing.Observe(ctx, n.metrics.Durable.Seconds, n.now().Sub(start).Seconds())
 		if err != nil {
 			n.metrics.Durable.Writes.WithLabelValues("uncertain").Inc()
 			h.DropDurable("persist: " + err.Error())

@@ -1,6 +1,7 @@
 package hosted
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"sync/atomic"
@@ -29,6 +30,9 @@ type Object struct {
 	FailReply *pb.CallReply // set before ready closes when activation failed
 	LostGen   int64         // object generation that replaced a lost one (0: none)
 	Dur       *durableState // durable types only (durable.go); nil until known
+	// traced is the span of the request executing, when it is traced
+	// (trace.go); only its executing goroutine touches it.
+	traced context.Context
 
 	Mu      sync.Mutex
 	Inst    actor.Object
@@ -160,6 +164,9 @@ func (h *Object) Submit(w *Work) bool {
 		m.Waiting = append(m.Waiting, w)
 		h.Mu.Unlock()
 		return true
+	}
+	if w.Trace != nil {
+		w.Trace.Queued = time.Now() // a span's time: the wall clock's
 	}
 	h.Queue = append(h.Queue, w)
 	start := !h.Running
@@ -308,8 +315,15 @@ func (h *Object) Reply(code pb.Code, payload []byte, msg string) *pb.CallReply {
 	return &pb.CallReply{Code: code, Payload: payload, Message: msg, Fence: h.env.wireFence(f, v, h.env.selfNode.RoutingID)}
 }
 
-// Execute runs one request on the drain goroutine.
+// Execute runs one request on the drain goroutine (traced: trace.go).
 func (h *Object) Execute(w *Work) *pb.CallReply {
+	if w.Trace != nil {
+		return h.executeTraced(w)
+	}
+	return h.execute(w)
+}
+
+func (h *Object) execute(w *Work) *pb.CallReply {
 	n := h.env
 	if h.IsLost() {
 		return n.notHere(h.obj)

@@ -7,6 +7,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/lease"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -85,6 +86,9 @@ func (c *handlerCtx) send(to, method string, args [][]byte, ask bool) error {
 		h.env.metrics.Messages.Full.Inc()
 		return fmt.Errorf("%w: %s holds %d messages (at most %d messages, %d bytes: --outbox-messages, --outbox-bytes), %d more in this turn",
 			actor.ErrOutboxFull, h.name, depth, cfg.OutboxMessages, cfg.OutboxBytes, len(c.sends))
+	}
+	if h.traced != nil {
+		m.Trace = tracing.Traceparent(h.traced) // its delivery continues this turn's trace
 	}
 	c.sends = append(c.sends, m)
 	return nil

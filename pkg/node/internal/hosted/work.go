@@ -1,6 +1,10 @@
 package hosted
 
 import (
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -31,6 +35,23 @@ type Work struct {
 	// fn, when set, is not a request: the drain calls it between two
 	// handlers (a pre-copy's snapshot, mailbox.go) and answers nil.
 	Fn func()
+	// Trace: the call this request is, when it is traced (nil: not).
+	Trace *Traced
+}
+
+// Traced is a traced request's sampled span (calltrace.Of) and when it was
+// queued behind other work (zero: it was not).
+type Traced struct {
+	Span   trace.SpanContext
+	Queued time.Time
+}
+
+// TraceOf is what a request keeps of ctx's span: nil unless it is sampled.
+func TraceOf(sc trace.SpanContext) *Traced {
+	if !sc.IsSampled() {
+		return nil
+	}
+	return &Traced{Span: sc}
 }
 
 // RelayRoute is where the reply of a request captured on a source goes.

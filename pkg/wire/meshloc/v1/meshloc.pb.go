@@ -431,7 +431,12 @@ type CallRequest struct {
 	// operation id is the message's. The destination logs it as a message
 	// execution and refuses it (CODE_STALE_FENCE) when its cache shows the
 	// sender re-created under a newer object generation.
-	Sender        *MessageSender `protobuf:"bytes,12,opt,name=sender,proto3" json:"sender,omitempty"`
+	Sender *MessageSender `protobuf:"bytes,12,opt,name=sender,proto3" json:"sender,omitempty"`
+	// The W3C traceparent of the span that sent this call (a client's, a
+	// gateway's, or the sender's owner for a message); empty when tracing is
+	// off. A malformed one is ignored: the call is served, its trace starts
+	// at the receiver.
+	Traceparent   string `protobuf:"bytes,13,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +553,13 @@ func (x *CallRequest) GetSender() *MessageSender {
 		return x.Sender
 	}
 	return nil
+}
+
+func (x *CallRequest) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // MessageSender names the object a message comes from and the fence its
@@ -2305,6 +2317,10 @@ type RelocationStatus struct {
 	BulkCompleted uint32 `protobuf:"varint,20,opt,name=bulk_completed,json=bulkCompleted,proto3" json:"bulk_completed,omitempty"`
 	BulkAborted   uint32 `protobuf:"varint,21,opt,name=bulk_aborted,json=bulkAborted,proto3" json:"bulk_aborted,omitempty"`
 	BulkFailed    uint32 `protobuf:"varint,22,opt,name=bulk_failed,json=bulkFailed,proto3" json:"bulk_failed,omitempty"`
+	// The id of the OpenTelemetry trace this relocation's spans are in, on
+	// both nodes (32 hex digits); empty when it was not sampled or tracing
+	// is off.
+	TraceId       string `protobuf:"bytes,23,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2491,6 +2507,13 @@ func (x *RelocationStatus) GetBulkFailed() uint32 {
 		return x.BulkFailed
 	}
 	return 0
+}
+
+func (x *RelocationStatus) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 // RelocateManyCommand asks a node to move objects it hosts to one target as
@@ -4045,7 +4068,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"routing_id\x18\x03 \x01(\fR\troutingId\x12\x18\n" +
 	"\aaddress\x18\x04 \x01(\tR\aaddress\x12\x1f\n" +
 	"\vreply_route\x18\x05 \x01(\x04R\n" +
-	"replyRoute\"\xad\x03\n" +
+	"replyRoute\"\xcf\x03\n" +
 	"\vCallRequest\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -4060,7 +4083,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	" \x01(\v2\x16.meshloc.v1.SessionRefR\asession\x12\x1f\n" +
 	"\vsession_seq\x18\v \x01(\x04R\n" +
 	"sessionSeq\x121\n" +
-	"\x06sender\x18\f \x01(\v2\x19.meshloc.v1.MessageSenderR\x06sender\"P\n" +
+	"\x06sender\x18\f \x01(\v2\x19.meshloc.v1.MessageSenderR\x06sender\x12 \n" +
+	"\vtraceparent\x18\r \x01(\tR\vtraceparent\"P\n" +
 	"\rMessageSender\x12\x16\n" +
 	"\x06object\x18\x01 \x01(\tR\x06object\x12'\n" +
 	"\x05fence\x18\x02 \x01(\v2\x11.meshloc.v1.FenceR\x05fence\"\xf2\x01\n" +
@@ -4194,7 +4218,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"foreground\x18\x05 \x01(\bR\n" +
 	"foreground\x12\x1d\n" +
 	"\n" +
-	"no_precopy\x18\x06 \x01(\bR\tnoPrecopy\"\xf9\x05\n" +
+	"no_precopy\x18\x06 \x01(\bR\tnoPrecopy\"\x94\x06\n" +
 	"\x10RelocationStatus\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x12\x16\n" +
@@ -4219,7 +4243,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x0ebulk_completed\x18\x14 \x01(\rR\rbulkCompleted\x12!\n" +
 	"\fbulk_aborted\x18\x15 \x01(\rR\vbulkAborted\x12\x1f\n" +
 	"\vbulk_failed\x18\x16 \x01(\rR\n" +
-	"bulkFailed\"\xa7\x01\n" +
+	"bulkFailed\x12\x19\n" +
+	"\btrace_id\x18\x17 \x01(\tR\atraceId\"\xa7\x01\n" +
 	"\x13RelocateManyCommand\x12\x18\n" +
 	"\aobjects\x18\x01 \x03(\tR\aobjects\x12\x16\n" +
 	"\x06target\x18\x02 \x01(\tR\x06target\x12\x1d\n" +
