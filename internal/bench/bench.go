@@ -36,6 +36,7 @@ import (
 
 	"github.com/meshloc/meshloc/internal/bench/baseline"
 	"github.com/meshloc/meshloc/internal/bench/durablebench"
+	"github.com/meshloc/meshloc/internal/bench/tracebench"
 
 	"github.com/meshloc/meshloc/internal/bench/report"
 	"github.com/meshloc/meshloc/pkg/node"
@@ -76,6 +77,8 @@ type Plan struct {
 	Lifecycle LifecyclePlan
 	// Durable sizes the durable section (zero: durablebench.DefaultPlan).
 	Durable durablebench.Plan
+	// Tracing sizes the tracing section (zero: tracebench.DefaultPlan).
+	Tracing tracebench.Plan
 }
 
 // FullPlan is the default: about 90 s on two cores.
@@ -121,14 +124,15 @@ type Config struct {
 // The interruption section runs last: the peer's large state writes stay in
 // etcd's in-memory raft log for a while, and in this one process the heap
 // they leave behind (hundreds of MiB) slows the figures measured after it.
-var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers", "lifecycle", "durable"}
+var Sections = []string{"etcd", "calls", "sessions", "relocations", "groups", "streaming", "interruption", "precopy", "colocate", "scale", "peers", "lifecycle", "durable", "tracing"}
 
 // OptIn are the sections a run makes only when --only names them: each
 // builds its own cluster; scale takes many minutes (scale.go), peers
 // builds and runs a Proto.Actor cluster from the source tree (peers.go),
 // lifecycle puts 100,000 objects to sleep and wakes them (lifecycle.go),
-// durable launches PostgreSQL (durable.go).
-var OptIn = []string{"scale", "peers", "lifecycle", "durable"}
+// durable launches PostgreSQL (durable.go), tracing starts nine nodes
+// one after another (tracing.go).
+var OptIn = []string{"scale", "peers", "lifecycle", "durable", "tracing"}
 
 // selected reports whether the run makes section s.
 func (c Config) selected(s string) bool {
@@ -209,7 +213,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		defer m.close()
 		x.m = m
 	}
-	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers, x.lifecycle, x.durable} {
+	for i, f := range []func() error{x.etcdBaselines, x.calls, x.sessions, x.relocationRates, x.groups, x.streaming, x.interruption, x.precopy, x.colocate, x.scale, x.peers, x.lifecycle, x.durable, x.tracing} {
 		if !cfg.selected(Sections[i]) {
 			continue
 		}

@@ -2,10 +2,10 @@ package bench
 
 import (
 	"context"
-	"time"
 
 	"github.com/meshloc/meshloc/internal/bench/durablebench"
 	"github.com/meshloc/meshloc/pkg/client"
+	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
 // durable is the durable section (opt-in: --only durable), measured by
@@ -18,11 +18,7 @@ func (x *run) durable() error {
 	}
 	defer done()
 	start := func(ctx context.Context, name, web string, args ...string) (*client.Client, func(), error) {
-		n, cl, err := loneNode(ctx, m, name, web, args...)
-		if err != nil {
-			return nil, nil, err
-		}
-		return cl, func() { cl.Close(); _ = n.stop(30 * time.Second) }, nil // its owner key goes: the next node is alone
+		return startLone(ctx, m, keyspace.DefaultCluster, name, web, args...) // stopped, its owner key goes: the next node is alone
 	}
 	return durablebench.Run(x.ctx, durablebench.Env{Etcd: m.ec, StartNode: start, Step: x.step, Base: x.base, Fig: x.fig}, x.cfg.Plan.Durable)
 }

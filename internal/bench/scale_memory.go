@@ -81,16 +81,26 @@ func (x *run) scaleMemory(p ScalePlan) error {
 // for none; more flags in args), waits until it serves, and returns it
 // with a client that calls through it.
 func loneNode(ctx context.Context, m *mesh, name, web string, args ...string) (*child, *client.Client, error) {
+	return loneNodeIn(ctx, m, keyspace.DefaultCluster, name, web, args...)
+}
+
+// loneNodeIn is loneNode in the given cluster of m's etcd (--cluster):
+// nodes of different clusters know nothing of each other.
+func loneNodeIn(ctx context.Context, m *mesh, cluster, name, web string, args ...string) (*child, *client.Client, error) {
+	keys, err := keyspace.New(keyspace.DefaultPrefix, cluster)
+	if err != nil {
+		return nil, nil, err
+	}
 	lis, err := freeport.Addr()
 	if err != nil {
 		return nil, nil, err
 	}
-	args = append([]string{"--name", name, "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", web, "--log-level", "warn"}, args...)
+	args = append([]string{"--name", name, "--cluster", cluster, "--etcd-endpoints", m.etcd.Endpoint(), "--listen", lis, "--http", web, "--log-level", "warn"}, args...)
 	n1, err := startChild(ctx, "node", nil, args...)
 	if err != nil {
 		return nil, nil, err
 	}
-	if err := waitServing(ctx, m.ec, keyspace.Default(), name, n1); err != nil {
+	if err := waitServing(ctx, m.ec, keys, name, n1); err != nil {
 		n1.kill()
 		return nil, nil, err
 	}
