@@ -85,6 +85,8 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 	deadline := n.now().Add(timeout)
 	rctx, cancel := context.WithDeadline(n.life, deadline.Add(settleAfterDeadline))
 	defer cancel()
+	rctx, endTrace := reloclog.BulkTrace(rctx, reloclog.Parent(ctx), "source", len(held))
+	defer endTrace()
 	stopCtx, stopped := context.WithCancel(n.stopCtx)
 	defer stopped()
 	peer, err := n.peers.OpenBulk(rctx, addr)

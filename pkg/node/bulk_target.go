@@ -67,6 +67,8 @@ func (s *peerServer) RelocateMany(stream rpcpb.PeerService_RelocateManyServer) e
 				}}
 		},
 	}
-	b.Run(n.life)
+	ctx, endTrace := reloclog.BulkTrace(n.life, reloclog.Parent(stream.Context()), "target", 0)
+	defer endTrace()
+	b.Run(ctx)
 	return nil
 }

@@ -6,7 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/meshloc/meshloc/pkg/node/drain"
+	"github.com/meshloc/meshloc/pkg/tracing"
 
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/wire"
@@ -181,6 +185,8 @@ func (n *Node) drainOnce(ctx context.Context, opts DrainOptions, run *drain.Run)
 	} else {
 		n.awaitOwnState(ctx, lease.StateDraining, 2*time.Second)
 	}
+	ctx, span := tracing.Start(ctx, "meshloc.drain", trace.SpanKindInternal, attribute.String("meshloc.node", n.cfg.Name))
+	defer span.End() // its bulk moves are its children (reloclog.BulkTrace)
 	rep := drain.Execute(ctx, drainHost{n}, drain.Params{Owner: n.self.String(), Concurrency: conc, Timeout: timeout, Attempts: attempts,
 		RelocationTimeout: n.cfg.RelocationTimeout, Clock: n.clock, Log: n.log, Outcomes: n.metrics.Drained}, run)
 	ev := n.log.Info()

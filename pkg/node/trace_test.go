@@ -55,9 +55,10 @@ func inTrace(spans tracetest.SpanStubs, id trace.TraceID) []tracetest.SpanStub {
 
 // One call through a gateway is one trace: the client's span, the
 // gateway's (its child), the owner's (the gateway's child) and the
-// owner's execution (the owner's child). One relocation is one trace with
-// both nodes' spans: each node's timeline steps, in the timeline's order,
-// and its etcd transactions.
+// owner's execution (the owner's child); a message it sends is in it too.
+// One relocation is one trace with both nodes' spans: each node's
+// timeline steps, in the timeline's order, and its etcd transactions. A
+// drain is one trace with its bulk moves on both nodes.
 func TestTraceCallAndRelocation(t *testing.T) {
 	exp := traced(t)
 	srv := etcdtest.Single(t)
@@ -195,6 +196,36 @@ func TestTraceCallAndRelocation(t *testing.T) {
 	}
 	if path := os.Getenv("MESHLOC_TRACE_SVG"); path != "" {
 		writeTraceSVG(t, path, rel)
+	}
+
+	// A drain is one trace: its bulk moves on both nodes, with their etcd
+	// transactions, are its spans.
+	exp.Reset()
+	dctx, dspan := tracing.Start(ctx, "test.drain", trace.SpanKindClient)
+	if rep, err := n2.Drain(dctx, node.DrainOptions{}); err != nil || len(rep.Moved) == 0 {
+		t.Fatalf("drain: %+v %v", rep, err)
+	}
+	dspan.End()
+	var dr []tracetest.SpanStub
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		dr = inTrace(exp.GetSpans(), dspan.SpanContext().TraceID())
+		bulks := map[string]bool{}
+		for _, s := range dr {
+			if s.Name == "meshloc.relocate.bulk" {
+				bulks[attr(s, "meshloc.role")] = true
+			}
+		}
+		if bulks["source"] && bulks["target"] {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the drain's trace: %v", names(dr))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !slices.ContainsFunc(dr, func(s tracetest.SpanStub) bool { return s.Name == "meshloc.drain" }) ||
+		!slices.ContainsFunc(dr, func(s tracetest.SpanStub) bool { return s.Name == "etcd.txn commit" }) {
+		t.Fatalf("the drain's trace: %v; want its span and its commits", names(dr))
 	}
 }
 

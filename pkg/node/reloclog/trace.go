@@ -117,3 +117,21 @@ func Parent(ctx context.Context) trace.SpanContext {
 	}
 	return trace.SpanContextFromContext(ctx)
 }
+
+// BulkTrace starts the span of a bulk move on this node,
+// "meshloc.relocate.bulk" (its role, and on the source the objects it
+// carries), a child of parent: on the source, the drain's or the request's
+// span that made the move; on the target, the source's, which the bulk
+// stream carried. The move's I/O runs in the returned ctx, so its etcd
+// transactions are the span's children. Off, it returns ctx and a no-op.
+func BulkTrace(ctx context.Context, parent trace.SpanContext, role string, objects int) (context.Context, func()) {
+	if !tracing.On() {
+		return ctx, func() {}
+	}
+	if parent.IsValid() {
+		ctx = trace.ContextWithSpanContext(ctx, parent)
+	}
+	ctx, span := tracing.Start(ctx, "meshloc.relocate.bulk", trace.SpanKindInternal,
+		attribute.String("meshloc.role", role), attribute.Int("meshloc.objects", objects))
+	return ctx, func() { span.End() }
+}

@@ -48,6 +48,7 @@ func (r *Router) forward(ctx context.Context, obj keyspace.Object, addr string, 
 		Version: req.GetVersion(), Object: req.GetObject(), Method: req.GetMethod(), Args: req.GetArgs(),
 		OperationId: req.GetOperationId(), Requester: req.GetRequester(), Hops: req.GetHops() + 1, Direct: true,
 		KnownObjectGeneration: req.GetKnownObjectGeneration(), Sender: req.GetSender(),
+		Traceparent: req.GetTraceparent(), // a tracing gateway puts its own span's (calltrace.Forward)
 	}
 	r.d.Forwards.Inc()
 	rep, err := r.d.Host.Forward(ctx, addr, fwd)
