@@ -237,13 +237,23 @@ func ControlSpec(base Spec) Spec {
 	return control(base, func(t Spec) bool { return t.Cluster.StateStore == base.Cluster.StateStore })
 }
 
-// PostgresControl is ControlSpec for the plants that need durable state in
-// PostgreSQL (ControlSpec, on base's own store, leaves them out).
-func PostgresControl(base Spec) Spec {
-	s := control(base, func(t Spec) bool { return t.Cluster.StateStore == "postgres" })
-	s.Cluster.StateStore = "postgres"
-	s.Workloads = []string{"lifecycle", "dbank"}
-	return s
+// PostgresControls is ControlSpec for the plants that need durable state
+// in PostgreSQL (ControlSpec, on base's own store, leaves them out): one
+// spec for the plants whose trigger runs the relocation storm, one for
+// those whose trigger turns it off. They do not merge: a trigger that holds
+// every claim 5 s (state-load-before-claim's) aborts every move the storm
+// starts, since a move's target claims too, and the storm's control would
+// then prove nothing of the moves.
+func PostgresControls(base Spec) []Spec {
+	var out []Spec
+	for _, storm := range []bool{true, false} {
+		s := control(base, func(t Spec) bool { return t.Cluster.StateStore == "postgres" && t.NoRelocations != storm })
+		s.Cluster.StateStore = "postgres"
+		s.NoRelocations = !storm
+		s.Workloads = []string{"lifecycle", "dbank"}
+		out = append(out, s)
+	}
+	return out
 }
 
 // control merges the triggers of the plants whose spec keep takes.
