@@ -97,7 +97,10 @@ func (s *Store) recoverMany(ctx context.Context, reqs []RecoverRequest, shareCom
 			txns = append(txns, plans[i].txn)
 		}
 	}
-	for j, r := range b.doMany(ctx, txns) {
+	end := traceMany(ctx, "recover", len(txns))
+	rs := b.doMany(ctx, txns)
+	end(rs)
+	for j, r := range rs {
 		i := idx[j]
 		if errors.Is(r.err, errNotSent) {
 			errs[i] = fmt.Errorf("authority: recover %s: %w", plans[i].obj, r.err) // nothing written

@@ -2,6 +2,7 @@ package authority
 
 import (
 	"context"
+	"fmt"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.opentelemetry.io/otel/attribute"
@@ -53,4 +54,36 @@ func (t *tracedTxn) Commit() (*clientv3.TxnResponse, error) {
 	}
 	span.SetAttributes(attribute.Bool("meshloc.succeeded", resp.Succeeded), attribute.Int64("meshloc.revision", resp.Header.GetRevision()))
 	return resp, nil
+}
+
+// traceMany starts, when ctx is traced, the span of the n transactions of
+// one doMany (of what), "etcd.txns <what>": they go in shared requests, so
+// a span each would only repeat the batch's timing. The function it
+// returns ends it with how many succeeded, how many failed and the last
+// revision.
+func traceMany(ctx context.Context, what string, n int) func([]batchResult) {
+	if !tracing.Recording(ctx) || n == 0 {
+		return func([]batchResult) {}
+	}
+	_, span := tracing.Start(ctx, "etcd.txns "+what, trace.SpanKindClient,
+		attribute.String("db.system.name", "etcd"), attribute.String("meshloc.txn", what), attribute.Int("meshloc.txns", n))
+	return func(rs []batchResult) {
+		ok, failed, rev := 0, 0, int64(0)
+		for _, r := range rs {
+			switch {
+			case r.err != nil:
+				failed++
+			case r.resp.Succeeded:
+				ok++
+			}
+			if r.resp != nil {
+				rev = max(rev, r.resp.Header.GetRevision())
+			}
+		}
+		span.SetAttributes(attribute.Int("meshloc.succeeded", ok), attribute.Int("meshloc.errors", failed), attribute.Int64("meshloc.revision", rev))
+		if failed > 0 {
+			tracing.Fail(span, fmt.Sprintf("%d of %d transactions failed", failed, len(rs)))
+		}
+		span.End()
+	}
 }

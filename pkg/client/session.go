@@ -14,6 +14,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -83,6 +84,10 @@ func ParseToken(s string) (Token, error) {
 type Push struct {
 	Seq     uint64
 	Payload []byte
+	// Traceparent is the W3C trace context of the turn that pushed it,
+	// when that turn was traced (empty otherwise): pass it to
+	// tracing.WithTraceparent to continue that trace.
+	Traceparent string
 }
 
 // Session is one open session. Call and Recv may be used from different
@@ -309,7 +314,7 @@ func (s *Session) receive(stream rpcpb.SessionService_OpenClient) {
 			s.mu.Lock()
 			if p := fr.Push; p.GetSeq() == s.queued+1 {
 				s.queued = p.GetSeq()
-				s.queue = append(s.queue, Push{Seq: p.GetSeq(), Payload: p.GetPayload()})
+				s.queue = append(s.queue, Push{Seq: p.GetSeq(), Payload: p.GetPayload(), Traceparent: p.GetTraceparent()})
 				s.cond.Broadcast()
 			}
 			s.mu.Unlock()
@@ -390,9 +395,18 @@ func (s *Session) Call(ctx context.Context, method string, args ...string) (*Rep
 	for i, a := range args {
 		b[i] = []byte(a)
 	}
+	op := wire.NewOperationID()
+	if tracing.On() {
+		return s.tracedCall(ctx, op, method, b)
+	}
+	return s.call(ctx, op, method, b, "")
+}
+
+// call sends one call with the trace context tp (empty: none) and waits for
+// its reply.
+func (s *Session) call(ctx context.Context, op wire.OperationID, method string, b [][]byte, tp string) (*Reply, error) {
 	s.callMu.Lock()
 	defer s.callMu.Unlock()
-	op := wire.NewOperationID()
 	s.mu.Lock()
 	if s.err != nil || s.closed {
 		err := s.err
@@ -401,7 +415,7 @@ func (s *Session) Call(ctx context.Context, method string, args ...string) (*Rep
 	}
 	seq := s.nextSeq
 	s.nextSeq++
-	c := &pb.SessionCall{Seq: seq, Method: method, Args: b, OperationId: op[:]}
+	c := &pb.SessionCall{Seq: seq, Method: method, Args: b, OperationId: op[:], Traceparent: tp}
 	ch := make(chan *pb.CallReply, 1)
 	s.outstanding[seq], s.replies[seq] = c, ch
 	resuming := s.resuming

@@ -15,13 +15,34 @@ import (
 // attempts, whose context every attempt carries to the node (the request's
 // traceparent), so that the gateway's and the owner's spans join it.
 func (c *Client) tracedCall(ctx context.Context, op wire.OperationID, object, method string, args [][]byte) (*Reply, error) {
-	ctx, span := tracing.Start(ctx, "meshloc.call", trace.SpanKindClient,
+	ctx, span := startCall(ctx, "meshloc.call", op, object, method)
+	rep, err := c.callBytes(ctx, op, object, method, args, tracing.Traceparent(ctx))
+	endCall(span, rep, err)
+	return rep, err
+}
+
+// tracedCall is a session's call with tracing on: the client's span, whose
+// context the call carries to the gateway (SessionCall.traceparent).
+func (s *Session) tracedCall(ctx context.Context, op wire.OperationID, method string, args [][]byte) (*Reply, error) {
+	ctx, span := startCall(ctx, "meshloc.session.call", op, s.object, method)
+	rep, err := s.call(ctx, op, method, args, tracing.Traceparent(ctx))
+	endCall(span, rep, err)
+	return rep, err
+}
+
+// startCall starts the client's span of a call.
+func startCall(ctx context.Context, name string, op wire.OperationID, object, method string) (context.Context, trace.Span) {
+	return tracing.Start(ctx, name, trace.SpanKindClient,
 		attribute.String("meshloc.object", object), attribute.String("meshloc.method", method),
 		attribute.String("meshloc.operation_id", op.String()))
+}
+
+// endCall ends a call's span with its outcome: the code, and on success
+// the owner and its fence.
+func endCall(span trace.Span, rep *Reply, err error) {
 	defer span.End()
-	rep, err := c.callBytes(ctx, op, object, method, args, tracing.Traceparent(ctx))
 	if !span.IsRecording() {
-		return rep, err
+		return
 	}
 	if err != nil {
 		code := "error"
@@ -31,11 +52,10 @@ func (c *Client) tracedCall(ctx context.Context, op wire.OperationID, object, me
 		}
 		span.SetAttributes(attribute.String("meshloc.code", code))
 		tracing.Fail(span, err.Error())
-		return rep, err
+		return
 	}
 	span.SetAttributes(attribute.String("meshloc.code", "ok"), attribute.String("meshloc.owner", rep.Node),
 		attribute.Int64("meshloc.object_generation", rep.Fence.ObjectGeneration),
 		attribute.Int64("meshloc.authority_generation", rep.Fence.AuthorityGeneration),
 		attribute.Bool("meshloc.replayed", rep.Replayed))
-	return rep, nil
 }

@@ -14,7 +14,7 @@ import (
 func FuzzJournalOf(f *testing.F) {
 	j := NewJournal(ref(3))
 	for _, s := range []string{"a", "bb", "ccc"} {
-		if _, err := j.Push([]byte(s)); err != nil {
+		if _, err := j.Push([]byte(s), ""); err != nil {
 			f.Fatal(err)
 		}
 	}

@@ -402,7 +402,7 @@ func (g *Gateway) delivery(e Delivery) []Action {
 			break // a gap: the owner sends again from delivered
 		}
 		g.delivered = p.Seq
-		out = append(out, ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Push{Push: &pb.Push{Seq: p.Seq, Payload: p.Payload}}}})
+		out = append(out, ToClient{Frame: &pb.SessionServerFrame{Frame: &pb.SessionServerFrame_Push{Push: p.Proto()}}})
 	}
 	return append(out, Answer{Token: e.Token, Code: pb.Code_CODE_OK, Value: g.delivered})
 }

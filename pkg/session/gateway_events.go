@@ -18,6 +18,9 @@ type (
 		Method string
 		Args   [][]byte
 		Op     []byte
+		// Trace: the client's traceparent for the call, carried to the
+		// Forward as it came ("": not traced).
+		Trace string
 	}
 	// ClientAck: the client has every push up to Push.
 	ClientAck struct{ Push uint64 }

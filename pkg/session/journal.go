@@ -48,15 +48,16 @@ func NewJournal(gw Ref) *Journal {
 	return &Journal{Gateway: gw, NextPush: 1}
 }
 
-// Push appends a push; ErrBacklog when the bounds are reached.
-func (j *Journal) Push(payload []byte) (Push, error) {
+// Push appends a push, made in the turn whose traceparent is trace ("":
+// not traced); ErrBacklog when the bounds are reached.
+func (j *Journal) Push(payload []byte, trace string) (Push, error) {
 	if len(payload) > MaxPushBytes {
 		return Push{}, fmt.Errorf("%w: a push of %d bytes (at most %d)", ErrInvalid, len(payload), MaxPushBytes)
 	}
 	if len(j.Pending) >= MaxPending || j.bytes+len(payload) > MaxPendingBytes {
 		return Push{}, ErrBacklog
 	}
-	p := Push{Seq: j.NextPush, Payload: payload}
+	p := Push{Seq: j.NextPush, Payload: payload, Trace: trace}
 	j.NextPush++
 	j.Pending = append(j.Pending, p)
 	j.bytes += len(payload)
@@ -134,7 +135,7 @@ func (j *Journal) Executed(seq uint64) { j.LastCall = max(j.LastCall, seq) }
 func (j *Journal) Proto() *pb.SessionJournal {
 	out := &pb.SessionJournal{Gateway: j.Gateway.Proto(), NextPush: j.NextPush, AckedPush: j.AckedPush, LastCall: j.LastCall}
 	for _, p := range j.Pending {
-		out.Pending = append(out.Pending, &pb.Push{Seq: p.Seq, Payload: p.Payload})
+		out.Pending = append(out.Pending, p.Proto())
 	}
 	return out
 }
@@ -156,7 +157,7 @@ func JournalOf(m *pb.SessionJournal) (*Journal, error) {
 			return nil, fmt.Errorf("%w: journal push %d after %d (next %d)", ErrInvalid, p.GetSeq(), prev, j.NextPush)
 		}
 		prev = p.GetSeq()
-		j.Pending = append(j.Pending, Push{Seq: p.GetSeq(), Payload: p.GetPayload()})
+		j.Pending = append(j.Pending, PushOf(p))
 		j.bytes += len(p.GetPayload())
 	}
 	if j.bytes > MaxPendingBytes || (len(j.Pending) > 0 && prev != j.NextPush-1) || (len(j.Pending) == 0 && j.AckedPush != j.NextPush-1) {

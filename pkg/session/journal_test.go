@@ -19,7 +19,7 @@ func TestJournal(t *testing.T) {
 		t.Fatalf("new journal %+v", j)
 	}
 	for i := range 5 {
-		p, err := j.Push([]byte{byte(i)})
+		p, err := j.Push([]byte{byte(i)}, "")
 		if err != nil || p.Seq != uint64(i+1) {
 			t.Fatalf("push %d: %+v %v", i, p, err)
 		}
@@ -57,15 +57,15 @@ func TestJournal(t *testing.T) {
 	}
 	// Bounds.
 	big := NewJournal(ref(0))
-	if _, err := big.Push(make([]byte, MaxPushBytes+1)); !errors.Is(err, ErrInvalid) {
+	if _, err := big.Push(make([]byte, MaxPushBytes+1), ""); !errors.Is(err, ErrInvalid) {
 		t.Errorf("oversized push: %v", err)
 	}
 	for range MaxPending {
-		if _, err := big.Push(nil); err != nil {
+		if _, err := big.Push(nil, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := big.Push(nil); !errors.Is(err, ErrBacklog) || wire.CodeOf(err) != pb.Code_CODE_RESOURCE_EXHAUSTED {
+	if _, err := big.Push(nil, ""); !errors.Is(err, ErrBacklog) || wire.CodeOf(err) != pb.Code_CODE_RESOURCE_EXHAUSTED {
 		t.Errorf("push past the backlog: %v", err)
 	}
 }
@@ -74,7 +74,7 @@ func TestJournal(t *testing.T) {
 func TestJournalOf(t *testing.T) {
 	j := NewJournal(ref(0))
 	for range 3 {
-		_, _ = j.Push([]byte("x"))
+		_, _ = j.Push([]byte("x"), "")
 	}
 	_ = j.Ack(1)
 	j.Executed(4)

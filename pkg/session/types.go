@@ -21,6 +21,7 @@ package session
 import (
 	"fmt"
 
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -77,4 +78,18 @@ func RefOf(m *pb.SessionRef) (Ref, error) {
 type Push struct {
 	Seq     uint64
 	Payload []byte
+	// Trace: the W3C traceparent of the turn that pushed it ("" when
+	// that turn was not traced).
+	Trace string
+}
+
+// Proto is the push's wire form.
+func (p Push) Proto() *pb.Push {
+	return &pb.Push{Seq: p.Seq, Payload: p.Payload, Traceparent: p.Trace}
+}
+
+// PushOf is a push from the wire; a traceparent that does not parse is
+// dropped (tracing.Carry). Its seq and size are the caller's to check.
+func PushOf(m *pb.Push) Push {
+	return Push{Seq: m.GetSeq(), Payload: m.GetPayload(), Trace: tracing.Carry(m.GetTraceparent())}
 }

@@ -164,3 +164,16 @@ func Observe(ctx context.Context, h prometheus.Observer, v float64) {
 	}
 	h.Observe(v)
 }
+
+// Carry is tp when it parses (ParseTraceparent), "" otherwise: what a node
+// passes on of a traceparent it received, when it does not trace the work
+// itself, so that no malformed or oversized string travels further.
+func Carry(tp string) string {
+	if tp == "" {
+		return ""
+	}
+	if _, ok := ParseTraceparent(tp); !ok {
+		return ""
+	}
+	return tp
+}

@@ -140,6 +140,9 @@ func TestParseTraceparent(t *testing.T) {
 			t.Errorf("%q parsed", bad)
 		}
 	}
+	if Carry(good) != good || Carry(good+"0") != "" || Carry(strings.Repeat("a", 1<<16)) != "" {
+		t.Error("Carry keeps only a traceparent that parses")
+	}
 	if sc, ok := ParseTraceparent(good[:53] + "ff"); !ok || !sc.IsSampled() || sc.TraceFlags() != trace.FlagsSampled {
 		t.Errorf("unknown flag bits: %v %v", sc, ok)
 	}
@@ -153,6 +156,9 @@ func FuzzTraceparent(f *testing.F) {
 	f.Add("ff-ffffffffffffffffffffffffffffffff-ffffffffffffffff-ff")
 	f.Fuzz(func(t *testing.T, s string) {
 		sc, ok := ParseTraceparent(s)
+		if c := Carry(s); (c == s) != (ok || s == "") || (c != s && c != "") {
+			t.Fatalf("Carry(%q) = %q (parses: %v)", s, c, ok)
+		}
 		if !ok {
 			return
 		}

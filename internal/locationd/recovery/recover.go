@@ -60,6 +60,7 @@ func (c *Controller) recoverLoop(ctx context.Context, cancel context.CancelCause
 		names := v.orphans()
 		w.forgetBeyond(len(names))
 		pl := newPlacer(v)
+		pctx, endPass := tracePass(ctx, len(names))
 		var wg sync.WaitGroup
 		var lost atomic.Bool // a write found the election key gone: stop the pass
 		for i := 0; i < len(names) && ctx.Err() == nil && !lost.Load(); {
@@ -89,13 +90,14 @@ func (c *Controller) recoverLoop(ctx context.Context, cancel context.CancelCause
 			}
 			wg.Go(func() {
 				defer func() { c.lanes <- lane }()
-				outs := c.recoverStep(ctx, lane, v, pl, batch, guard, w)
+				outs := c.recoverStep(pctx, lane, v, pl, batch, guard, w)
 				if c.count(outs) {
 					lost.Store(true)
 				}
 			})
 		}
 		wg.Wait()
+		endPass()
 		if lost.Load() {
 			cancel(ErrNotLeader)
 			return
@@ -218,6 +220,9 @@ type stepped struct {
 // shared etcd requests. See the package doc.
 func (c *Controller) recoverStep(ctx context.Context, st *authority.Store, v *view, pl *placer, names []string, guard *authority.Guard, w *warnings) map[outcome]int {
 	outs := map[outcome]int{}
+	dead := map[string]bool{} // the owners of the orphans it recovered
+	ctx, endTrace := traceStep(ctx, len(names))
+	defer func() { endTrace(outs, dead) }()
 	type warned struct {
 		n    int
 		name string
@@ -291,7 +296,6 @@ func (c *Controller) recoverStep(ctx context.Context, st *authority.Store, v *vi
 	}
 	results, errs := c.recoverMany(ctx, st, reqs)
 	moved := map[string]int{} // recovered per new owner, for the log
-	dead := map[string]bool{}
 	for i, s := range todo {
 		res, err := results[i], errs[i]
 		switch {

@@ -20,6 +20,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/node/peers"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
@@ -175,7 +176,8 @@ func (g *gwSession) receive(stream rpcpb.SessionService_OpenServer) {
 		switch fr := f.GetFrame().(type) {
 		case *pb.SessionClientFrame_Call:
 			c := fr.Call
-			g.post(session.ClientCall{Seq: c.GetSeq(), Method: c.GetMethod(), Args: c.GetArgs(), Op: c.GetOperationId()})
+			g.post(session.ClientCall{Seq: c.GetSeq(), Method: c.GetMethod(), Args: c.GetArgs(), Op: c.GetOperationId(),
+				Trace: tracing.Carry(c.GetTraceparent())})
 		case *pb.SessionClientFrame_Ack:
 			g.post(session.ClientAck{Push: fr.Ack.GetPush()})
 		default:
@@ -240,7 +242,7 @@ func (g *gwSession) do(a session.Action, stream rpcpb.SessionService_OpenServer)
 	cfg := &g.gw.cfg
 	switch a := a.(type) {
 	case session.ToClient:
-		if err := stream.Send(a.Frame); err != nil {
+		if err := g.send(stream, a.Frame); err != nil {
 			return session.ClientGone{}
 		}
 	case session.Answer:
@@ -257,14 +259,14 @@ func (g *gwSession) do(a session.Action, stream rpcpb.SessionService_OpenServer)
 		g.async(func() session.Event { return g.bind(a.Address, req) })
 	case session.Forward:
 		req := &pb.CallRequest{Version: wire.Version, Object: g.obj.String(), Method: a.Call.Method, Args: a.Call.Args, OperationId: a.Call.Op,
-			Direct: true, KnownObjectGeneration: a.Owner.ObjectGeneration, SessionSeq: a.Call.Seq}
+			Direct: true, KnownObjectGeneration: a.Owner.ObjectGeneration, SessionSeq: a.Call.Seq, Traceparent: a.Call.Trace}
 		ref := g.m.Ref()
 		ref.Binding = a.Binding
 		req.Session = ref.Proto()
 		g.async(func() session.Event {
 			ctx, cancel := context.WithTimeout(g.ctx, cfg.CallTimeout)
 			defer cancel()
-			rep, err := cfg.Peers.Call(ctx, a.Owner.Address, req)
+			rep, err := g.forward(ctx, a.Owner.Address, req)
 			return session.CallResult{Seq: a.Call.Seq, Binding: a.Binding, Reply: rep, Err: err}
 		})
 	case session.SendAck:
@@ -416,7 +418,7 @@ func (gw *Gateway) Deliver(ctx context.Context, m *pb.SessionDelivery) *pb.Sessi
 		if len(p.GetPayload()) > session.MaxPushBytes {
 			return &pb.SessionDeliveryReply{Code: pb.Code_CODE_PROTOCOL_ERROR}
 		}
-		pushes = append(pushes, session.Push{Seq: p.GetSeq(), Payload: p.GetPayload()})
+		pushes = append(pushes, session.PushOf(p))
 	}
 	ref, _ := session.RefOf(m.GetSession())
 	a := g.ask(ctx, func(t int) session.Event {

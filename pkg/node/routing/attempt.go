@@ -7,6 +7,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/lease"
 	"github.com/meshloc/meshloc/pkg/placement"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -48,7 +49,7 @@ func (r *Router) forward(ctx context.Context, obj keyspace.Object, addr string, 
 		Version: req.GetVersion(), Object: req.GetObject(), Method: req.GetMethod(), Args: req.GetArgs(),
 		OperationId: req.GetOperationId(), Requester: req.GetRequester(), Hops: req.GetHops() + 1, Direct: true,
 		KnownObjectGeneration: req.GetKnownObjectGeneration(), Sender: req.GetSender(),
-		Traceparent: req.GetTraceparent(), // a tracing gateway puts its own span's (calltrace.Forward)
+		Traceparent: tracing.Carry(req.GetTraceparent()), // a tracing gateway puts its own span's (calltrace.Forward)
 	}
 	r.d.Forwards.Inc()
 	rep, err := r.d.Host.Forward(ctx, addr, fwd)

@@ -7,6 +7,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/session"
+	"github.com/meshloc/meshloc/pkg/tracing"
 	"github.com/meshloc/meshloc/pkg/wire"
 )
 
@@ -33,7 +34,7 @@ func (c *handlerCtx) Push(payload []byte) error {
 	if len(payload) > session.MaxPushBytes {
 		return actor.InvalidArgument("a push of %d bytes (at most %d)", len(payload), session.MaxPushBytes)
 	}
-	c.pushes = append(c.pushes, pendingPush{to: c.session, payload: payload})
+	c.pushes = append(c.pushes, pendingPush{to: c.session, payload: payload, trace: tracing.Traceparent(c.h.traced)})
 	return nil
 }
 
@@ -41,7 +42,7 @@ func (c *handlerCtx) Publish(payload []byte) error {
 	if len(payload) > session.MaxPushBytes {
 		return actor.InvalidArgument("a push of %d bytes (at most %d)", len(payload), session.MaxPushBytes)
 	}
-	c.pushes = append(c.pushes, pendingPush{payload: payload})
+	c.pushes = append(c.pushes, pendingPush{payload: payload, trace: tracing.Traceparent(c.h.traced)})
 	return nil
 }
 

@@ -89,7 +89,7 @@ func (h *Object) CommitPushes(s *BoundSession, seq uint64, pushes []pendingPush)
 			if h.Sessions[b.J.Gateway.Session] != b {
 				continue // unbound meanwhile
 			}
-			if _, err := b.J.Push(p.payload); err != nil {
+			if _, err := b.J.Push(p.payload, p.trace); err != nil {
 				delete(h.Sessions, b.J.Gateway.Session)
 				h.env.metrics.SessionsDropped.Inc()
 				continue
@@ -107,6 +107,7 @@ func (h *Object) CommitPushes(s *BoundSession, seq uint64, pushes []pendingPush)
 type pendingPush struct {
 	to      *BoundSession // nil: every session (Publish)
 	payload []byte
+	trace   string // the turn's traceparent ("": not traced)
 }
 
 // Deliver starts the delivery of b's pending pushes unless the object
@@ -165,7 +166,7 @@ func (h *Object) deliverPending(b *BoundSession) {
 		}
 		m := &pb.SessionDelivery{Object: h.name, Fence: fence, Session: ref.Proto()}
 		for _, p := range pushes {
-			m.Pushes = append(m.Pushes, &pb.Push{Seq: p.Seq, Payload: p.Payload})
+			m.Pushes = append(m.Pushes, p.Proto())
 		}
 		r, err := n.node.DeliverPushes(ref, m)
 		switch {

@@ -266,11 +266,15 @@ func (x *SessionOpen) GetResume() *SessionToken {
 
 // SessionCall: calls are executed in seq order (1, 2, 3, ...), each once.
 type SessionCall struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Method        string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
-	Args          [][]byte               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
-	OperationId   []byte                 `protobuf:"bytes,4,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Seq         uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Method      string                 `protobuf:"bytes,2,opt,name=method,proto3" json:"method,omitempty"`
+	Args        [][]byte               `protobuf:"bytes,3,rep,name=args,proto3" json:"args,omitempty"`
+	OperationId []byte                 `protobuf:"bytes,4,opt,name=operation_id,json=operationId,proto3" json:"operation_id,omitempty"`
+	// The W3C trace context of the client's span of the call (empty: not
+	// traced). The gateway's span joins it, and the owner's joins the
+	// gateway's. Malformed, it is ignored.
+	Traceparent   string `protobuf:"bytes,5,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -331,6 +335,13 @@ func (x *SessionCall) GetOperationId() []byte {
 		return x.OperationId
 	}
 	return nil
+}
+
+func (x *SessionCall) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // SessionAck acknowledges every push up to seq.
@@ -1379,12 +1390,13 @@ const file_meshloc_v1_session_proto_rawDesc = "" +
 	"\vSessionOpen\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12\x16\n" +
 	"\x06object\x18\x02 \x01(\tR\x06object\x120\n" +
-	"\x06resume\x18\x03 \x01(\v2\x18.meshloc.v1.SessionTokenR\x06resume\"n\n" +
+	"\x06resume\x18\x03 \x01(\v2\x18.meshloc.v1.SessionTokenR\x06resume\"\x90\x01\n" +
 	"\vSessionCall\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x16\n" +
 	"\x06method\x18\x02 \x01(\tR\x06method\x12\x12\n" +
 	"\x04args\x18\x03 \x03(\fR\x04args\x12!\n" +
-	"\foperation_id\x18\x04 \x01(\fR\voperationId\" \n" +
+	"\foperation_id\x18\x04 \x01(\fR\voperationId\x12 \n" +
+	"\vtraceparent\x18\x05 \x01(\tR\vtraceparent\" \n" +
 	"\n" +
 	"SessionAck\x12\x12\n" +
 	"\x04push\x18\x01 \x01(\x04R\x04push\"\xe1\x01\n" +

@@ -114,9 +114,13 @@ func (x *SessionRef) GetBinding() uint64 {
 // Push is one message from the object to the session's client, numbered
 // from 1 in the order the object made them.
 type Push struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Seq           uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
-	Payload       []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Seq     uint64                 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Payload []byte                 `protobuf:"bytes,2,opt,name=payload,proto3" json:"payload,omitempty"`
+	// The W3C trace context of the turn that pushed it, when that turn was
+	// traced (empty otherwise): the gateway's delivery span joins it, and
+	// the client receives it to continue the trace. Malformed, it is ignored.
+	Traceparent   string `protobuf:"bytes,3,opt,name=traceparent,proto3" json:"traceparent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -163,6 +167,13 @@ func (x *Push) GetPayload() []byte {
 		return x.Payload
 	}
 	return nil
+}
+
+func (x *Push) GetTraceparent() string {
+	if x != nil {
+		return x.Traceparent
+	}
+	return ""
 }
 
 // SessionJournal is what the object's owner keeps of a session: it travels
@@ -262,10 +273,11 @@ const file_meshloc_v1_session_types_proto_rawDesc = "" +
 	"\x12gateway_generation\x18\x03 \x01(\x03R\x11gatewayGeneration\x12,\n" +
 	"\x12gateway_routing_id\x18\x04 \x01(\fR\x10gatewayRoutingId\x12'\n" +
 	"\x0fgateway_address\x18\x05 \x01(\tR\x0egatewayAddress\x12\x18\n" +
-	"\abinding\x18\x06 \x01(\x04R\abinding\"2\n" +
+	"\abinding\x18\x06 \x01(\x04R\abinding\"T\n" +
 	"\x04Push\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12\x18\n" +
-	"\apayload\x18\x02 \x01(\fR\apayload\"\xc7\x01\n" +
+	"\apayload\x18\x02 \x01(\fR\apayload\x12 \n" +
+	"\vtraceparent\x18\x03 \x01(\tR\vtraceparent\"\xc7\x01\n" +
 	"\x0eSessionJournal\x120\n" +
 	"\agateway\x18\x01 \x01(\v2\x16.meshloc.v1.SessionRefR\agateway\x12\x1b\n" +
 	"\tnext_push\x18\x02 \x01(\x04R\bnextPush\x12*\n" +
