@@ -151,13 +151,13 @@ func (s *state) fence(cause error) error {
 }
 
 func (s *state) input() StatusInput {
-	return StatusInput{
-		Deadline: s.deadline,
-		Margin:   s.margin,
-		Expired:  errors.Is(s.cause, ErrLeaseExpired),
-		Lost:     errors.Is(s.cause, ErrLeaseLost),
-		Closed:   errors.Is(s.cause, ErrClosed),
+	in := StatusInput{Deadline: s.deadline, Margin: s.margin}
+	if s.cause != nil { // every call reads this: no errors.Is frames while the lease is fine
+		in.Expired = errors.Is(s.cause, ErrLeaseExpired)
+		in.Lost = errors.Is(s.cause, ErrLeaseLost)
+		in.Closed = errors.Is(s.cause, ErrClosed)
 	}
+	return in
 }
 
 func (s *state) expiredErr(why string) error {

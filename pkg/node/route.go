@@ -23,9 +23,9 @@ import (
 // and changes nothing.
 func (n *Node) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	start := n.now()
-	ctx, span := calltrace.Serve(ctx, n.cfg.Name, req)
+	ctx = calltrace.Serve(ctx, n.cfg.Name, req)
 	rep := n.router.Call(ctx, req)
-	calltrace.End(span, rep)
+	calltrace.End(ctx, rep)
 	n.metrics.Calls.WithLabelValues(wire.CodeName(rep.GetCode())).Inc()
 	tracing.Observe(ctx, n.metrics.CallSeconds, n.now().Sub(start).Seconds())
 	return rep
@@ -92,7 +92,7 @@ func (n *Node) serveHere(ctx context.Context, obj keyspace.Object, typ actor.Typ
 	if rep != nil {
 		return rep, wire.RetryReply(rep)
 	}
-	tr := hosted.TraceOf(calltrace.Of(ctx))
+	tr := hosted.TraceOf(ctx)
 	if r, ok := h.RunInline(&hosted.Work{Req: req, Op: op, Trace: tr}); ok {
 		return beforeReply(r), false
 	}

@@ -18,12 +18,19 @@ import (
 )
 
 // Serve starts node's span of a call it received, a child of the span the
-// request's traceparent names (a root when it names none): the router then
-// serves it here or forwards it, under this span.
-func Serve(ctx context.Context, node string, req *pb.CallRequest) (context.Context, trace.Span) {
+// request's traceparent names (a root when it names none), and returns ctx
+// with it: the router then serves the call here or forwards it, under this
+// span; End ends it. Off, it returns ctx. (One context, not a context and
+// a span: every call's serving holds it on its goroutine's stack.)
+func Serve(ctx context.Context, node string, req *pb.CallRequest) context.Context {
 	if !tracing.On() {
-		return ctx, trace.SpanFromContext(context.Background())
+		return ctx
 	}
+	ctx, _ = serve(ctx, node, req)
+	return ctx
+}
+
+func serve(ctx context.Context, node string, req *pb.CallRequest) (context.Context, trace.Span) {
 	ctx = tracing.WithTraceparent(ctx, req.GetTraceparent())
 	return tracing.Start(ctx, "meshloc.node.call", trace.SpanKindServer,
 		attribute.String("meshloc.node", node), attribute.String("meshloc.object", req.GetObject()),
@@ -38,11 +45,13 @@ func opString(b []byte) string {
 	return ""
 }
 
-// End ends span with the reply's code and fence.
-func End(span trace.Span, rep *pb.CallReply) {
-	if span.IsRecording() {
-		Reply(span, rep)
+// End ends the span Serve put in ctx with the reply's code and fence.
+func End(ctx context.Context, rep *pb.CallReply) {
+	if !tracing.On() {
+		return
 	}
+	span := trace.SpanFromContext(ctx)
+	Reply(span, rep)
 	span.End()
 }
 

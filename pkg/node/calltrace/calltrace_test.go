@@ -24,10 +24,10 @@ func BenchmarkOff(b *testing.B) {
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
-		c, span := calltrace.Serve(ctx, "n1", req)
+		c := calltrace.Serve(ctx, "n1", req)
 		calltrace.Forward(c, req)
 		_ = calltrace.Of(c)
-		calltrace.End(span, rep)
+		calltrace.End(c, rep)
 		tracing.Observe(c, h, 0.001)
 	}
 }
@@ -36,10 +36,10 @@ func TestOffAllocatesNothing(t *testing.T) {
 	req := &pb.CallRequest{Object: "actor/counter/c", Method: "add"}
 	rep := &pb.CallReply{}
 	if n := testing.AllocsPerRun(100, func() {
-		c, span := calltrace.Serve(context.Background(), "n1", req)
+		c := calltrace.Serve(context.Background(), "n1", req)
 		calltrace.Forward(c, req)
 		_ = calltrace.Of(c)
-		calltrace.End(span, rep)
+		calltrace.End(c, rep)
 	}); n != 0 {
 		t.Fatalf("tracing off allocates %v times a call", n)
 	}

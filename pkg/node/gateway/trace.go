@@ -20,7 +20,8 @@ func (g *gwSession) forward(ctx context.Context, addr string, req *pb.CallReques
 	if !tracing.On() {
 		return g.gw.cfg.Peers.Call(ctx, addr, req)
 	}
-	ctx, span := calltrace.Serve(ctx, g.gw.cfg.Self.Gateway, req)
+	ctx = calltrace.Serve(ctx, g.gw.cfg.Self.Gateway, req)
+	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.Int64("meshloc.session_seq", int64(req.GetSessionSeq())))
 	calltrace.Forward(ctx, req)
 	rep, err := g.gw.cfg.Peers.Call(ctx, addr, req)
@@ -29,7 +30,7 @@ func (g *gwSession) forward(ctx context.Context, addr string, req *pb.CallReques
 		span.End()
 		return rep, err
 	}
-	calltrace.End(span, rep)
+	calltrace.End(ctx, rep)
 	return rep, nil
 }
 

@@ -315,15 +315,14 @@ func (h *Object) Reply(code pb.Code, payload []byte, msg string) *pb.CallReply {
 	return &pb.CallReply{Code: code, Payload: payload, Message: msg, Fence: h.env.wireFence(f, v, h.env.selfNode.RoutingID)}
 }
 
-// Execute runs one request on the drain goroutine (traced: trace.go).
+// Execute runs one request on the drain goroutine. A traced one runs
+// inside its spans (executeTraced, which calls back here with h.traced
+// set): a frame more only for it, as every call's goroutine would
+// otherwise grow its stack once more.
 func (h *Object) Execute(w *Work) *pb.CallReply {
-	if w.Trace != nil {
+	if w.Trace != nil && h.traced == nil {
 		return h.executeTraced(w)
 	}
-	return h.execute(w)
-}
-
-func (h *Object) execute(w *Work) *pb.CallReply {
 	n := h.env
 	if h.IsLost() {
 		return n.notHere(h.obj)

@@ -1,10 +1,12 @@
 package hosted
 
 import (
+	"context"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/meshloc/meshloc/pkg/node/calltrace"
 	"github.com/meshloc/meshloc/pkg/wire"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -46,8 +48,14 @@ type Traced struct {
 	Queued time.Time
 }
 
-// TraceOf is what a request keeps of ctx's span: nil unless it is sampled.
-func TraceOf(sc trace.SpanContext) *Traced {
+// TraceOf is what a request keeps of ctx's span: nil unless it is sampled
+// (calltrace.Of). It is not inlined on purpose: the span context it copies
+// would otherwise sit in the frame of every call's serving, and a call's
+// goroutine would grow its stack once more per call (a copy of it).
+//
+//go:noinline
+func TraceOf(ctx context.Context) *Traced {
+	sc := calltrace.Of(ctx)
 	if !sc.IsSampled() {
 		return nil
 	}
