@@ -113,3 +113,58 @@ func TestForwardServeCapsCallsInFlight(t *testing.T) {
 		t.Fatalf("%d replies for %d requests read", len(seen), st.read.Load())
 	}
 }
+
+// A stream's calls run on kept workers: calls one after another all run on
+// one, a burst leaves at most maxIdleWorkers waiting, and close ends them
+// all.
+func TestForwardServeKeepsWorkers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st := &fakeForwardStream{ctx: ctx, reqs: make(chan *pb.ForwardRequest)}
+	var hold atomic.Bool
+	release := make(chan struct{})
+	fs := newForwardServe(ctx, st, func(_ context.Context, r *pb.ForwardRequest) *pb.CallReply {
+		if hold.Load() {
+			<-release
+		}
+		return &pb.CallReply{Code: pb.Code_CODE_OK}
+	})
+	done := make(chan error, 1)
+	go func() { done <- fs.receive() }()
+	replies := func() int {
+		st.mu.Lock()
+		defer st.mu.Unlock()
+		return len(st.reps)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("waiting for %s", what)
+			}
+		}
+	}
+	id := uint64(0)
+	for range 50 {
+		id++
+		st.reqs <- &pb.ForwardRequest{Id: id, Call: &pb.CallRequest{Method: "m"}}
+		waitFor("a reply", func() bool { return replies() == int(id) && fs.waiting.Load() == 1 })
+	}
+	hold.Store(true)
+	const burst = maxIdleWorkers + 100
+	for range burst {
+		id++
+		st.reqs <- &pb.ForwardRequest{Id: id, Call: &pb.CallRequest{Method: "m"}}
+	}
+	close(release)
+	waitFor("the burst's replies", func() bool { return replies() == int(id) })
+	waitFor("the workers to settle", func() bool { return fs.waiting.Load() == maxIdleWorkers })
+	close(st.reqs)
+	if err := <-done; err != nil {
+		t.Fatalf("receive: %v", err)
+	}
+	fs.close() // returns once every worker ended
+	if n := fs.waiting.Load(); n != 0 {
+		t.Fatalf("%d workers still waiting after close", n)
+	}
+}
