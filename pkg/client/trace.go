@@ -30,11 +30,15 @@ func (s *Session) tracedCall(ctx context.Context, op wire.OperationID, method st
 	return rep, err
 }
 
-// startCall starts the client's span of a call.
+// startCall starts the client's span of a call; its attributes are made
+// only when it is sampled.
 func startCall(ctx context.Context, name string, op wire.OperationID, object, method string) (context.Context, trace.Span) {
-	return tracing.Start(ctx, name, trace.SpanKindClient,
-		attribute.String("meshloc.object", object), attribute.String("meshloc.method", method),
-		attribute.String("meshloc.operation_id", op.String()))
+	ctx, span := tracing.Start(ctx, name, trace.SpanKindClient)
+	if span.IsRecording() {
+		span.SetAttributes(attribute.String("meshloc.object", object), attribute.String("meshloc.method", method),
+			attribute.String("meshloc.operation_id", op.String()))
+	}
+	return ctx, span
 }
 
 // endCall ends a call's span with its outcome: the code, and on success

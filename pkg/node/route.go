@@ -23,9 +23,9 @@ import (
 // and changes nothing.
 func (n *Node) Call(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 	start := n.now()
-	ctx = calltrace.Serve(ctx, n.cfg.Name, req)
+	ctx, traced := calltrace.Serve(ctx, n.cfg.Name, req)
 	rep := n.router.Call(ctx, req)
-	calltrace.End(ctx, rep)
+	calltrace.End(ctx, traced, rep)
 	n.metrics.Calls.WithLabelValues(wire.CodeName(rep.GetCode())).Inc()
 	tracing.Observe(ctx, n.metrics.CallSeconds, n.now().Sub(start).Seconds())
 	return rep

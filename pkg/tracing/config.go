@@ -159,7 +159,7 @@ func Setup(ctx context.Context, c Config, instance string) (shutdown func(contex
 	if err != nil {
 		res = resource.NewSchemaless(attrs...)
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithSampler(sampler), sdktrace.WithResource(res))
+	tp := NewProvider(sampler, sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	restore := Use(tp)
 	return func(ctx context.Context) error {
 		defer restore()
@@ -177,18 +177,26 @@ func cmpOr(a, b string) string {
 // Use installs tp as the process's tracer provider and turns tracing on,
 // with the W3C trace context propagator: what Setup does with the
 // exporter it builds, and what a test or an embedding program does with a
-// provider of its own (the SDK's in-memory exporter, say). The returned
+// provider of its own (the SDK's in-memory exporter, say; a Provider
+// lets StartSampled skip the spans its sampler drops). The returned
 // restore puts back what was there before.
 func Use(tp trace.TracerProvider) (restore func()) {
-	prevTP, prevProp, prevOn := otel.GetTracerProvider(), otel.GetTextMapPropagator(), on.Load()
+	prevTP, prevProp, prevOn, prevBox := otel.GetTracerProvider(), otel.GetTextMapPropagator(), on.Load(), tracer.Load()
 	otel.SetTracerProvider(tp)
 	otel.SetTextMapPropagator(propagation.TraceContext{})
-	tracer.Store(&tracerBox{tp.Tracer(Scope)})
+	box := &tracerBox{t: tp.Tracer(Scope)}
+	if p, ok := tp.(*Provider); ok {
+		box.sampler = p.sampler
+	}
+	tracer.Store(box)
 	on.Store(true)
 	return func() {
 		on.Store(prevOn)
 		otel.SetTracerProvider(prevTP)
 		otel.SetTextMapPropagator(prevProp)
-		tracer.Store(&tracerBox{prevTP.Tracer(Scope)})
+		if prevBox == nil {
+			prevBox = &tracerBox{t: prevTP.Tracer(Scope)}
+		}
+		tracer.Store(prevBox)
 	}
 }

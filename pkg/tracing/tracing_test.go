@@ -167,3 +167,24 @@ func FuzzTraceparent(f *testing.F) {
 		}
 	})
 }
+
+// The traced gRPC methods: an operator's requests and the relocation
+// streams; never the call, watch or session streams.
+func TestTracedMethods(t *testing.T) {
+	for m, want := range map[string]bool{
+		"/meshloc.rpc.v1.AdminService/Relocate":    true,
+		"/meshloc.rpc.v1.AdminService/Drain":       true,
+		"/meshloc.rpc.v1.AdminService/WatchEvents": false,
+		"/meshloc.rpc.v1.PeerService/Relocate":     true,
+		"/meshloc.rpc.v1.PeerService/RelocateMany": true,
+		"/meshloc.rpc.v1.PeerService/Forward":      false,
+		"/meshloc.rpc.v1.CallService/Call":         false,
+		"/meshloc.rpc.v1.SessionService/Open":      false,
+		"/meshloc.rpc.v1.AdminServiceX/Relocate":   false,
+		"/other.v1.AdminService/Relocate":          false,
+	} {
+		if got := Traced(m); got != want {
+			t.Errorf("Traced(%s) = %v, want %v", m, got, want)
+		}
+	}
+}

@@ -20,22 +20,26 @@ import (
 // Serve starts node's span of a call it received, a child of the span the
 // request's traceparent names (a root when it names none), and returns ctx
 // with it: the router then serves the call here or forwards it, under this
-// span; End ends it. Off, it returns ctx. (One context, not a context and
-// a span: every call's serving holds it on its goroutine's stack.)
-func Serve(ctx context.Context, node string, req *pb.CallRequest) context.Context {
+// span. A span the sampler drops is not made (tracing.StartSampled):
+// started is false, and End ends nothing. Off, it returns ctx and false.
+// (A context and a bool, not a span too: every call's serving holds them
+// on its goroutine's stack.)
+func Serve(ctx context.Context, node string, req *pb.CallRequest) (_ context.Context, started bool) {
 	if !tracing.On() {
-		return ctx
+		return ctx, false
 	}
-	ctx, _ = serve(ctx, node, req)
-	return ctx
+	return serve(ctx, node, req)
 }
 
-func serve(ctx context.Context, node string, req *pb.CallRequest) (context.Context, trace.Span) {
+func serve(ctx context.Context, node string, req *pb.CallRequest) (context.Context, bool) {
 	ctx = tracing.WithTraceparent(ctx, req.GetTraceparent())
-	return tracing.Start(ctx, "meshloc.node.call", trace.SpanKindServer,
-		attribute.String("meshloc.node", node), attribute.String("meshloc.object", req.GetObject()),
-		attribute.String("meshloc.method", req.GetMethod()), attribute.String("meshloc.operation_id", opString(req.GetOperationId())),
-		attribute.Int("meshloc.hops", int(req.GetHops())))
+	ctx, span, started := tracing.StartSampled(ctx, "meshloc.node.call", trace.SpanKindServer)
+	if span.IsRecording() { // the attributes only for a sampled call
+		span.SetAttributes(attribute.String("meshloc.node", node), attribute.String("meshloc.object", req.GetObject()),
+			attribute.String("meshloc.method", req.GetMethod()), attribute.String("meshloc.operation_id", opString(req.GetOperationId())),
+			attribute.Int("meshloc.hops", int(req.GetHops())))
+	}
+	return ctx, started
 }
 
 func opString(b []byte) string {
@@ -45,9 +49,10 @@ func opString(b []byte) string {
 	return ""
 }
 
-// End ends the span Serve put in ctx with the reply's code and fence.
-func End(ctx context.Context, rep *pb.CallReply) {
-	if !tracing.On() {
+// End ends the span Serve started (started: Serve's) with the reply's code
+// and fence.
+func End(ctx context.Context, started bool, rep *pb.CallReply) {
+	if !started {
 		return
 	}
 	span := trace.SpanFromContext(ctx)
@@ -76,10 +81,15 @@ func Reply(span trace.Span, rep *pb.CallReply) {
 
 // Forward sets the request's traceparent to ctx's span before a gateway
 // forwards it: the owner's span is then the gateway's child. A gateway
-// that traces nothing leaves the caller's traceparent as it came.
+// whose sampler dropped the call leaves the caller's traceparent as it
+// came, or, when the call came with none (the trace's root was here),
+// sends a new unsampled one, so that the owner follows the decision. Off,
+// it leaves the request as it came.
 func Forward(ctx context.Context, req *pb.CallRequest) {
 	if tp := tracing.Traceparent(ctx); tp != "" {
 		req.Traceparent = tp
+	} else if req.GetTraceparent() == "" && tracing.On() {
+		req.Traceparent = tracing.Unsampled()
 	}
 }
 

@@ -20,17 +20,20 @@ func (g *gwSession) forward(ctx context.Context, addr string, req *pb.CallReques
 	if !tracing.On() {
 		return g.gw.cfg.Peers.Call(ctx, addr, req)
 	}
-	ctx = calltrace.Serve(ctx, g.gw.cfg.Self.Gateway, req)
+	ctx, started := calltrace.Serve(ctx, g.gw.cfg.Self.Gateway, req)
+	calltrace.Forward(ctx, req)
+	if !started {
+		return g.gw.cfg.Peers.Call(ctx, addr, req)
+	}
 	span := trace.SpanFromContext(ctx)
 	span.SetAttributes(attribute.Int64("meshloc.session_seq", int64(req.GetSessionSeq())))
-	calltrace.Forward(ctx, req)
 	rep, err := g.gw.cfg.Peers.Call(ctx, addr, req)
 	if err != nil {
 		tracing.Fail(span, err.Error())
 		span.End()
 		return rep, err
 	}
-	calltrace.End(ctx, rep)
+	calltrace.End(ctx, true, rep)
 	return rep, nil
 }
 

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/meshloc/meshloc/pkg/tracing"
 	rpcpb "github.com/meshloc/meshloc/pkg/wire/meshloc/rpc/v1"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -75,7 +76,8 @@ const maxIdleWorkers = 64
 
 func newForwardServe(ctx context.Context, st grpc.BidiStreamingServer[pb.ForwardRequest, pb.ForwardReply],
 	serve func(context.Context, *pb.ForwardRequest) *pb.CallReply) *forwardServe {
-	return &forwardServe{ctx: ctx, stream: st, serve: serve, slots: make(chan struct{}, MaxForwardsInFlight),
+	// Each call carries its own trace context (CallRequest.traceparent).
+	return &forwardServe{ctx: tracing.WithoutParent(ctx), stream: st, serve: serve, slots: make(chan struct{}, MaxForwardsInFlight),
 		idle: make(chan *pb.ForwardRequest), done: make(chan struct{})}
 }
 
