@@ -50,8 +50,11 @@ func StartSampled(ctx context.Context, name string, kind trace.SpanKind) (_ cont
 		}
 		if !parent.TraceID().IsValid() {
 			// The SDK asks the sampler again, with the id presetIDs
-			// gives it: this one, so that it decides the same.
-			ctx = context.WithValue(ctx, presetKey{}, tid)
+			// gives it: this one, so that it decides the same. The id
+			// stays out of the context returned, where a new root
+			// started later would find it.
+			_, span := box.t.Start(context.WithValue(ctx, presetKey{}, tid), name, kindOption(kind))
+			return trace.ContextWithSpan(ctx, span), span, true
 		}
 	}
 	ctx, span := box.t.Start(ctx, name, kindOption(kind))

@@ -188,3 +188,22 @@ func TestTracedMethods(t *testing.T) {
 		}
 	}
 }
+
+// A root StartSampled keeps has the trace id its sampler decided on, and
+// that id does not stay in the context for a later root to reuse.
+func TestStartSampledRootID(t *testing.T) {
+	tp := NewProvider(sdktrace.AlwaysSample())
+	restore := Use(tp)
+	defer func() { restore(); _ = tp.Shutdown(context.Background()) }()
+	ctx, span, started := StartSampled(context.Background(), "x", trace.SpanKindServer)
+	defer span.End()
+	if !started || !span.IsRecording() {
+		t.Fatal("an always-sampled root was not started")
+	}
+	if _, ok := ctx.Value(presetKey{}).(trace.TraceID); ok {
+		t.Fatal("the root's preset trace id is in the context returned")
+	}
+	if tid, _ := (presetIDs{}).NewIDs(ctx); tid == span.SpanContext().TraceID() {
+		t.Fatal("a later root would reuse the trace id")
+	}
+}
