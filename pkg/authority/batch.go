@@ -53,6 +53,8 @@ type batchWrite struct {
 	lead         chan struct{}    // it sends the next batch (buffered)
 	queued       bool             // in queue, not taken into a batch
 	leads        bool             // chosen to send the next batch
+	keys         []keySpan        // the keys it reads, then writes (spans; batch_keys.go)
+	nread        int
 }
 
 type batchResult struct {
@@ -155,19 +157,29 @@ func (b *batcher) do(ctx context.Context, w *batchWrite) (*clientv3.TxnResponse,
 
 // send sends the next batch from the queue's head, delivers each write's
 // result, and hands the batch after it to the first write still waiting.
+// The batch takes the queue's writes in order while they fit, but for
+// those that touch a key of a write already in it, which stay queued, in
+// order, for a later batch (batch_keys.go).
 func (b *batcher) send() {
 	b.mu.Lock()
-	n, size, inner := 0, 0, 0
-	for n < len(b.queue) && (n == 0 || b.fits(n+1, max(inner, b.queue[n].ops()), size+b.queue[n].size)) {
-		size += b.queue[n].size
-		inner = max(inner, b.queue[n].ops())
-		n++
-	}
-	batch := slices.Clone(b.queue[:n])
-	b.queue = slices.Delete(b.queue, 0, n)
-	for _, w := range batch {
+	var batch []*batchWrite
+	size, inner := 0, 0
+	rest := b.queue[:0:0]
+	for i, w := range b.queue {
+		if len(batch) > 0 && !b.fits(len(batch)+1, max(inner, w.ops()), size+w.size) {
+			rest = append(rest, b.queue[i:]...)
+			break
+		}
+		if len(batch) > 0 && w.meets(batch) {
+			rest = append(rest, w)
+			continue
+		}
+		batch = append(batch, w)
+		size += w.size
+		inner = max(inner, w.ops())
 		w.queued = false
 	}
+	b.queue = rest
 	b.mu.Unlock()
 
 	b.commit(batch)

@@ -3,7 +3,9 @@ package authority
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -59,9 +61,14 @@ func (k *gateKV) batches() []int {
 	return append([]int(nil), k.sizes...)
 }
 
+// write is a write of a key of its own (writes of one key never share a
+// batch: TestBatchKeepsKeysApart).
 func write(b *batcher, ctx context.Context) (*clientv3.TxnResponse, error) {
-	return (&batchTxn{b: b, ctx: ctx}).If(clientv3.Compare(clientv3.Version("k"), "=", 0)).Then(clientv3.OpPut("k", "v")).Commit()
+	k := fmt.Sprint("k", keyN.Add(1))
+	return (&batchTxn{b: b, ctx: ctx}).If(clientv3.Compare(clientv3.Version(k), "=", 0)).Then(clientv3.OpPut(k, "v")).Commit()
 }
+
+var keyN atomic.Int64
 
 // The first write goes alone at once; the writes that come while it is in
 // flight go together next, each with its own outcome; a write whose
@@ -133,5 +140,63 @@ func waitQueued(t *testing.T, b *batcher, n int) {
 			t.Fatalf("%d writes queued, want %d", q, n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// Writes that touch a key another write of the batch writes go in a later
+// batch, in order (etcd evaluates every nested compare before any write,
+// and takes a put and a later delete of one key in one batch); writes that
+// only compare a key in common share a batch.
+func TestBatchKeepsKeysApart(t *testing.T) {
+	kv := &gateKV{entered: make(chan struct{}, 8), release: make(chan struct{})}
+	b := &batcher{kv: kv, limits: DefaultLimits()}
+	owner := clientv3.Compare(clientv3.CreateRevision("owner"), "=", 5) // every write reads it
+	rec := clientv3.Compare(clientv3.ModRevision("rec"), "=", 9)
+	txns := []*batchTxn{
+		{cmps: []clientv3.Cmp{owner}, thens: []clientv3.Op{clientv3.OpPut("first", "")}},                    // in flight first
+		{cmps: []clientv3.Cmp{owner, rec}, thens: []clientv3.Op{clientv3.OpPut("rec", "intent")}},           // batch 2
+		{cmps: []clientv3.Cmp{owner, rec}, thens: []clientv3.Op{clientv3.OpDelete("rec")}},                  // batch 3: writes rec
+		{cmps: []clientv3.Cmp{owner}, thens: []clientv3.Op{clientv3.OpPut("other", "")}},                    // batch 2
+		{cmps: []clientv3.Cmp{owner}, thens: []clientv3.Op{clientv3.OpDelete("re", clientv3.WithPrefix())}}, // batch 3: its range holds rec
+		{cmps: []clientv3.Cmp{owner}, thens: []clientv3.Op{clientv3.OpGet("other")}},                        // batch 3: reads other
+	}
+	done := make(chan struct{}, len(txns))
+	start := func(i int) {
+		tx := txns[i]
+		tx.b, tx.ctx = b, context.Background()
+		go func() { _, _ = tx.Commit(); done <- struct{}{} }()
+	}
+	start(0)
+	<-kv.entered
+	for i := 1; i < len(txns); i++ {
+		start(i)
+		waitQueued(t, b, i)
+	}
+	for i := range 4 {
+		kv.release <- struct{}{}
+		if i < 3 {
+			<-kv.entered // the next batch is in flight
+		}
+	}
+	for range txns {
+		<-done
+	}
+	if got := kv.batches(); fmt.Sprint(got) != "[1 2 2 1]" {
+		t.Fatalf("batches %v, want [1 2 2 1]", got)
+	}
+	for _, c := range []struct {
+		a, b keySpan
+		want bool
+	}{
+		{span([]byte("a"), nil), span([]byte("a"), nil), true},
+		{span([]byte("a"), nil), span([]byte("a\x00"), nil), false},
+		{span([]byte("a"), []byte("b")), span([]byte("ab"), nil), true},
+		{span([]byte("a"), []byte("b")), span([]byte("b"), nil), false},
+		{span([]byte("c"), []byte{0}), span([]byte("zz"), nil), true},
+		{span([]byte("c"), []byte{0}), span([]byte("b"), nil), false},
+	} {
+		if got := c.a.meets(c.b); got != c.want || c.b.meets(c.a) != c.want {
+			t.Errorf("%q..%q meets %q..%q: %v, want %v", c.a.start, c.a.end, c.b.start, c.b.end, got, c.want)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package authority
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -11,7 +12,8 @@ import (
 func pending(n int) []pendingTxn {
 	out := make([]pendingTxn, n)
 	for i := range out {
-		out[i] = pendingTxn{cmps: []clientv3.Cmp{clientv3.Compare(clientv3.Version("k"), "=", 0)}, thens: []clientv3.Op{clientv3.OpPut("k", "v")}}
+		k := fmt.Sprint("m", keyN.Add(1))
+		out[i] = pendingTxn{cmps: []clientv3.Cmp{clientv3.Compare(clientv3.Version(k), "=", 0)}, thens: []clientv3.Op{clientv3.OpPut(k, "v")}}
 	}
 	return out
 }
