@@ -23,8 +23,9 @@ import (
 // together in the next. No goroutine of its own: the first writer of a
 // batch sends it, and hands the next batch to the first writer waiting.
 //
-// A batch etcd refuses as a whole (two writes of one key, too many
-// operations, too large) goes again one write at a time. A batch whose
+// No two writes of a batch touch a key one of them writes (batch_keys.go).
+// A batch etcd refuses as a whole (too many operations, too large; two
+// puts of one key cannot happen) goes again one write at a time. A batch whose
 // outcome is unknown (a timeout, a lost leader) reports that to each of its
 // writes, which resolve it by reading back, as alone.
 
