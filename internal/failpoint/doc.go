@@ -140,11 +140,12 @@ const (
 	// source preserves the object first.
 	BugBulkCommitIgnoresCompare = "bulk-commit-ignores-compare"
 	// BugRecoveryBatchSharedCompare: locationd's recovery controller writes
-	// a batch of recoveries in which each orphan's transaction compares the
-	// record of its request's first orphan instead of its own, so an orphan
-	// whose record changed after the controller read it is recovered over
-	// the change: a record that changes between the controller's read and
-	// its batch (an orphan recovered meanwhile by a call).
+	// a batch of recoveries in which each orphan's transaction after the
+	// first leaves out the compare of its own record, as if the first
+	// one's guarded the batch, so an orphan whose record changed after the
+	// controller read it is recovered over the change: a record that
+	// changes between the controller's read and its batch (an orphan
+	// recovered meanwhile by a call).
 	BugRecoveryBatchSharedCompare = "recovery-batch-shared-compare"
 	// BugSleepBeforePersist: a durable object acknowledges its changes
 	// before they are written (write-behind), and an idle object goes to

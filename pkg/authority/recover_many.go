@@ -33,8 +33,8 @@ func (s *Store) RecoverMany(ctx context.Context, reqs []RecoverRequest) (results
 
 // recoverMany is RecoverMany; shareCompare is the planted bug
 // recovery-batch-shared-compare (a test build's RecoverManySharedCompare):
-// an actor's transaction compares the record of the first actor of its
-// request instead of its own.
+// an actor's transaction after the first of its request does not compare
+// its own record.
 func (s *Store) recoverMany(ctx context.Context, reqs []RecoverRequest, shareCompare bool) ([]WriteResult, []error) {
 	results, errs := make([]WriteResult, len(reqs)), make([]error, len(reqs))
 	b := s.batch
@@ -81,11 +81,17 @@ func (s *Store) recoverMany(ctx context.Context, reqs []RecoverRequest, shareCom
 	}
 	wg.Wait()
 	if shareCompare && len(single) > 1 {
-		// The planted bug: the actors' transactions in runs of as many as
-		// one request carries compare the run's first record.
+		// The planted bug: in runs of as many as one request carries,
+		// the actors' transactions after the first leave their record's
+		// compare out, as if the first one's guarded the run (in its
+		// place, a second copy of their old owner key's compare: a batch
+		// never holds a write that reads a key another writes, so a
+		// compare of the first's record would only delay them).
 		per := max(1, b.limits.MaxTxnOps-len(plans[single[0]].txn.cmps))
 		for j, i := range single {
-			plans[i].txn.cmps[0] = plans[single[j-j%per]].txn.cmps[0]
+			if j%per != 0 {
+				plans[i].txn.cmps[0] = plans[i].txn.cmps[1]
+			}
 		}
 	}
 

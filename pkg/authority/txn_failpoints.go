@@ -13,9 +13,10 @@ func (s *Store) CommitWithoutCompare(ctx context.Context, req CommitRequest) (Co
 }
 
 // RecoverManySharedCompare is RecoverMany in which every actor's
-// transaction compares the record of the first actor of its request (runs
-// of as many as one request carries) instead of its own (its catalog,
-// owner and guard compares stay): the planted bug
+// transaction after the first of its request (runs of as many as one
+// request carries) leaves out the compare of its own record, as if the
+// first one's guarded them all (its catalog, owner and guard compares
+// stay): the planted bug
 // recovery-batch-shared-compare of internal/failpoint, which a test
 // build's recovery controller puts in its seam. It exists in test builds
 // only.
