@@ -39,6 +39,7 @@ type batcher struct {
 	mu    sync.Mutex
 	busy  bool // a batch is being sent, or handed to its sender
 	queue []*batchWrite
+	keys  batchKeys // the batch being built's (send; under mu)
 
 	// requests and writes count what commit sent: etcd requests, and the
 	// writes they carried (BatchStats).
@@ -166,15 +167,17 @@ func (b *batcher) send() {
 	var batch []*batchWrite
 	size, inner := 0, 0
 	rest := b.queue[:0:0]
+	b.keys.reset()
 	for i, w := range b.queue {
 		if len(batch) > 0 && !b.fits(len(batch)+1, max(inner, w.ops()), size+w.size) {
 			rest = append(rest, b.queue[i:]...)
 			break
 		}
-		if len(batch) > 0 && w.meets(batch) {
+		if len(batch) > 0 && b.keys.meets(w) {
 			rest = append(rest, w)
 			continue
 		}
+		b.keys.add(w)
 		batch = append(batch, w)
 		size += w.size
 		inner = max(inner, w.ops())

@@ -200,3 +200,38 @@ func TestBatchKeepsKeysApart(t *testing.T) {
 		}
 	}
 }
+
+// A batch's key index answers as the pairwise check would: single keys and
+// ranges, on either side, read or written.
+func TestBatchKeysIndex(t *testing.T) {
+	put := func(k string) clientv3.Op { return clientv3.OpPut(k, "") }
+	read := func(k string) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision(k), "=", 1) }
+	w := func(cmps []clientv3.Cmp, ops ...clientv3.Op) *batchWrite { return &batchWrite{cmps: cmps, thens: ops} }
+	var k batchKeys
+	k.add(w([]clientv3.Cmp{read("owner"), read("rec/a")}, put("rec/a")))
+	k.add(w(nil, clientv3.OpDelete("zone/", clientv3.WithPrefix())))
+	for _, c := range []struct {
+		name string
+		w    *batchWrite
+		want bool
+	}{
+		{"reads what the batch reads", w([]clientv3.Cmp{read("owner")}, put("rec/b")), false},
+		{"writes what the batch reads", w(nil, put("owner")), true},
+		{"reads what the batch writes", w([]clientv3.Cmp{read("rec/a")}, put("rec/c")), true},
+		{"writes into the batch's range", w(nil, put("zone/x")), true},
+		{"reads into the batch's range", w(nil, clientv3.OpGet("zone/y")), true},
+		{"a range over a written key", w(nil, clientv3.OpGet("rec/", clientv3.WithPrefix())), true},
+		{"a range over a read key only", w(nil, clientv3.OpGet("own", clientv3.WithPrefix())), false},
+		{"a range writing over a read key", w(nil, clientv3.OpDelete("own", clientv3.WithPrefix())), true},
+		{"next to the range", w(nil, put("zone0")), false},
+		{"every key from", w(nil, clientv3.OpGet("s", clientv3.WithFromKey())), true},
+	} {
+		if got := k.meets(c.w); got != c.want {
+			t.Errorf("%s: meets %v, want %v", c.name, got, c.want)
+		}
+	}
+	k.reset()
+	if k.meets(w(nil, put("owner"))) {
+		t.Error("a reset index still holds keys")
+	}
+}

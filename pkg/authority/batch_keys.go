@@ -24,15 +24,26 @@ import (
 type keySpan struct{ start, end []byte }
 
 func (s keySpan) meets(o keySpan) bool {
-	return less(s.start, o.upper()) && less(o.start, s.upper())
-}
-
-// upper is the end of s as an exclusive bound; nil: unbounded.
-func (s keySpan) upper() []byte {
 	switch {
 	case s.end == nil:
-		return append(bytes.Clone(s.start), 0) // start alone
-	case len(s.end) == 1 && s.end[0] == 0:
+		return o.holds(s.start)
+	case o.end == nil:
+		return s.holds(o.start)
+	}
+	return less(s.start, o.bound()) && less(o.start, s.bound())
+}
+
+// holds reports whether key k is in s.
+func (s keySpan) holds(k []byte) bool {
+	if s.end == nil {
+		return bytes.Equal(s.start, k)
+	}
+	return bytes.Compare(s.start, k) <= 0 && less(k, s.bound())
+}
+
+// bound is the exclusive end of a range; nil: unbounded.
+func (s keySpan) bound() []byte {
+	if len(s.end) == 1 && s.end[0] == 0 {
 		return nil
 	}
 	return s.end
@@ -71,26 +82,80 @@ func span(key, end []byte) keySpan {
 	return keySpan{start: key, end: end}
 }
 
-// meets reports whether w writes a key one of batch's writes reads or
-// writes, or reads a key one of them writes.
-func (w *batchWrite) meets(batch []*batchWrite) bool {
-	wr, ww := w.spans()
-	for _, x := range batch {
-		xr, xw := x.spans()
-		if anyMeet(ww, xr) || anyMeet(ww, xw) || anyMeet(wr, xw) {
+// batchKeys are the keys a batch's writes read and write, indexed so that
+// checking a queued write costs its own keys, not the batch's: a drain
+// queues thousands of writes of a few keys each.
+type batchKeys struct{ reads, writes keySet }
+
+// keySet holds single keys by value and ranges (rare) in a list.
+type keySet struct {
+	points map[string]struct{}
+	ranges []keySpan
+}
+
+func (k *keySet) add(s keySpan) {
+	if s.end != nil {
+		k.ranges = append(k.ranges, s)
+		return
+	}
+	if k.points == nil {
+		k.points = make(map[string]struct{})
+	}
+	k.points[string(s.start)] = struct{}{}
+}
+
+func (k *keySet) meets(s keySpan) bool {
+	for _, r := range k.ranges {
+		if r.meets(s) {
+			return true
+		}
+	}
+	if s.end == nil {
+		_, ok := k.points[string(s.start)]
+		return ok
+	}
+	for p := range k.points {
+		if s.holds([]byte(p)) {
 			return true
 		}
 	}
 	return false
 }
 
-func anyMeet(a, b []keySpan) bool {
-	for _, x := range a {
-		for _, y := range b {
-			if x.meets(y) {
-				return true
-			}
+func (k *keySet) reset() {
+	clear(k.points)
+	k.ranges = k.ranges[:0]
+}
+
+// meets reports whether w writes a key the batch reads or writes, or
+// reads a key it writes.
+func (k *batchKeys) meets(w *batchWrite) bool {
+	wr, ww := w.spans()
+	for _, s := range ww {
+		if k.reads.meets(s) || k.writes.meets(s) {
+			return true
+		}
+	}
+	for _, s := range wr {
+		if k.writes.meets(s) {
+			return true
 		}
 	}
 	return false
+}
+
+// add takes w's keys into the batch's.
+func (k *batchKeys) add(w *batchWrite) {
+	wr, ww := w.spans()
+	for _, s := range wr {
+		k.reads.add(s)
+	}
+	for _, s := range ww {
+		k.writes.add(s)
+	}
+}
+
+func (k *batchKeys) reset() {
+	k.reads.reset()
+	k.writes.reset()
 }
