@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/meshloc/meshloc/pkg/keyspace"
 )
 
@@ -55,6 +57,10 @@ type WakeRequest struct {
 	Seen  Snapshot
 	Owner OwnerRef
 	Node  NodeRef
+	// ReadState: the wake reads the object's persisted state and replies
+	// in its own transaction (WriteResult.State), so a durable object
+	// kept in etcd wakes in one round trip instead of two.
+	ReadState bool
 }
 
 // Woken is the record a sleeping record becomes when owner wakes it.
@@ -74,5 +80,18 @@ func (s *Store) Wake(ctx context.Context, req WakeRequest) (WriteResult, error) 
 	if err := keyspace.ValidateOwnerID(req.Owner.ID); err != nil || req.Owner.Generation <= 0 {
 		return WriteResult{}, fmt.Errorf("%w: owner %v", ErrInvalidRequest, req.Owner)
 	}
-	return s.writeOne(ctx, "wake", req.Seen, req.Owner, Woken(req.Seen.Record, req.Owner, req.Node), nil)
+	var extra []clientv3.Op
+	if req.ReadState {
+		extra = s.stateGets(req.Seen.Object)
+	}
+	w, err := s.writeOne(ctx, "wake", req.Seen, req.Owner, Woken(req.Seen.Record, req.Owner, req.Node), extra)
+	if err == nil && req.ReadState && len(w.then) == 1+len(extra) {
+		// A state that does not decode is left to the owner's own read,
+		// which reports it.
+		if rd, err := s.stateFrom(req.Seen.Object, w.then[1:], w.Snapshot.Revision); err == nil {
+			w.State = &rd
+		}
+	}
+	w.then = nil
+	return w, err
 }

@@ -133,3 +133,59 @@ func TestCacheKeepsNothingOfSleepingObjects(t *testing.T) {
 		t.Fatalf("woken object: %+v %v", loc, ok)
 	}
 }
+
+// An activation and a wake asked to read the state (ReadState) answer, in
+// their own transaction, what a read after them would: the state key's
+// version for an activation, the state and its replies for a wake. A wake
+// that lost reads nothing.
+func TestActivateAndWakeReadState(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	b, _ := owner(t, c, "b", 30)
+
+	// A state key left without a record (a predecessor's): its version.
+	left := keyspace.Actor("dcounter", "left")
+	put, err := c.Put(ctx, keys.State(left), "left over")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Activate(ctx, authority.ActivateRequest{Object: left, Owner: a, Node: node("a"), ReadState: true})
+	if err != nil || !res.Won || res.State == nil || res.State.StateVersion != put.Header.Revision || res.State.Found {
+		t.Fatalf("activate over a left state: %v %+v state %+v, want version %d", err, res, res.State, put.Header.Revision)
+	}
+
+	obj := keyspace.Actor("dcounter", "d1")
+	res, err = s.Activate(ctx, authority.ActivateRequest{Object: obj, Owner: a, Node: node("a"), ReadState: true})
+	if err != nil || !res.Won || res.State == nil || res.State.StateVersion != 0 {
+		t.Fatalf("activate: %v %+v state %+v", err, res, res.State)
+	}
+	snap := res.Snapshot
+	req := persistReq(snap, 0, stateValue(snap, 1, "one"))
+	req.Reply, req.KeepRepliesFrom = &authority.StateReply{ID: replyID(1), Value: authority.ReplyValue{Code: 1, Payload: []byte(`{"n":1}`)}}, replyID(1)
+	if r, err := s.PersistState(ctx, req); err != nil || r.Outcome != authority.PersistWritten {
+		t.Fatalf("persist: %v %+v", err, r)
+	}
+	w, err := s.Sleep(ctx, authority.SleepRequest{Seen: snap, Owner: a})
+	if err != nil || !w.Written {
+		t.Fatalf("sleep: %v %+v", err, w)
+	}
+	slept := w.Snapshot
+	w, err = s.Wake(ctx, authority.WakeRequest{Seen: slept, Owner: b, Node: node("b"), ReadState: true})
+	if err != nil || !w.Written || w.State == nil {
+		t.Fatalf("wake: %v %+v", err, w)
+	}
+	after, err := s.ReadState(ctx, obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := *w.State
+	if !got.Found || string(got.Value.State) != "one" || got.StateVersion != after.StateVersion ||
+		len(got.Replies) != 1 || got.Replies[0].ID != after.Replies[0].ID || got.Revision != w.Snapshot.Revision {
+		t.Fatalf("state read by the wake %+v, read after it %+v", got, after)
+	}
+	w, err = s.Wake(ctx, authority.WakeRequest{Seen: slept, Owner: a, Node: node("a"), ReadState: true})
+	if err != nil || w.Written || w.State != nil {
+		t.Fatalf("a losing wake: %v %+v", err, w)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -211,13 +213,23 @@ func (s *Store) ReadState(ctx context.Context, obj keyspace.Object) (StateRead, 
 	if err := obj.Validate(); err != nil {
 		return StateRead{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	prefix := s.keys.StateReplies(obj)
-	resp, err := s.c.Txn(ctx).Then(clientv3.OpGet(s.keys.State(obj)), clientv3.OpGet(prefix, clientv3.WithPrefix())).Commit()
+	resp, err := s.c.Txn(ctx).Then(s.stateGets(obj)...).Commit()
 	if err != nil {
 		return StateRead{}, fmt.Errorf("authority: read state of %s: %w", obj, err)
 	}
-	r := StateRead{Revision: resp.Header.Revision}
-	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	return s.stateFrom(obj, resp.Responses, resp.Header.Revision)
+}
+
+// stateGets are the reads of obj's state and persisted replies (stateFrom
+// decodes their answers).
+func (s *Store) stateGets(obj keyspace.Object) []clientv3.Op {
+	return []clientv3.Op{clientv3.OpGet(s.keys.State(obj)), clientv3.OpGet(s.keys.StateReplies(obj), clientv3.WithPrefix())}
+}
+
+// stateFrom decodes the answers of stateGets(obj), read at rev.
+func (s *Store) stateFrom(obj keyspace.Object, rs []*etcdserverpb.ResponseOp, rev int64) (StateRead, error) {
+	r := StateRead{Revision: rev}
+	kvs := rs[0].GetResponseRange().GetKvs()
 	if len(kvs) == 0 {
 		return r, nil
 	}
@@ -229,7 +241,8 @@ func (s *Store) ReadState(ctx context.Context, obj keyspace.Object) (StateRead, 
 	if v.Object != obj.String() {
 		return r, fmt.Errorf("%w: state of %s names %s", ErrInvalidState, obj, v.Object)
 	}
-	for _, kv := range resp.Responses[1].GetResponseRange().GetKvs() {
+	prefix := s.keys.StateReplies(obj)
+	for _, kv := range rs[1].GetResponseRange().GetKvs() {
 		rep, err := DecodeReply(obj, strings.TrimPrefix(string(kv.Key), prefix), kv.Value)
 		if err != nil {
 			return r, err

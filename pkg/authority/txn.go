@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -22,6 +23,10 @@ type ActivateRequest struct {
 	// Group, for an actor created as a member of a group.
 	Group  string
 	Pinned bool
+	// ReadState: the activation reads the version of the object's state
+	// key (a durable object's predecessor may have left one) in its own
+	// transaction (ActivateResult.State).
+	ReadState bool
 }
 
 // ActivateResult says who owns the object after Activate.
@@ -30,6 +35,10 @@ type ActivateResult struct {
 	Won bool
 	// Snapshot is the record now in etcd: ours when Won, the winner's otherwise.
 	Snapshot Snapshot
+	// State holds the state key's version at the activation (its value is
+	// not read: a fresh object restores nothing), when asked and Won by
+	// the transaction itself (not by a read-back).
+	State *StateRead
 }
 
 // catalogEntry is the value of catalog/<object>: the last object
@@ -88,6 +97,10 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 	catKey := s.keys.Catalog(req.Object)
 	var catRev int64
 	var last catalogEntry
+	var stateVersion []clientv3.Op
+	if req.ReadState {
+		stateVersion = []clientv3.Op{clientv3.OpGet(s.keys.State(req.Object), clientv3.WithKeysOnly())}
+	}
 	for range maxTxnRetries {
 		rec := Record{
 			Kind: req.Object.Kind, Type: req.Object.Type,
@@ -101,10 +114,10 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 			clientv3.Compare(clientv3.CreateRevision(authKey), "=", 0),
 			clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Owner.Generation),
 			clientv3.Compare(clientv3.ModRevision(catKey), "=", catRev),
-		).Then(
+		).Then(append([]clientv3.Op{
 			clientv3.OpPut(authKey, string(planned)),
 			clientv3.OpPut(catKey, cat),
-		).Else(
+		}, stateVersion...)...).Else(
 			clientv3.OpGet(authKey),
 			clientv3.OpGet(ownerKey),
 			clientv3.OpGet(catKey),
@@ -128,9 +141,16 @@ func (s *Store) Activate(ctx context.Context, req ActivateRequest) (ActivateResu
 			}
 		}
 		if resp.Succeeded {
-			return ActivateResult{Won: true, Snapshot: Snapshot{
+			res := ActivateResult{Won: true, Snapshot: Snapshot{
 				Object: req.Object, Record: rec, StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
-			}}, nil
+			}}
+			if req.ReadState && len(resp.Responses) == 3 {
+				res.State = &StateRead{Revision: resp.Header.Revision}
+				if kvs := resp.Responses[2].GetResponseRange().GetKvs(); len(kvs) > 0 {
+					res.State.StateVersion = kvs[0].ModRevision
+				}
+			}
+			return res, nil
 		}
 		if kvs := resp.Responses[0].GetResponseRange().Kvs; len(kvs) > 0 {
 			snap, err := s.snapshot(kvs[0], resp.Header.Revision)
@@ -393,6 +413,12 @@ type WriteResult struct {
 	// Members: for a group's intent or preserve, the other participants'
 	// records after the write (Written), or the current ones found.
 	Members map[string]Snapshot
+	// State is the object's persisted state and replies, read in the
+	// write's own transaction (a wake's, WakeRequest.ReadState); nil when
+	// not asked, not written, or decided by a read-back.
+	State *StateRead
+
+	then []*etcdserverpb.ResponseOp // the answers of the write's Then (writeOne)
 }
 
 // relocationIntent is the value of relocations/<id>, for operators
@@ -498,7 +524,7 @@ func (s *Store) writeOne(ctx context.Context, what string, seen Snapshot, owner 
 	if resp.Succeeded {
 		return WriteResult{Written: true, Found: true, OwnerAlive: true, Snapshot: Snapshot{
 			Object: seen.Object, Record: rec, StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
-		}}, nil
+		}, then: resp.Responses}, nil
 	}
 	v, err := s.view(resp, []keyspace.Object{seen.Object}, []string{owner.ID}, 0)
 	if err != nil {

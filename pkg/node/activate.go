@@ -73,7 +73,8 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 			if rep := n.mayActivate(h, ""); rep != nil {
 				return rep
 			}
-			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.Object(), Owner: n.self, Node: n.selfNode})
+			res, err := n.store.Activate(ctx, authority.ActivateRequest{Object: h.Object(), Owner: n.self, Node: n.selfNode,
+				ReadState: h.Typ.Durable && n.env.StateWithRecord()})
 			if err != nil {
 				return n.storeReply("activate "+h.Name(), err)
 			}
@@ -82,7 +83,7 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 				n.metrics.Activations.Inc()
 				h.Install(res.Snapshot)
 				if h.Typ.Durable {
-					return h.FreshDurable(ctx)
+					return h.FreshDurable(ctx, res.State)
 				}
 				return nil
 			}
@@ -100,7 +101,7 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 		if snap.Record.Owner == n.self {
 			h.Install(snap)
 			if h.Typ.Durable {
-				return h.LoadDurable(ctx) // its state is in etcd: nothing was lost
+				return h.LoadDurable(ctx, nil) // its state is in etcd: nothing was lost
 			}
 			return n.recreatedHere(h, snap)
 		}
@@ -125,7 +126,7 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 			h.Install(w.Snapshot)
 			if h.Typ.Durable {
 				// Its state survived its owner in etcd: restored, no StateLost.
-				return h.LoadDurable(ctx)
+				return h.LoadDurable(ctx, nil)
 			}
 			h.LostGen = w.Snapshot.Record.ObjectGeneration
 			n.log.Warn().Str("object", h.Name()).Str("deadOwner", snap.Record.Owner.String()).
@@ -164,7 +165,8 @@ func (n *Node) wake(ctx context.Context, h *hosted.Object, snap authority.Snapsh
 	if rep := n.mayActivate(h, "is asleep and "); rep != nil {
 		return rep, false
 	}
-	w, err := n.store.Wake(ctx, authority.WakeRequest{Seen: snap, Owner: n.self, Node: n.selfNode})
+	w, err := n.store.Wake(ctx, authority.WakeRequest{Seen: snap, Owner: n.self, Node: n.selfNode,
+		ReadState: h.Typ.Durable && n.env.StateWithRecord()})
 	if err != nil {
 		return n.storeReply("wake "+h.Name(), err), false
 	}
@@ -177,7 +179,7 @@ func (n *Node) wake(ctx context.Context, h *hosted.Object, snap authority.Snapsh
 	n.metrics.Lifecycle.Wakes.Inc()
 	h.Install(w.Snapshot)
 	if h.Typ.Durable {
-		return h.LoadDurable(ctx), false
+		return h.LoadDurable(ctx, w.State), false
 	}
 	return nil, false
 }

@@ -42,6 +42,18 @@ func (e *Etcd) Load(ctx context.Context, c Claim) (authority.StateRead, error) {
 	return Restorable(rd, c), err
 }
 
+// LoadFrom is Load's answer from rd, read in the transaction that made
+// the claimer the owner (WithRecord).
+func (e *Etcd) LoadFrom(c Claim, rd authority.StateRead) (authority.StateRead, error) {
+	if err := c.Validate(); err != nil {
+		return authority.StateRead{}, err
+	}
+	if c.Fresh {
+		return authority.StateRead{StateVersion: rd.StateVersion, Revision: rd.Revision}, nil
+	}
+	return Restorable(rd, c), nil
+}
+
 // Persist is authority.Store.PersistState.
 func (e *Etcd) Persist(ctx context.Context, req authority.PersistRequest) (authority.PersistResult, error) {
 	return e.s.PersistState(ctx, req)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"testing"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -118,9 +119,23 @@ func claim(snap authority.Snapshot, fresh bool) statestore.Claim {
 // load claims and reads, failing the test on error.
 func (e *env) load(t *testing.T, snap authority.Snapshot, fresh bool) authority.StateRead {
 	t.Helper()
-	rd, err := e.store.Load(e.ctx, claim(snap, fresh))
+	c := claim(snap, fresh)
+	rd, err := e.store.Load(e.ctx, c)
 	if err != nil {
 		t.Fatalf("load %s under %v: %v", snap.Object, snap.Fence(), err)
+	}
+	if w, ok := e.store.(statestore.WithRecord); ok {
+		// Loading from a read made with the record's write answers as Load.
+		pre, err := e.auth.ReadState(e.ctx, snap.Object)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := w.LoadFrom(c, pre)
+		want := rd
+		got.Revision, want.Revision = 0, 0
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("LoadFrom %s: %v %+v, Load %+v", snap.Object, err, got, want)
+		}
 	}
 	return rd
 }

@@ -109,9 +109,9 @@ func (h *Object) initialDurable(stateRev int64, window time.Duration, entries in
 // left by an earlier incarnation whose record is gone is not restored (the
 // catalog gave the object a new generation); its version is taken so that
 // the first write replaces it (and deletes its replies).
-func (n *Env) freshDurable(ctx context.Context, h *Object) *pb.CallReply {
+func (n *Env) freshDurable(ctx context.Context, h *Object, pre *authority.StateRead) *pb.CallReply {
 	c := h.claim(true)
-	rd, err := n.state.Load(ctx, c)
+	rd, err := n.load(ctx, c, pre)
 	if err != nil {
 		n.metrics.Durable.Loads.WithLabelValues("failed").Inc()
 		return Unavailable("read the state of "+h.name, err)
@@ -163,8 +163,8 @@ func (h *Object) dataLost(what string, err error) *pb.CallReply {
 // persisted replies, or the initial state if nothing was persisted yet. A
 // value that cannot be read is refused with CODE_DATA_LOST and left as it
 // is: the object is not served until an operator repairs it.
-func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
-	rd, r, found := h.readPersisted(ctx, 0, 0, func(err error) *pb.CallReply { return Unavailable("read the state of "+h.name, err) })
+func (n *Env) loadDurable(ctx context.Context, h *Object, pre *authority.StateRead) *pb.CallReply {
+	rd, r, found := h.readPersisted(ctx, pre, 0, 0, func(err error) *pb.CallReply { return Unavailable("read the state of "+h.name, err) })
 	if !found {
 		return r
 	}
@@ -200,10 +200,10 @@ func (n *Env) loadDurable(ctx context.Context, h *Object) *pb.CallReply {
 // yet (h.Dur is then the initial state, with a reply table of window and
 // entries, 0: the node's), CODE_DATA_LOST for a value that cannot be
 // read, or unavailable's answer when etcd could not be read.
-func (h *Object) readPersisted(ctx context.Context, window time.Duration, entries int, unavailable func(error) *pb.CallReply) (rd authority.StateRead, r *pb.CallReply, found bool) {
+func (h *Object) readPersisted(ctx context.Context, pre *authority.StateRead, window time.Duration, entries int, unavailable func(error) *pb.CallReply) (rd authority.StateRead, r *pb.CallReply, found bool) {
 	n := h.env
 	c := h.claim(false)
-	rd, err := n.state.Load(ctx, c)
+	rd, err := n.load(ctx, c, pre)
 	if err == nil {
 		n.logClaim(c, rd)
 	}
@@ -242,7 +242,7 @@ func (h *Object) EnsureDurable() *pb.CallReply {
 	h.Mu.Lock()
 	w, m := h.Replies.Window(), h.Replies.MaxEntries()
 	h.Mu.Unlock()
-	rd, r, found := h.readPersisted(ctx, w, m, func(err error) *pb.CallReply {
+	rd, r, found := h.readPersisted(ctx, nil, w, m, func(err error) *pb.CallReply {
 		return h.Reply(pb.Code_CODE_UNAVAILABLE, nil, "read the state of "+h.name+": "+err.Error())
 	})
 	if !found {
@@ -445,7 +445,33 @@ func (h *Object) persistTimers(now time.Time) {
 
 // FreshDurable starts the durable bookkeeping of h, just activated with no
 // record before it (freshDurable).
-func (h *Object) FreshDurable(ctx context.Context) *pb.CallReply { return h.env.freshDurable(ctx, h) }
+//
+// pre, if not nil, is the state read in the activation's own transaction
+// (StateWithRecord).
+func (h *Object) FreshDurable(ctx context.Context, pre *authority.StateRead) *pb.CallReply {
+	return h.env.freshDurable(ctx, h, pre)
+}
 
 // LoadDurable restores h from what etcd persisted (loadDurable).
-func (h *Object) LoadDurable(ctx context.Context) *pb.CallReply { return h.env.loadDurable(ctx, h) }
+// pre, if not nil, is the state read in the transaction that made this
+// node the owner (a wake's; StateWithRecord).
+func (h *Object) LoadDurable(ctx context.Context, pre *authority.StateRead) *pb.CallReply {
+	return h.env.loadDurable(ctx, h, pre)
+}
+
+// StateWithRecord reports whether the state store is read in the
+// transaction that makes a node the owner (statestore.WithRecord): the
+// node then asks its activations and wakes to read the state.
+func (n *Env) StateWithRecord() bool {
+	_, ok := n.state.(statestore.WithRecord)
+	return ok
+}
+
+// load is the state store's Load of c, or its answer from pre (read in
+// the owner's own record write) when the store takes one.
+func (n *Env) load(ctx context.Context, c statestore.Claim, pre *authority.StateRead) (authority.StateRead, error) {
+	if w, ok := n.state.(statestore.WithRecord); ok && pre != nil {
+		return w.LoadFrom(c, *pre)
+	}
+	return n.state.Load(ctx, c)
+}
