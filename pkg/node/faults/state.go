@@ -14,9 +14,27 @@ import (
 // failed before it goes (state.before-write), a claim held
 // (state.before-claim), and, in a store that has them (postgres), the
 // planted bugs state-write-skips-fence and state-load-before-claim.
-func StateStore(s statestore.Store) statestore.Store { return &stateFaults{Store: s} }
+// A store read with the record (statestore.WithRecord, the etcd store)
+// stays one, under the same claim hold.
+func StateStore(s statestore.Store) statestore.Store {
+	f := &stateFaults{Store: s}
+	if w, ok := s.(statestore.WithRecord); ok {
+		return &stateFaultsWithRecord{stateFaults: f, w: w}
+	}
+	return f
+}
 
 type stateFaults struct{ statestore.Store }
+
+type stateFaultsWithRecord struct {
+	*stateFaults
+	w statestore.WithRecord
+}
+
+func (f *stateFaultsWithRecord) LoadFrom(c statestore.Claim, rd authority.StateRead) (authority.StateRead, error) {
+	_ = failpoint.Hit(failpoint.StateBeforeClaim)
+	return f.w.LoadFrom(c, rd)
+}
 
 // plantable is a store with the planted bugs' variants.
 type plantable interface {
