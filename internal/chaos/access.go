@@ -198,8 +198,17 @@ func (c *Cluster) RelocateMany(ctx context.Context, objects []string, target str
 	return res.GetOutcomes(), nil
 }
 
-// ExecLogs reads every node's execution log.
+// ExecLogs reads every node's execution log, a moment after it is asked
+// (after the final reads): a reminder firing that gave up on a slow wake
+// (a claim held past its timeout) runs right behind the final read that
+// woke its object, and its line must be in.
 func (c *Cluster) ExecLogs(ctx context.Context) (map[string][]verify.ExecEntry, error) {
+	t := time.NewTimer(2 * time.Second)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
 	var paths []string
 	for _, n := range c.nodes {
 		paths = append(paths, n.ExecLog)
