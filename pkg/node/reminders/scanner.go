@@ -39,9 +39,6 @@ type Config struct {
 	// InFlight bounds the firings sent at once; Batch the entries read per
 	// shard per tick.
 	InFlight, Batch int
-	// Window is the de-duplication window: a firing older than half of it
-	// is re-based before it is sent (reminder.Entry.AtMs).
-	Window time.Duration
 	// MaxBackoff bounds the wait before an undecided firing is sent again.
 	MaxBackoff time.Duration
 	// FireTimeout bounds one send: a firing whose owner cannot answer (a
@@ -51,8 +48,8 @@ type Config struct {
 }
 
 // DefaultConfig is the node's.
-func DefaultConfig(window time.Duration) Config {
-	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 1024, Batch: 1024, Window: window, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
+func DefaultConfig() Config {
+	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 1024, Batch: 1024, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
 }
 
 // Deps are the scanner's seams.
@@ -370,15 +367,12 @@ func (s *Scanner) start(ctx context.Context, d reminder.Due, now time.Time, f fu
 // fire sends d and advances its entry by the answer; true when the entry
 // is decided (advanced, removed, or changed by someone else).
 func (s *Scanner) fire(ctx context.Context, d reminder.Due, attempt int) bool {
-	now := s.d.Clock.Now()
-	if now.UnixMilli()-d.AtMs() > s.cfg.Window.Milliseconds()/2 {
-		var ok bool
-		var err error
-		if d, ok, err = s.d.Store.RebaseReminder(ctx, d, now.UnixMilli()); err != nil || !ok {
-			return err == nil // changed by someone else: decided there
-		}
-		s.d.Sends.WithLabelValues("expired").Inc()
-	}
+	// A late firing keeps its operation id until its owner answers that
+	// the id left the de-duplication window (Expired), never before: an
+	// attempt under it may still be running (a send given up on after
+	// FireTimeout), and a firing re-based meanwhile would run again under
+	// a new id. An owner checks the id's age when the firing's turn
+	// comes, so once one attempt found it expired, none runs any more.
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.FireTimeout)
 	code := s.d.Fire(fctx, d, attempt)
 	cancel()
