@@ -37,11 +37,21 @@ func TestMaxObjectsShedsAndRefuses(t *testing.T) {
 		}
 		return nil
 	})
-	if h := m.metric(t, m.nodes[1], "meshloc_hosted_objects"); h < made-limit {
-		t.Fatalf("n2 hosts %v of %d", h, made)
+	// n1 may take new objects again once it has shed some, so n2's share is
+	// not fixed; what is fixed is that every object made is hosted by a
+	// node or was picked to sleep (nothing has woken one yet; a pick whose
+	// sleep failed is counted twice, hence at least).
+	n1h := m.metric(t, m.nodes[0], "meshloc_hosted_objects")
+	n2h := m.metric(t, m.nodes[1], "meshloc_hosted_objects")
+	slept := m.metric(t, m.nodes[0], "meshloc_pressure_sleeps_total")
+	if slept < 1 {
+		t.Fatalf("meshloc_pressure_sleeps_total = %v: nothing was shed", slept)
 	}
-	if v := m.metric(t, m.nodes[0], "meshloc_pressure_sleeps_total"); v < 1 {
-		t.Fatalf("meshloc_pressure_sleeps_total = %v: nothing was shed", v)
+	if n1h+n2h+slept < made {
+		t.Fatalf("n1 hosts %v, n2 hosts %v, %v slept: want %d in all", n1h, n2h, slept, made)
+	}
+	if n2h < made/2 {
+		t.Fatalf("n2 hosts %v of %d: the full node was not refusing", n2h, made)
 	}
 	// Every object kept its value, asleep or awake, wherever it is.
 	for i := 0; i < made; i += 17 {
