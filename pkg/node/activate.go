@@ -21,6 +21,12 @@ import (
 // hostedOrActivate returns the local instance of obj, activating or
 // recovering it on this node when etcd says it may. A non-nil reply is the
 // answer to give instead (a redirect or an error).
+//
+// The activation runs under the node, not under the caller that asked
+// first: a caller that gives up does not abandon a claim half-made (its
+// record may be written already), and the callers after it find the object
+// activating, or active, instead of starting over. Only the first caller
+// hears a state_lost from its activation.
 func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ actor.Type) (*hosted.Object, *pb.CallReply) {
 	name := obj.String()
 	n.mu.Lock()
@@ -29,34 +35,57 @@ func (n *Node) hostedOrActivate(ctx context.Context, obj keyspace.Object, typ ac
 		return nil, &pb.CallReply{Code: pb.Code_CODE_SHUTTING_DOWN, Message: "node " + n.cfg.Name + " is shutting down"}
 	}
 	h, ok := n.objects[name]
+	var first chan *pb.CallReply
 	if !ok {
 		h = hosted.New(n.env, obj, n.typeRef(typ))
 		n.objects[h.Name()] = h // the one copy of the name
 		n.noteChangeLocked()
+		first = make(chan *pb.CallReply, 1)
+		actx, cancel := n.activationContext(ctx)
+		n.activating.Go(func() { // added under n.mu before closing: Stop waits for it
+			defer cancel()
+			first <- n.runActivation(actx, h)
+		})
 	}
 	n.mu.Unlock()
-	if ok {
-		select {
-		case <-h.ReadyCh():
-		case <-ctx.Done():
-			return nil, &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "waiting for activation of " + name}
-		}
-		if h.FailReply != nil {
-			return nil, h.FailReply
-		}
-		return h, nil
+	select {
+	case <-h.ReadyCh():
+	case <-ctx.Done():
+		return nil, &pb.CallReply{Code: pb.Code_CODE_DEADLINE_EXCEEDED, Message: "waiting for activation of " + name}
 	}
+	if h.FailReply != nil {
+		return nil, h.FailReply
+	}
+	if first != nil {
+		return h, <-first // sent as its activation ended
+	}
+	return h, nil
+}
+
+// activationContext is the context of an activation first asked for under
+// ctx: ctx's values (its trace), bounded by the call timeout and by the
+// node's Stop instead of by the caller.
+func (n *Node) activationContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), n.cfg.CallTimeout)
+	stop := context.AfterFunc(n.stopCtx, cancel)
+	return actx, func() { stop(); cancel() }
+}
+
+// runActivation activates h (activate) and ends its activation: hosted,
+// or forgotten with its failure for whoever waits. Its reply is the first
+// caller's (nil, or state_lost for an object served from now on).
+func (n *Node) runActivation(ctx context.Context, h *hosted.Object) *pb.CallReply {
 	rep := n.activate(ctx, h)
 	if rep != nil && rep.Code != pb.Code_CODE_STATE_LOST {
 		h.FailReply = rep
 		n.forget(h)
 		h.MarkReady()
-		return nil, rep
+		return rep
 	}
 	n.metrics.Hosted.Inc()
 	h.MarkReady()
 	h.KickDelivery() // a durable object re-activated with messages to send
-	return h, rep
+	return rep
 }
 
 func (n *Node) canHost(typ string) bool {
@@ -103,7 +132,9 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 			if h.Typ.Durable {
 				return h.LoadDurable(ctx, nil) // its state is in etcd: nothing was lost
 			}
-			return n.recreatedHere(h, snap)
+			// Not from this node's hands: it holds what it writes itself.
+			// locationd's recovery controller re-created it here.
+			return stateLost(h.Recreated(snap, "", "the recovery controller"))
 		}
 		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
 			return n.notOwner(snap)
@@ -128,12 +159,7 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 				// Its state survived its owner in etcd: restored, no StateLost.
 				return h.LoadDurable(ctx, nil)
 			}
-			h.LostGen = w.Snapshot.Record.ObjectGeneration
-			n.log.Warn().Str("object", h.Name()).Str("deadOwner", snap.Record.Owner.String()).
-				Int64("objectGeneration", w.Snapshot.Record.ObjectGeneration).Msg("re-created an object whose owner died: state lost")
-			return stateLost(h.Reply(pb.Code_CODE_STATE_LOST, nil, fmt.Sprintf(
-				"%s: owner %s died with its state; re-created with object generation %d; the request was not executed",
-				h.Name(), snap.Record.Owner, w.Snapshot.Record.ObjectGeneration)))
+			return stateLost(h.Recreated(w.Snapshot, snap.Record.Owner.String(), "its recovery here"))
 		}
 		if w.Found && w.OwnerAlive {
 			return n.notOwner(w.Snapshot)
@@ -220,28 +246,17 @@ func (n *Node) forget(h *hosted.Object) bool {
 // hostedChanged is closed at the next change of the hosted objects: one
 // added or removed, admitted, released by its relocation, a relocation
 // ended (placeRestored and drain wait on it).
-func (n *Node) hostedChanged() <-chan struct{} {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	n.changeWanted = true
-	return n.changed
-}
+func (n *Node) hostedChanged() <-chan struct{} { return n.changes.Wait() }
 
-// noteChange signals a change (noteChangeLocked with n.mu held).
+// noteChange signals a change (noteChangeLocked with n.mu held, so that a
+// waiter that read the objects under n.mu misses none).
 func (n *Node) noteChange() {
 	n.mu.Lock()
-	n.noteChangeLocked()
+	n.changes.Note()
 	n.mu.Unlock()
 }
 
-func (n *Node) noteChangeLocked() {
-	if !n.changeWanted {
-		return // nobody took the channel since it was last closed
-	}
-	n.changeWanted = false
-	close(n.changed)
-	n.changed = make(chan struct{})
-}
+func (n *Node) noteChangeLocked() { n.changes.Note() }
 
 // unhost removes a serving h from the hosted objects (forget, counted).
 func (n *Node) unhost(h *hosted.Object) {

@@ -17,7 +17,7 @@
 //     relocation starts, the target stage's admission, the target rule
 //     (placement.Eligible), each run by internal/relocator;
 //   - groups and Actor Join (groups.go, join.go), ownership noticed from
-//     etcd (ownership.go, recovered.go);
+//     etcd (ownership.go, activate.go);
 //   - drain: pkg/node/drain decides what moves where and when; the node
 //     carries its moves out (drain.go, drain_host.go);
 //   - messages between objects: recorded, delivered and answered in

@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/meshloc/meshloc/pkg/authority"
@@ -59,32 +58,13 @@ func (e *GroupMemberError) Is(target error) bool { return target == ErrGroupMemb
 // WireCode: a member is moved only with its group (wire.CodeOf).
 func (e *GroupMemberError) WireCode() pb.Code { return pb.Code_CODE_NOT_OWNER }
 
-// groupLocks are the per-group locks of this node.
-type groupLocks struct {
-	mu   sync.Mutex
-	busy map[string]string // group → what holds it
-}
-
 // lockGroup takes the group's lock for why; ErrGroupBusy names the holder.
 func (n *Node) lockGroup(group, why string) (release func(), err error) {
-	l := &n.groups
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.busy == nil {
-		l.busy = map[string]string{}
+	release, holder, ok := n.groups.Lock(group, why)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s: %s is in progress on %s", ErrGroupBusy, group, holder, n.self)
 	}
-	if h, ok := l.busy[group]; ok {
-		return nil, fmt.Errorf("%w: %s: %s is in progress on %s", ErrGroupBusy, group, h, n.self)
-	}
-	l.busy[group] = why
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			l.mu.Lock()
-			delete(l.busy, group)
-			l.mu.Unlock()
-		})
-	}, nil
+	return release, nil
 }
 
 func (n *Node) limits() authority.Limits {
@@ -203,7 +183,7 @@ func (n *Node) joinHere(ctx context.Context, gs authority.Snapshot, a keyspace.O
 
 // hostJoined hosts an actor that a join just created on this node, with
 // its initial state: a record that names this node always has its
-// instance here (recovered.go relies on it: an instance missing for such a
+// instance here (activate.go relies on it: an instance missing for such a
 // record means the recovery controller re-created it). A durable type
 // loads its state from etcd when first called, as after any activation.
 func (n *Node) hostJoined(snap authority.Snapshot) {

@@ -107,8 +107,7 @@ func (n *Node) placeRestored(h *hosted.Object) error {
 			n.mu.Unlock()
 			return nil
 		}
-		changed := n.changed
-		n.changeWanted = true
+		changed := n.changes.Wait()
 		n.mu.Unlock()
 		cur.Mu.Lock()
 		departing := cur.Mode == hosted.ModeBoundary || cur.Mode == hosted.ModeHold

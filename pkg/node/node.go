@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/health"
 
 	"github.com/meshloc/meshloc/internal/etcdalarm"
+	"github.com/meshloc/meshloc/internal/notify"
 	"github.com/meshloc/meshloc/internal/secpolicy"
 	"github.com/meshloc/meshloc/internal/shrink"
 	"github.com/meshloc/meshloc/pkg/actor"
@@ -31,6 +32,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/mtls"
 	"github.com/meshloc/meshloc/pkg/node/execlog"
 	"github.com/meshloc/meshloc/pkg/node/gateway"
+	"github.com/meshloc/meshloc/pkg/node/groupcmd"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
 	"github.com/meshloc/meshloc/pkg/node/nodemetrics"
 	"github.com/meshloc/meshloc/pkg/node/pacing"
@@ -70,12 +72,10 @@ type Node struct {
 
 	mu      sync.Mutex
 	objects map[string]*hosted.Object
-	peak    shrink.Peak   // of objects: rebuilt once mostly asleep (forget)
-	types   sync.Map      // type name → *actor.Type (typeRef)
-	changed chan struct{} // closed (and replaced) at a change of objects (noteChangeLocked)
-	// changeWanted: someone took changed since it was last closed.
-	changeWanted bool
-	closing      bool
+	peak    shrink.Peak    // of objects: rebuilt once mostly asleep (forget)
+	types   sync.Map       // type name → *actor.Type (typeRef)
+	changes notify.Changes // of objects: noted under mu (noteChangeLocked)
+	closing bool
 
 	fences *routing.Fences // newest fence seen per object (gateway)
 	router *routing.Router // where a call goes (route.go; made at Start)
@@ -97,7 +97,7 @@ type Node struct {
 	stopCancel   context.CancelFunc
 	seams        seams           // the relocator's seams (faults in test builds: faults_on.go)
 	drain        drainState      // drain.go
-	groups       groupLocks      // groups.go
+	groups       groupcmd.Locks  // groups.go
 	joins        *reloclog.Joins // Actor Join profiles (join.go)
 
 	moved      *routing.Moved // where objects that left went, for stragglers
@@ -120,6 +120,9 @@ type Node struct {
 	// detached relocations (RelocateOptions.Detach) in flight.
 	detached sync.WaitGroup
 	work     sync.WaitGroup // mailbox drains, timers, relays
+	// activations in flight (hostedOrActivate): they end before the
+	// objects are dropped.
+	activating sync.WaitGroup
 	// life is the node's context from Start until its teardown ends the
 	// background loops: relays and target stages run within it.
 	life    context.Context
@@ -161,7 +164,7 @@ func New(cfg Config, opt ...Option) (*Node, error) {
 	n := &Node{
 		cfg: cfg, opts: opts, log: opts.Logger.With().Str("node", cfg.Name).Logger(),
 		reg: opts.Registry, clock: opts.Clock, keys: keys, rid: wire.NewRoutingID(), hosts: hosts,
-		objects: map[string]*hosted.Object{}, changed: make(chan struct{}), fences: routing.NewFences(acceptOlderFence), moved: routing.NewMoved(cfg.ForwardWindow),
+		objects: map[string]*hosted.Object{}, fences: routing.NewFences(acceptOlderFence), moved: routing.NewMoved(cfg.ForwardWindow),
 		stopped: make(chan struct{}), stopping: make(chan struct{}),
 		routes: hosted.NewRoutes(), budgets: stages.NewBudgets(cfg.NodeBudgetBytes, cfg.PeerBudgetBytes),
 		tombstones: stages.NewTombstones(1024), outboxes: &hosted.OutboxSet{},
@@ -504,6 +507,7 @@ func (n *Node) teardown(ctx context.Context) error {
 	}
 	n.joins.Wait() // join sources end (they see stopping) before their objects are dropped
 	n.detached.Wait()
+	n.activating.Wait() // Stop cancelled them: they end soon
 	n.dropAll()
 	n.work.Wait()
 	if n.xlog != nil {

@@ -76,7 +76,7 @@
 // cache's entry until then): a memory object starts from fresh state, and
 // the first call is answered CODE_STATE_LOST (the state died with its
 // owner; the call was not executed), as when the node recovers it itself
-// (pkg/node, recreatedHere); a durable object is restored from its
+// (pkg/node/internal/hosted, Recreated); a durable object is restored from its
 // persisted state. Outcomes are counted in
 // meshloc_locationd_recoveries_total{outcome}: recovered, raced (the record
 // moved, its owner is alive, or its new owner died), no_target (no

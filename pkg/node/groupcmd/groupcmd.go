@@ -6,6 +6,7 @@ package groupcmd
 
 import (
 	"fmt"
+	"sync"
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
@@ -40,4 +41,34 @@ func Parse(c *pb.GroupCommand, needActor bool) (group, actor keyspace.Object, er
 // Status is the answer describing group s.
 func Status(s authority.Snapshot) *pb.GroupStatus {
 	return &pb.GroupStatus{Group: s.Object.String(), Owner: s.Record.Owner.String(), Members: append([]string{}, s.Record.Members...), StoreVersion: s.StoreVersion}
+}
+
+// Locks are a node's per-group locks: what changes a group it owns (a
+// join, a leave, its relocation, an incoming Actor Join) holds its group's
+// lock, and a second one is refused, not queued. The zero value is ready.
+type Locks struct {
+	mu   sync.Mutex
+	busy map[string]string // group → what holds it
+}
+
+// Lock takes group's lock for why; if another holds it, ok is false and
+// holder says what.
+func (l *Locks) Lock(group, why string) (release func(), holder string, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if h, busy := l.busy[group]; busy {
+		return nil, h, false
+	}
+	if l.busy == nil {
+		l.busy = map[string]string{}
+	}
+	l.busy[group] = why
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			l.mu.Lock()
+			delete(l.busy, group)
+			l.mu.Unlock()
+		})
+	}, "", true
 }
