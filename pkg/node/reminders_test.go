@@ -238,3 +238,41 @@ func TestReminderSurvivesOwnerCrash(t *testing.T) {
 		t.Fatalf("the one-shot's object persisted by %v, want n2 (recovered there)", st.Value.Owner)
 	}
 }
+
+// TestLeftoverEntryOfAFiringThatRan: a schedule entry left behind by a
+// firing that ran (as a state store beside etcd leaves one when its
+// removal after the write fails) is sent again, answered from the
+// object's de-duplication table, and removed by the node that sent it:
+// the due time ran once.
+func TestLeftoverEntryOfAFiringThatRan(t *testing.T) {
+	m := startMesh(t, 1)
+	c := newClient(t, client.Config{Nodes: m.addrs()})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	const obj = "actor/dcounter/left"
+	if _, err := c.Call(ctx, obj, "remind", "r", "1000", "0"); err != nil {
+		t.Fatal(err)
+	}
+	entry, err := m.etcd.Get(ctx, keyspace.Default().RemindersPrefix(), clientv3.WithPrefix())
+	if err != nil || len(entry.Kvs) != 1 {
+		t.Fatalf("schedule: %v, %v", entry, err)
+	}
+	waitUntil(t, 20*time.Second, "fired", func() error {
+		if n := m.fired(t, obj); n != 1 {
+			return fmt.Errorf("fired %d", n)
+		}
+		return nil
+	})
+	m.waitNoSchedule(t)
+	kv := entry.Kvs[0]
+	if _, err := m.etcd.Put(ctx, string(kv.Key), string(kv.Value)); err != nil {
+		t.Fatal(err)
+	}
+	m.waitNoSchedule(t)
+	if n := m.fired(t, obj); n != 1 {
+		t.Fatalf("fired %d times, want once", n)
+	}
+	if v := m.metricWith(t, m.nodes[0], "meshloc_reminder_sends_total", map[string]string{"result": "replayed"}); v < 1 {
+		t.Fatalf("meshloc_reminder_sends_total{result=replayed} = %v", v)
+	}
+}

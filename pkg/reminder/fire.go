@@ -77,10 +77,17 @@ func mix(x uint64) uint64 {
 type Outcome int
 
 const (
-	// Advanced: the object ran it (or had: a replayed reply), and the
-	// transaction that persisted the firing replaced the entry by the next
-	// due time, or removed it (After): nothing is left to write.
+	// Advanced: the object ran it, and the transaction that persisted the
+	// firing replaced the entry by the next due time, or removed it
+	// (After): nothing is left to write.
 	Advanced Outcome = iota
+	// Replayed: the object had run it (the answer came from its
+	// de-duplication table). That run's persist moved the entry on,
+	// unless it left it behind (a state store beside etcd removes fired
+	// entries after the state's write, and that removal may fail): the
+	// entry is removed if it is still as read. Left there, it would be
+	// sent until its id left the window, then re-based and run again.
+	Replayed
 	// Fired: the object ran it but could not persist it (its change is
 	// too large): the entry is replaced by the next due time, or removed,
 	// by the node that sent it.
@@ -96,14 +103,17 @@ const (
 	Retry
 )
 
-// Judge is what the answer code c of a firing means.
-func Judge(c pb.Code) Outcome {
-	switch c {
+// Judge is what a firing's answer r means.
+func Judge(r *pb.CallReply) Outcome {
+	switch c := r.GetCode(); c {
 	case pb.Code_CODE_NOT_FOUND, pb.Code_CODE_DELETED, pb.Code_CODE_INVALID_ARGUMENT:
 		return Gone // unknown_type, data_lost: retried (a type's nodes restarting, a state an operator repairs)
 	case pb.Code_CODE_OPERATION_EXPIRED:
 		return Expired
 	case pb.Code_CODE_OK: // a firing that ran is answered OK whatever OnReminder returned, once persisted
+		if r.GetReplayed() {
+			return Replayed
+		}
 		return Advanced
 	case pb.Code_CODE_STATE_TOO_LARGE: // its change can never be persisted: dropped (logged by its node)
 		return Fired

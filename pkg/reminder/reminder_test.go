@@ -123,9 +123,15 @@ func TestJudge(t *testing.T) {
 		pb.Code_CODE_INTERNAL: reminder.Retry, pb.Code_CODE_RESOURCE_EXHAUSTED: reminder.Retry,
 		pb.Code_CODE_UNKNOWN_TYPE: reminder.Retry, pb.Code_CODE_DATA_LOST: reminder.Retry,
 	} {
-		if got := reminder.Judge(c); got != want {
+		if got := reminder.Judge(&pb.CallReply{Code: c}); got != want {
 			t.Errorf("Judge(%v) = %v, want %v", c, got, want)
 		}
+	}
+	if got := reminder.Judge(&pb.CallReply{Code: pb.Code_CODE_OK, Replayed: true}); got != reminder.Replayed {
+		t.Errorf("Judge(a replayed ok) = %v, want Replayed", got)
+	}
+	if got := reminder.Judge(nil); got != reminder.Retry {
+		t.Errorf("Judge(nil) = %v, want Retry", got)
 	}
 }
 

@@ -95,7 +95,7 @@ func registerLifecycle(reg *prometheus.Registry, l prometheus.Labels) *Lifecycle
 		Help:    "How long after its due time a reminder firing ran, on the node that ran it.",
 		Buckets: []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}})
 	m.ReminderSends = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "meshloc_reminder_sends_total", ConstLabels: l,
-		Help: "Reminder firings this node sent as the primary or backup of a schedule shard, by what the answer meant: fired (the entry advanced to its next due time or was removed), gone (the reminder was cancelled, set again or its object deleted: the entry removed), expired (too late for the de-duplication window: re-based and sent again), retry (not decided: sent again later under the same operation id)."},
+		Help: "Reminder firings this node sent as the primary or backup of a schedule shard, by what the answer meant: fired (the entry advanced to its next due time or was removed), replayed (it had run before: the entry, if still there, removed), gone (the reminder was cancelled, set again or its object deleted: the entry removed), expired (too late for the de-duplication window: re-based and sent again), retry (not decided: sent again later under the same operation id)."},
 		[]string{"result"})
 	reg.MustRegister(m.Sleeps, m.Wakes, m.Deletes, m.Shed, m.Refusals, m.Full, m.ReminderFirings, m.ReminderLateness, m.ReminderSends)
 	return m

@@ -47,13 +47,13 @@ func (c Caller) exists(ctx context.Context, object string) (bool, error) {
 
 // Firer sends firings through c. fresh (a planted bug's seam, nil in
 // production) says whether an attempt takes a fresh operation id.
-func Firer(c Caller, fresh func(attempt int) bool) func(context.Context, reminder.Due, int) pb.Code {
-	return func(ctx context.Context, d reminder.Due, attempt int) pb.Code {
+func Firer(c Caller, fresh func(attempt int) bool) func(context.Context, reminder.Due, int) *pb.CallReply {
+	return func(ctx context.Context, d reminder.Due, attempt int) *pb.CallReply {
 		switch ok, err := c.exists(ctx, d.Entry.Object); {
 		case err != nil:
-			return pb.Code_CODE_UNAVAILABLE
+			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: err.Error()}
 		case !ok:
-			return pb.Code_CODE_DELETED
+			return &pb.CallReply{Code: pb.Code_CODE_DELETED, Message: d.Entry.Object + " has no record"}
 		}
 		op := actor.ReminderOperationID(d.Entry.Object, d.Entry.Name, d.Entry.Seq, d.DueMs, d.AtMs())
 		if fresh != nil && fresh(attempt) {
@@ -61,6 +61,6 @@ func Firer(c Caller, fresh func(attempt int) bool) func(context.Context, reminde
 		}
 		req := &pb.CallRequest{Version: wire.Version, Object: d.Entry.Object, Method: reminder.Method,
 			Args: d.Firing().Args(), OperationId: op[:], KnownObjectGeneration: d.Entry.Generation}
-		return c.Call(context.WithValue(ctx, own{}, true), req).GetCode()
+		return c.Call(context.WithValue(ctx, own{}, true), req)
 	}
 }

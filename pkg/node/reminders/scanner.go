@@ -59,8 +59,8 @@ type Deps struct {
 	Self  string
 	// Nodes are the ids of the live serving nodes.
 	Nodes func() []string
-	// Fire sends a firing and returns its answer's code.
-	Fire func(ctx context.Context, d reminder.Due, attempt int) pb.Code
+	// Fire sends a firing and returns its answer.
+	Fire func(ctx context.Context, d reminder.Due, attempt int) *pb.CallReply
 	// Sends counts the firings sent, by result (fired, gone, expired, retry).
 	Sends *prometheus.CounterVec
 	Log   zerolog.Logger
@@ -374,12 +374,16 @@ func (s *Scanner) fire(ctx context.Context, d reminder.Due, attempt int) bool {
 	// a new id. An owner checks the id's age when the firing's turn
 	// comes, so once one attempt found it expired, none runs any more.
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.FireTimeout)
-	code := s.d.Fire(fctx, d, attempt)
+	rep := s.d.Fire(fctx, d, attempt)
 	cancel()
-	switch reminder.Judge(code) {
+	code := rep.GetCode()
+	switch reminder.Judge(rep) {
 	case reminder.Advanced: // by the firing's own persist
 		s.d.Sends.WithLabelValues("fired").Inc()
 		return true
+	case reminder.Replayed: // by the persist of the run it replays, or left behind by it
+		s.d.Sends.WithLabelValues("replayed").Inc()
+		return s.advance(ctx, d, nil)
 	case reminder.Fired:
 		s.d.Sends.WithLabelValues("fired").Inc()
 		var next *reminder.Scheduled
