@@ -96,8 +96,8 @@ func (n *Node) canHost(typ string) bool {
 // activate (no record), wake (asleep), host (our record), recover (owner
 // gone) or redirect.
 func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
-	for range 8 {
-		snap, err := n.store.Read(ctx, h.Object())
+	for i := range 8 {
+		snap, err := n.readFirst(ctx, h, i == 0)
 		if errors.Is(err, authority.ErrNotFound) {
 			if rep := n.mayActivate(h, ""); rep != nil {
 				return rep
@@ -167,6 +167,21 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 		// The record moved under us: read again.
 	}
 	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.Name() + " kept racing"}
+}
+
+// readFirst is h's record as activate starts from: read from etcd, except
+// at the first look (first) at a name the location cache has never seen,
+// when this node may take a new object: taken as absent, a first call then
+// costs the activation's transaction alone, which compares that the record
+// is absent and, when it is not, answers with it (read in the same
+// transaction). A node that would refuse reads, to redirect instead.
+func (n *Node) readFirst(ctx context.Context, h *hosted.Object, first bool) (authority.Snapshot, error) {
+	if first {
+		if _, seen := n.cache.EntryOf(h.Name()); !seen && n.mayActivate(h, "") == nil {
+			return authority.Snapshot{}, authority.ErrNotFound
+		}
+	}
+	return n.store.Read(ctx, h.Object())
 }
 
 // mayActivate is nil when this node may take h's object (create, wake or
