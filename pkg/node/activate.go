@@ -132,9 +132,9 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 			if h.Typ.Durable {
 				return h.LoadDurable(ctx, nil) // its state is in etcd: nothing was lost
 			}
-			// Not from this node's hands: it holds what it writes itself.
-			// locationd's recovery controller re-created it here.
-			return stateLost(h.Recreated(snap, "", "the recovery controller"))
+			// Not from this node's hands as far as it knows: it holds what
+			// it writes itself, unless it could not confirm a claim.
+			return stateLost(h.Recreated(snap, "", "the recovery controller (or a claim of this node's it could not confirm)"))
 		}
 		if n.dir.Alive(snap.Record.Owner.ID, snap.Record.Owner.Generation) {
 			return n.notOwner(snap)
