@@ -61,7 +61,8 @@ type Deps struct {
 	Nodes func() []string
 	// Fire sends a firing and returns its answer.
 	Fire func(ctx context.Context, d reminder.Due, attempt int) *pb.CallReply
-	// Sends counts the firings sent, by result (fired, gone, expired, retry).
+	// Sends counts the firings sent, by result (fired, replayed, gone,
+	// expired, retry).
 	Sends *prometheus.CounterVec
 	Log   zerolog.Logger
 }
