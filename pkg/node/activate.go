@@ -14,6 +14,7 @@ import (
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/node/internal/hosted"
+	"github.com/meshloc/meshloc/pkg/node/reminders"
 	"github.com/meshloc/meshloc/pkg/record"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -170,13 +171,20 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 }
 
 // readFirst is h's record as activate starts from: read from etcd, except
-// at the first look (first) at a name the location cache has never seen,
-// when this node may take a new object: taken as absent, a first call then
-// costs the activation's transaction alone, which compares that the record
-// is absent and, when it is not, answers with it (read in the same
-// transaction). A node that would refuse reads, to redirect instead.
+// at the first look (first)
+//
+//   - of a reminder's firing that read the object asleep: that record
+//     (reminders.Seen), which the wake compares;
+//   - at a name the location cache has never seen, when this node may take
+//     a new object: taken as absent, a first call then costs the
+//     activation's transaction alone, which compares that the record is
+//     absent and, when it is not, answers with it (read in the same
+//     transaction). A node that would refuse reads, to redirect instead.
 func (n *Node) readFirst(ctx context.Context, h *hosted.Object, first bool) (authority.Snapshot, error) {
 	if first {
+		if snap, ok := reminders.Seen(ctx, h.Name()); ok {
+			return snap, nil
+		}
 		if _, seen := n.cache.EntryOf(h.Name()); !seen && n.mayActivate(h, "") == nil {
 			return authority.Snapshot{}, authority.ErrNotFound
 		}

@@ -29,27 +29,49 @@ type Caller struct {
 
 // exists reports whether object has a record (awake or asleep). A firing
 // is not sent to a name without one: it would create a new object only to
-// be told its reminder's object was deleted.
-func (c Caller) exists(ctx context.Context, object string) (bool, error) {
+// be told its reminder's object was deleted. asleep is the record read when
+// it says the object sleeps (nil otherwise): the firing carries it (Seen).
+func (c Caller) exists(ctx context.Context, object string) (ok bool, asleep *authority.Snapshot, err error) {
 	if e, ok := c.Cache.EntryOf(object); ok {
-		return !e.Deleted, nil
+		return !e.Deleted, nil, nil
 	}
 	obj, err := keyspace.ParseObject(object)
 	if err != nil {
-		return false, nil
+		return false, nil, nil
 	}
-	_, err = c.Store.ReadLocal(ctx, obj)
+	snap, err := c.Store.ReadLocal(ctx, obj)
 	if errors.Is(err, authority.ErrNotFound) {
-		return false, nil
+		return false, nil, nil
 	}
-	return err == nil, err
+	if err == nil && snap.Record.Asleep() {
+		asleep = &snap
+	}
+	return err == nil, asleep, err
+}
+
+// seen marks a firing's context with the sleeping record its firer read.
+type seen struct{}
+
+// Seen is the record of object that the firing of ctx read before it was
+// sent, if it said the object sleeps. The node waking the object may take
+// it for the wake it starts from instead of reading again: a wake compares
+// the record's version, so a record changed since (woken, deleted) only
+// fails that compare, and the node then reads it. Read serializable, it
+// saves a firing of a sleeping object a round to etcd's leader.
+func Seen(ctx context.Context, object string) (authority.Snapshot, bool) {
+	s, ok := ctx.Value(seen{}).(*authority.Snapshot)
+	if !ok || s.Object.String() != object {
+		return authority.Snapshot{}, false
+	}
+	return *s, true
 }
 
 // Firer sends firings through c. fresh (a planted bug's seam, nil in
 // production) says whether an attempt takes a fresh operation id.
 func Firer(c Caller, fresh func(attempt int) bool) func(context.Context, reminder.Due, int) *pb.CallReply {
 	return func(ctx context.Context, d reminder.Due, attempt int) *pb.CallReply {
-		switch ok, err := c.exists(ctx, d.Entry.Object); {
+		ok, asleep, err := c.exists(ctx, d.Entry.Object)
+		switch {
 		case err != nil:
 			return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: err.Error()}
 		case !ok:
@@ -61,6 +83,10 @@ func Firer(c Caller, fresh func(attempt int) bool) func(context.Context, reminde
 		}
 		req := &pb.CallRequest{Version: wire.Version, Object: d.Entry.Object, Method: reminder.Method,
 			Args: d.Firing().Args(), OperationId: op[:], KnownObjectGeneration: d.Entry.Generation}
-		return c.Call(context.WithValue(ctx, own{}, true), req)
+		ctx = context.WithValue(ctx, own{}, true)
+		if asleep != nil {
+			ctx = context.WithValue(ctx, seen{}, asleep)
+		}
+		return c.Call(ctx, req)
 	}
 }

@@ -92,6 +92,8 @@ type Scanner struct {
 	// when the last scan ran (kicks wait gap after it).
 	low          map[int]int64
 	fullAt, last time.Time
+	// live are the nodes live at the last scan (scan's goroutine only).
+	live map[string]struct{}
 }
 
 // The reads' pacing, in Ticks: a read starts lag before it runs (an entry
@@ -177,7 +179,11 @@ func (s *Scanner) scan(ctx context.Context) {
 	}
 	var qs []reminder.Query
 	var watching []bool
+	left := s.left(nodes)
 	s.mu.Lock()
+	if left {
+		s.sendAgainLocked(now)
+	}
 	fires := func(shard int) (bool, bool) {
 		primary, backup := reminder.Roles(shard, nodes)
 		return s.d.Self == primary || s.d.Self == backup && now.Before(s.watch[shard].takeUntil), s.d.Self == backup
@@ -238,6 +244,37 @@ func (s *Scanner) scan(ctx context.Context) {
 		}
 	}
 	s.forget(now)
+}
+
+// left reports whether a node live at the last scan is not live now, and
+// remembers nodes for the next scan.
+func (s *Scanner) left(nodes []string) bool {
+	live := make(map[string]struct{}, len(nodes))
+	for _, id := range nodes {
+		live[id] = struct{}{}
+	}
+	gone := false
+	for id := range s.live {
+		if _, ok := live[id]; !ok {
+			gone = true
+			break
+		}
+	}
+	s.live = live
+	return gone
+}
+
+// sendAgainLocked makes every firing that waits to be sent again due now
+// (s.mu held). A node left: the firings it was serving, or whose objects
+// it owned, waited on its lease, which has ended, and another node may
+// now recover their objects. Sent at once, they are late by about a
+// lease, not by a backoff grown while the lease ran.
+func (s *Scanner) sendAgainLocked(now time.Time) {
+	for _, p := range s.busy {
+		if !p.running && p.notBefore.After(now) {
+			p.notBefore = now
+		}
+	}
 }
 
 // lowAfter is where a shard's next read starts after r: the oldest due

@@ -276,3 +276,47 @@ func TestBackupFiresADeadPrimarysShards(t *testing.T) {
 		t.Fatalf("fired %d of %d entries with the primary of about half of them dead", len(fired), len(want))
 	}
 }
+
+// TestFiringsWaitingOnALeftNodeGoAgain: a firing answered UNAVAILABLE
+// waits before it is sent again, longer at each attempt; once a node
+// leaves (its lease ended: the objects it owned may be recovered now),
+// the next scan sends it again at once.
+func TestFiringsWaitingOnALeftNodeGoAgain(t *testing.T) {
+	st := &memStore{kv: map[string]reminder.Due{}}
+	var e reminder.Entry
+	for i := 0; e.Object == ""; i++ {
+		obj := "actor/dcounter/w" + string(rune('a'+i))
+		if p, _ := reminder.Roles(reminder.ShardOf(obj), []string{"n1", "n2"}); p == "n1" {
+			e = reminder.Entry{Object: obj, Name: "r", Seq: 1, Generation: 1}
+		}
+	}
+	st.put(reminder.ShardOf(e.Object), time.Now().Add(-time.Second).UnixMilli(), e)
+	sent := 0
+	fire := func(context.Context, reminder.Due, int) *pb.CallReply {
+		sent++ // one at a time: each scan below waits for its firings
+		return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE}
+	}
+	nodes := []string{"n1", "n2"}
+	// A tick of an hour: the backoff after the first attempt is an hour.
+	cfg := Config{Tick: time.Hour, Grace: time.Hour, InFlight: 8, Batch: 16, MaxBackoff: 2 * time.Hour, FireTimeout: time.Second}
+	s := New(cfg, Deps{Clock: clock.Real(), Store: st, Self: "n1", Nodes: func() []string { return nodes },
+		Fire: fire, Sends: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "s"}, []string{"result"}), Log: zerolog.Nop()})
+	scan := func() int {
+		s.scan(context.Background())
+		s.wg.Wait()
+		return sent
+	}
+	if n := scan(); n != 1 {
+		t.Fatalf("first scan sent %d firings, want 1", n)
+	}
+	if n := scan(); n != 1 {
+		t.Fatalf("a firing waiting its backoff was sent again (%d sends)", n)
+	}
+	nodes = []string{"n1"}
+	if n := scan(); n != 2 {
+		t.Fatalf("after n2 left, %d sends, want the waiting firing sent again", n)
+	}
+	if n := scan(); n != 2 {
+		t.Fatalf("sent again without a node leaving (%d sends)", n)
+	}
+}
