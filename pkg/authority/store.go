@@ -3,6 +3,7 @@ package authority
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -50,6 +51,33 @@ func (s *Store) Read(ctx context.Context, obj keyspace.Object) (Snapshot, error)
 // when that fails (Delete does).
 func (s *Store) ReadLocal(ctx context.Context, obj keyspace.Object) (Snapshot, error) {
 	return s.read(ctx, obj, clientv3.WithSerializable())
+}
+
+// ReadLocalReplied is ReadLocal of obj, and whether obj's persisted reply
+// table holds replyID (state/<object>/replies/<id>), read in the same
+// serializable transaction. A reply is persisted only with the change of
+// the request it answers, so one found says that request ran and that
+// change is persisted.
+func (s *Store) ReadLocalReplied(ctx context.Context, obj keyspace.Object, replyID string) (snap Snapshot, replied bool, err error) {
+	if err := obj.Validate(); err != nil {
+		return Snapshot{}, false, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	if replyID == "" || strings.Contains(replyID, "/") {
+		return Snapshot{}, false, fmt.Errorf("%w: reply id %q", ErrInvalidRequest, replyID)
+	}
+	resp, err := s.c.Txn(ctx).Then(
+		clientv3.OpGet(s.keys.Authority(obj), clientv3.WithSerializable()),
+		clientv3.OpGet(s.keys.StateReplies(obj)+replyID, clientv3.WithSerializable(), clientv3.WithKeysOnly()),
+	).Commit()
+	if err != nil {
+		return Snapshot{}, false, fmt.Errorf("authority: read %s: %w", obj, err)
+	}
+	kvs := resp.Responses[0].GetResponseRange().GetKvs()
+	if len(kvs) == 0 {
+		return Snapshot{}, false, fmt.Errorf("%w: %s", ErrNotFound, obj)
+	}
+	snap, err = s.snapshot(kvs[0], resp.Header.Revision)
+	return snap, err == nil && len(resp.Responses[1].GetResponseRange().GetKvs()) > 0, err
 }
 
 func (s *Store) read(ctx context.Context, obj keyspace.Object, opts ...clientv3.OpOption) (Snapshot, error) {

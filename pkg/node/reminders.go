@@ -13,6 +13,7 @@ func (n *Node) fireReminders(ctx context.Context) {
 	reminders.New(reminders.DefaultConfig(), reminders.Deps{
 		Clock: n.clock, Store: n.store, Self: n.self.ID, Log: n.log, Sends: n.metrics.Lifecycle.ReminderSends,
 		Nodes: func() []string { return lease.ServingIDs(n.dir.List()) },
-		Fire:  reminders.Firer(reminders.Caller{Call: n.Call, Cache: n.cache, Store: n.store}, freshReminderOp),
+		Fire: reminders.Firer(reminders.Caller{Call: n.Call, Cache: n.cache, Store: n.store, RepliesInEtcd: n.env.StateWithRecord()},
+			freshReminderOp),
 	}).Run(ctx)
 }

@@ -7,8 +7,10 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/internal/etcdtest"
+	"github.com/meshloc/meshloc/pkg/actor"
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
+	"github.com/meshloc/meshloc/pkg/node/durable"
 	"github.com/meshloc/meshloc/pkg/reminder"
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
@@ -16,7 +18,9 @@ import (
 // TestFiringCarriesTheSleepingRecord: a firing of a sleeping object
 // carries the record its firer read (Seen), so that the node waking it
 // need not read again; a firing of an awake object, or of a name without
-// a record, carries none, and Seen names only the firing's own object.
+// a record, carries none, and Seen names only the firing's own object. A
+// firing whose reply the sleeping object persisted already is answered as
+// a replay and not sent.
 func TestFiringCarriesTheSleepingRecord(t *testing.T) {
 	srv := etcdtest.Single(t)
 	c := etcdtest.Client(t, srv.Endpoint())
@@ -53,7 +57,12 @@ func TestFiringCarriesTheSleepingRecord(t *testing.T) {
 		other bool // Seen for another name
 	}
 	got := map[string]sent{}
-	fire := Firer(Caller{Cache: cache, Store: store, Call: func(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
+	ran := reminder.Due{DueMs: 2, Entry: reminder.Entry{Object: asleep.String(), Name: "r", Seq: 1, Generation: 1}}
+	op := actor.ReminderOperationID(ran.Entry.Object, ran.Entry.Name, ran.Entry.Seq, ran.DueMs, ran.AtMs())
+	if _, err := c.Put(ctx, keys.StateReplies(asleep)+durable.ReplyID(op), "{}"); err != nil {
+		t.Fatal(err)
+	}
+	fire := Firer(Caller{Cache: cache, Store: store, RepliesInEtcd: true, Call: func(ctx context.Context, req *pb.CallRequest) *pb.CallReply {
 		s, ok := Seen(ctx, req.GetObject())
 		_, other := Seen(ctx, "actor/dcounter/else")
 		got[req.GetObject()] = sent{s, ok, other}
@@ -80,5 +89,12 @@ func TestFiringCarriesTheSleepingRecord(t *testing.T) {
 	}
 	if len(got) != 2 {
 		t.Fatalf("sent %d firings, want 2", len(got))
+	}
+	delete(got, asleep.String())
+	if rep := fire(ctx, ran, 0); rep.GetCode() != pb.Code_CODE_OK || !rep.GetReplayed() {
+		t.Fatalf("a firing that ran before answered %v", rep)
+	}
+	if _, sent := got[asleep.String()]; sent {
+		t.Fatal("a firing that ran before was sent again")
 	}
 }
