@@ -3,7 +3,6 @@ package authority
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -62,8 +61,8 @@ func (s *Store) ReadLocalReplied(ctx context.Context, obj keyspace.Object, reply
 	if err := obj.Validate(); err != nil {
 		return Snapshot{}, false, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
-	if replyID == "" || strings.Contains(replyID, "/") {
-		return Snapshot{}, false, fmt.Errorf("%w: reply id %q", ErrInvalidRequest, replyID)
+	if !validReplyID(replyID) {
+		return Snapshot{}, false, fmt.Errorf("%w: reply id %q (want 32 lowercase hex digits)", ErrInvalidRequest, replyID)
 	}
 	resp, err := s.c.Txn(ctx).Then(
 		clientv3.OpGet(s.keys.Authority(obj), clientv3.WithSerializable()),
