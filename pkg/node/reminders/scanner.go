@@ -49,7 +49,7 @@ type Config struct {
 
 // DefaultConfig is the node's.
 func DefaultConfig() Config {
-	return Config{Tick: 200 * time.Millisecond, Grace: 500 * time.Millisecond, InFlight: 1024, Batch: 1024, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
+	return Config{Tick: 200 * time.Millisecond, Grace: 250 * time.Millisecond, InFlight: 1024, Batch: 1024, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
 }
 
 // Deps are the scanner's seams.
