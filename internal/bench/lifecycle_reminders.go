@@ -16,6 +16,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/bench/etcddisk"
 	"github.com/meshloc/meshloc/internal/freeport"
 	"github.com/meshloc/meshloc/internal/promscrape"
 	"github.com/meshloc/meshloc/pkg/client"
@@ -110,7 +111,7 @@ func (x *run) lifecycleReminders(ctx context.Context, m *mesh, p LifecyclePlan, 
 		return err
 	}
 	x.step("lifecycle: %d reminders set, %s before the first is due", n, time.Until(start).Round(time.Millisecond))
-	maint := m.etcd.Stats() // the etcd maintenance while they are due, from here (maintained)
+	maint, disk := m.etcd.Stats(), etcddisk.Read() // etcd while they are due, from here (maintained)
 	if err := recSleep(ctx, time.Until(start.Add(window/2))); err != nil {
 		return err
 	}
@@ -122,8 +123,9 @@ func (x *run) lifecycleReminders(ctx context.Context, m *mesh, p LifecyclePlan, 
 		return err
 	}
 	done := m.etcd.Stats()
-	maintained := fmt.Sprintf("etcd while they were due: %d compactions, %d defragmentations (the last blocked it %s), db %d MiB (%d MiB in use)",
-		done.Compactions-maint.Compactions, done.Defrags-maint.Defrags, done.LastDefrag.Round(time.Millisecond), done.DBSize>>20, done.DBSizeInUse>>20)
+	maintained := fmt.Sprintf("etcd while they were due: %d compactions, %d defragmentations (the last blocked it %s), db %d MiB (%d MiB in use); %s",
+		done.Compactions-maint.Compactions, done.Defrags-maint.Defrags, done.LastDefrag.Round(time.Millisecond), done.DBSize>>20, done.DBSizeInUse>>20,
+		etcddisk.Read().Since(disk))
 	var left int64 = -1
 	for time.Since(end) < time.Minute && left != 0 {
 		if r, err := m.ec.Get(ctx, keyspace.Default().RemindersPrefix(), clientv3.WithPrefix(), clientv3.WithCountOnly()); err == nil {
