@@ -49,7 +49,7 @@ type Config struct {
 
 // DefaultConfig is the node's.
 func DefaultConfig() Config {
-	return Config{Tick: 200 * time.Millisecond, Grace: 250 * time.Millisecond, InFlight: 1024, Batch: 1024, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
+	return Config{Tick: 50 * time.Millisecond, Grace: 250 * time.Millisecond, InFlight: 1024, Batch: 1024, MaxBackoff: 30 * time.Second, FireTimeout: 2 * time.Second}
 }
 
 // Deps are the scanner's seams.
@@ -98,14 +98,18 @@ type Scanner struct {
 
 // The reads' pacing, in Ticks: a read starts lag before it runs (an entry
 // due that recently is always seen, put late or by a node whose clock is
-// behind), every shard is read from its start every full, and a scan
-// kicked by a firing's end waits gap after the last one (a backlog's
-// firings end hundreds of times a second; each read walks the tombstones
-// of the entries fired since etcd compacted, from where it starts).
+// behind), every shard is read from its start every full, a scan kicked
+// by a firing's end waits gap after the last one (a backlog's firings end
+// hundreds of times a second; each read walks the tombstones of the
+// entries fired since etcd compacted, from where it starts), and an
+// undecided firing's first wait is backoff. The tick itself is short
+// because a healthy primary's firings are late by half of it on average;
+// the rest keep their lengths in time (2 s, 5 s, 50 ms, 200 ms by default).
 const (
-	lagTicks  = 10
-	fullTicks = 25
-	gapDiv    = 4
+	lagTicks     = 40
+	fullTicks    = 100
+	gapDiv       = 1
+	backoffShift = 2
 	// minShare is the fewest entries a fired shard reads per scan.
 	minShare = 8
 )
@@ -397,7 +401,7 @@ func (s *Scanner) start(ctx context.Context, d reminder.Due, now time.Time, f fu
 			return
 		}
 		p.running = false
-		p.notBefore = s.d.Clock.Now().Add(min(s.cfg.Tick<<min(attempt, 8), s.cfg.MaxBackoff))
+		p.notBefore = s.d.Clock.Now().Add(min(s.cfg.Tick<<min(attempt+backoffShift, 10), s.cfg.MaxBackoff))
 	})
 	return true
 }
