@@ -67,6 +67,7 @@ func (c *Cache) applyLocked(name string, loc Location, deleted bool, version int
 		return false
 	}
 	if !deleted && loc.Asleep() {
+		c.asleep.Add(name)
 		if !ok {
 			return false
 		}

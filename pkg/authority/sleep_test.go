@@ -134,6 +134,40 @@ func TestCacheKeepsNothingOfSleepingObjects(t *testing.T) {
 	}
 }
 
+// TestCacheRemembersSleepersByName: with no entry for a sleeping object,
+// the cache still says it may be asleep, whether it was asleep when the
+// cache listed the records, went to sleep under its watch, or was observed
+// asleep; a name never seen asleep is not (so a first call to it claims a
+// new object at once, and a call to a sleeping one reads before it wakes).
+func TestCacheRemembersSleepersByName(t *testing.T) {
+	c, s := setup(t)
+	ctx := context.Background()
+	a, _ := owner(t, c, "a", 30)
+	sleep := func(name string) authority.WriteResult {
+		t.Helper()
+		w, err := s.Sleep(ctx, authority.SleepRequest{Seen: activate(t, s, keyspace.Actor("counter", name), a), Owner: a})
+		if err != nil || !w.Written {
+			t.Fatalf("sleep %s: %v %+v", name, err, w)
+		}
+		return w
+	}
+	sleep("listed")
+	activate(t, s, keyspace.Actor("counter", "awake"), a)
+	cache := authority.NewCache(c, keys)
+	runCache(t, cache)
+	watched := sleep("watched")
+	if err := cache.WaitRevision(ctx, watched.Snapshot.StoreVersion); err != nil {
+		t.Fatal(err)
+	}
+	cache.Observe(sleep("observed").Snapshot)
+	for name, want := range map[string]bool{"listed": true, "watched": true, "observed": true, "awake": false, "new": false} {
+		obj := keyspace.Actor("counter", name).String()
+		if got := cache.MaybeAsleep(obj); got != want {
+			t.Errorf("MaybeAsleep(%s) = %v, want %v", obj, got, want)
+		}
+	}
+}
+
 // An activation and a wake asked to read the state (ReadState) answer, in
 // their own transaction, what a read after them would: the state key's
 // version for an activation, the state and its replies for a wake. A wake

@@ -170,22 +170,30 @@ func (n *Node) activate(ctx context.Context, h *hosted.Object) *pb.CallReply {
 	return &pb.CallReply{Code: pb.Code_CODE_UNAVAILABLE, Message: "activation of " + h.Name() + " kept racing"}
 }
 
-// readFirst is h's record as activate starts from: read from etcd, except
-// at the first look (first)
+// readFirst is h's record as activate starts from: read from etcd
+// through its quorum, except at the first look (first)
 //
 //   - of a reminder's firing that read the object asleep: that record
 //     (reminders.Seen), which the wake compares;
-//   - at a name the location cache has never seen, when this node may take
-//     a new object: taken as absent, a first call then costs the
-//     activation's transaction alone, which compares that the record is
-//     absent and, when it is not, answers with it (read in the same
-//     transaction). A node that would refuse reads, to redirect instead.
+//   - at a name the location cache does not hold (a new object's, or a
+//     sleeping one's: the cache keeps nothing of those), when this node
+//     may take the object. Never seen asleep (Cache.MaybeAsleep): taken
+//     as absent, the first call costs the claim's transaction alone,
+//     which compares that the record is absent and answers with it when
+//     it is not. Maybe asleep: read from the local etcd member, with no
+//     quorum round, where a claim that lost would cost a raft write
+//     before the wake; a stale read only fails the compare that follows.
+//
+// A node that would refuse reads through the quorum, to redirect instead.
 func (n *Node) readFirst(ctx context.Context, h *hosted.Object, first bool) (authority.Snapshot, error) {
 	if first {
 		if snap, ok := reminders.Seen(ctx, h.Name()); ok {
 			return snap, nil
 		}
 		if _, seen := n.cache.EntryOf(h.Name()); !seen && n.mayActivate(h, "") == nil {
+			if n.cache.MaybeAsleep(h.Name()) {
+				return n.store.ReadLocal(ctx, h.Object())
+			}
 			return authority.Snapshot{}, authority.ErrNotFound
 		}
 	}
