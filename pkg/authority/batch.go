@@ -35,6 +35,7 @@ const batchTimeout = 5 * time.Second
 type batcher struct {
 	kv     clientv3.KV
 	limits Limits
+	reads  bool // a batcher of serializable reads (batch_reads.go)
 
 	mu    sync.Mutex
 	busy  bool // a batch is being sent, or handed to its sender
@@ -67,10 +68,12 @@ type batchResult struct {
 // Batched returns a Store whose relocation writes (Intend, Preserve,
 // Commit, and their group forms) and activations share etcd round trips
 // with the other writes of this Store in flight, each within the
-// cluster's limits.
+// cluster's limits; and whose local reads (ReadLocal) share them with
+// the other local reads in flight (batch_reads.go).
 func (s *Store) Batched(l Limits) *Store {
 	c := *s
 	c.batch = &batcher{kv: s.c, limits: l.orDefault()}
+	c.reads = &batcher{kv: s.c, limits: l.orDefault(), reads: true}
 	return &c
 }
 
@@ -218,6 +221,10 @@ func (b *batcher) commit(batch []*batchWrite) {
 	defer cancel()
 	b.requests.Add(1)
 	b.writes.Add(int64(len(batch)))
+	if b.reads {
+		b.commitReads(ctx, batch)
+		return
+	}
 	if len(batch) == 1 {
 		b.alone(ctx, batch[0])
 		return

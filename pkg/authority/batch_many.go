@@ -16,10 +16,11 @@ import (
 
 // BatchStats counts what a batched Store's writes took: etcd requests sent,
 // and the writes they carried (one each when alone). Writes/Requests is
-// how many writes shared a request on average. Zero for a Store that is not
-// batched.
+// how many writes shared a request on average. ReadRequests and Reads are
+// the same for its local reads. Zero for a Store that is not batched.
 type BatchStats struct {
-	Requests, Writes int64
+	Requests, Writes    int64
+	ReadRequests, Reads int64
 }
 
 // BatchStats of s (see the type).
@@ -27,7 +28,8 @@ func (s *Store) BatchStats() BatchStats {
 	if s.batch == nil {
 		return BatchStats{}
 	}
-	return BatchStats{Requests: s.batch.requests.Load(), Writes: s.batch.writes.Load()}
+	return BatchStats{Requests: s.batch.requests.Load(), Writes: s.batch.writes.Load(),
+		ReadRequests: s.reads.requests.Load(), Reads: s.reads.writes.Load()}
 }
 
 // errNotSent: a write of doMany was never sent (its caller's context

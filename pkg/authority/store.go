@@ -16,6 +16,7 @@ type Store struct {
 	c     *clientv3.Client
 	keys  keyspace.Keys
 	batch *batcher // relocation writes batched (nil: each alone): batch.go
+	reads *batcher // local reads batched (nil: each alone): batch_reads.go
 }
 
 // New returns a Store over an etcd client.
@@ -49,7 +50,11 @@ func (s *Store) Read(ctx context.Context, obj keyspace.Object) (Snapshot, error)
 // that compares the store version it read and learns the current record
 // when that fails (Delete does).
 func (s *Store) ReadLocal(ctx context.Context, obj keyspace.Object) (Snapshot, error) {
-	return s.read(ctx, obj, clientv3.WithSerializable())
+	if err := obj.Validate(); err != nil {
+		return Snapshot{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	resp, err := s.readLocal(ctx, s.keys.Authority(obj))
+	return s.readAnswer(obj, resp, err)
 }
 
 // ReadLocalReplied is ReadLocal of obj, and whether obj's persisted reply
@@ -84,6 +89,11 @@ func (s *Store) read(ctx context.Context, obj keyspace.Object, opts ...clientv3.
 		return Snapshot{}, fmt.Errorf("%w: %w", ErrInvalidRequest, err)
 	}
 	resp, err := s.c.Get(ctx, s.keys.Authority(obj), opts...)
+	return s.readAnswer(obj, resp, err)
+}
+
+// readAnswer is the snapshot a read of obj's record answered.
+func (s *Store) readAnswer(obj keyspace.Object, resp *clientv3.GetResponse, err error) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("authority: read %s: %w", obj, err)
 	}
