@@ -9,6 +9,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/clock"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
@@ -28,6 +29,12 @@ type BulkSource struct {
 	// Self is the source owner; LeaseID its lease (relocations/<id>).
 	Self    record.OwnerRef
 	LeaseID clientv3.LeaseID
+	// Lister, when set, lists the run in etcd as relocations/<ID> (bound
+	// to LeaseID) while it runs, going to Target, and its units write no
+	// relocations/<id> of their own: one key per bulk, not per object.
+	Lister Lister
+	ID     string
+	Target record.OwnerRef
 
 	Store Store
 	Peer  BulkPeer
@@ -85,7 +92,7 @@ func (b *BulkSource) Run(ctx context.Context) {
 		if store == nil {
 			store = b.Store
 		}
-		s := &Source{Machine: bu.Machine, Self: b.Self, LeaseID: b.LeaseID, Objects: bu.Objects, Store: store, Peer: peer,
+		s := &Source{Machine: bu.Machine, Self: b.Self, LeaseID: b.LeaseID, Unlisted: b.Lister != nil, Objects: bu.Objects, Store: store, Peer: peer,
 			Mailbox: bu.Mailbox, Watch: b.Watch, Report: bu.Report, Clock: l.clock, Budget: noBudget}
 		x := &sourceExec{s: s, ctx: ctx, async: actx,
 			now:   func(f func() relocation.Event) []relocation.Event { l.spawn(u, f); return nil },
@@ -96,6 +103,9 @@ func (b *BulkSource) Run(ctx context.Context) {
 		l.add(u, bu.Machine.Start())
 	}
 	b.reports = reports
+	if b.Lister != nil {
+		defer b.list(ctx, l.clock.Now())()
+	}
 	var recv sync.WaitGroup
 	recv.Go(func() { receiveBulk(b.Peer, &l.queue) })
 	defer func() {
@@ -248,3 +258,15 @@ func (b *BulkSource) report(u *unit) Reporter { return b.reports[u] }
 // noBudget is a unit's chunk budget in a bulk run: the run takes the
 // budget for each stream message as a whole when it sends it.
 func noBudget(context.Context, int64) (func(), error) { return func() {}, nil }
+
+// list writes the run's relocations/<ID> and returns what deletes it. The
+// key is for operators only: a failure to write or delete it (a stopping
+// node's ctx; the lease deletes it with the source) does not hold up the move.
+func (b *BulkSource) list(ctx context.Context, now time.Time) (unlist func()) {
+	err := b.Lister.ListBulk(ctx, b.ID, authority.BulkListing{Source: b.Self, Target: b.Target, Objects: len(b.Units),
+		StartedUnixMs: now.UnixMilli()}, b.LeaseID)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = b.Lister.UnlistBulk(ctx, b.ID) }
+}

@@ -8,6 +8,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
 	"github.com/meshloc/meshloc/pkg/relocation"
@@ -47,6 +48,8 @@ type bulkWorld struct {
 	tgtMBs map[string]*fakeTargetMailbox
 	tgtRs  map[string]*recorder
 	mu     sync.Mutex
+	// listed: the source lists the run (BulkSource.Lister) as "bulk-1".
+	listed bool
 }
 
 func newBulkWorld(t *testing.T, n int) *bulkWorld {
@@ -68,6 +71,9 @@ func (w *bulkWorld) run(t *testing.T, seen []record.Snapshot) {
 	a, b := Pipe()
 	now := time.Now()
 	src := &BulkSource{Self: w.src, Store: w.store, Peer: bulkPipe{a}, Watch: w.store, Stop: w.stopSrc}
+	if w.listed {
+		src.Lister, src.ID, src.Target = w.store, "bulk-1", w.tgt
+	}
 	for i, obj := range w.objs {
 		m := relocation.NewSource(relocation.SourceConfig{ID: wire.NewRelocationID(), Object: seen[i], Self: w.src, SelfRoutingID: w.srcRID,
 			Target: relocation.TargetRef{Owner: w.tgt, Node: w.tgtNode}, AppVersion: "v1", DeadlineMs: now.Add(w.timeout).UnixMilli(),
@@ -125,6 +131,44 @@ func TestBulkMovesEach(t *testing.T) {
 			if h := w.srcMBs[i].history(); h[len(h)-1] != "drop" {
 				t.Errorf("%s: source mailbox %v", o, h)
 			}
+		}
+	})
+}
+
+// A listed bulk run writes one listing for the run, naming its source,
+// target and size, and takes it back when it ends; none of its units
+// asks for a relocations/<id> of its own. An unlisted run's units do.
+func TestBulkListedOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newBulkWorld(t, 6)
+		w.listed = true
+		var seen []record.Snapshot
+		for _, o := range w.objs {
+			seen = append(seen, w.store.get(o))
+		}
+		var during []authority.BulkListing
+		w.store.onCommit = func() {
+			if l, ok := w.store.listings["bulk-1"]; ok && len(during) == 0 {
+				during = append(during, l)
+			}
+		}
+		w.run(t, seen)
+		if len(during) != 1 || during[0].Source != w.src || during[0].Target != w.tgt || during[0].Objects != 6 {
+			t.Fatalf("listing while committing: %+v", during)
+		}
+		if len(w.store.listings) != 0 || len(w.store.unlisted) != 1 || w.store.listedIntents != 0 {
+			t.Fatalf("after the run: listings %v, unlisted %v, intents with keys of their own %d",
+				w.store.listings, w.store.unlisted, w.store.listedIntents)
+		}
+		for i, o := range w.objs {
+			if got := w.srcRs[i].outcome(); got != relocation.Completed {
+				t.Errorf("%s: %v", o, got)
+			}
+		}
+		u := newBulkWorld(t, 2)
+		u.run(t, []record.Snapshot{u.store.get(u.objs[0]), u.store.get(u.objs[1])})
+		if u.store.listedIntents != 2 || len(u.store.unlisted) != 0 {
+			t.Fatalf("unlisted run: %d intents with keys, unlisted %v", u.store.listedIntents, u.store.unlisted)
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"sync"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
@@ -29,6 +31,13 @@ type memStore struct {
 	commitReplyLost bool
 	commits         int
 	settleReads     int // ReadMany calls
+
+	// A bulk run's listings (Lister), those it took back, and how many
+	// intents asked for a relocations/<id> of their own.
+	listings      map[string]authority.BulkListing
+	unlisted      []string
+	listedIntents int
+	onCommit      func() // called under mu by every Commit (nil: none)
 }
 
 func newMemStore() *memStore {
@@ -78,7 +87,30 @@ func (m *memStore) write(seen record.Snapshot, owner record.OwnerRef, r record.R
 	return authority.WriteResult{Written: true, Found: true, OwnerAlive: true, Snapshot: m.put(seen.Object, r)}
 }
 
+func (m *memStore) ListBulk(_ context.Context, id string, l authority.BulkListing, _ clientv3.LeaseID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.listings == nil {
+		m.listings = map[string]authority.BulkListing{}
+	}
+	m.listings[id] = l
+	return nil
+}
+
+func (m *memStore) UnlistBulk(_ context.Context, id string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.listings, id)
+	m.unlisted = append(m.unlisted, id)
+	return nil
+}
+
 func (m *memStore) Intend(_ context.Context, req authority.IntentRequest) (authority.WriteResult, error) {
+	if !req.Unlisted {
+		m.mu.Lock()
+		m.listedIntents++
+		m.mu.Unlock()
+	}
 	r := req.Seen.Record
 	in := req.Intent
 	r.State, r.Intent = record.StateRelocating, &in
@@ -97,6 +129,9 @@ func (m *memStore) Commit(_ context.Context, req authority.CommitRequest) (autho
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.commits++
+	if m.onCommit != nil {
+		m.onCommit()
+	}
 	res := authority.CommitResult{Records: map[string]record.Snapshot{}}
 	for _, p := range req.Participants {
 		cur, ok := m.objs[p.Expected.Object.String()]

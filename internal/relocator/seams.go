@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
@@ -19,6 +21,12 @@ type Store interface {
 	ResolveCommit(ctx context.Context, req authority.CommitRequest) (authority.CommitResult, error)
 	Read(ctx context.Context, obj keyspace.Object) (authority.Snapshot, error)
 	ReadMany(ctx context.Context, objs []keyspace.Object, owners []string) (authority.View, error)
+}
+
+// Lister lists a bulk run in etcd (pkg/authority's *Store).
+type Lister interface {
+	ListBulk(ctx context.Context, id string, l authority.BulkListing, lease clientv3.LeaseID) error
+	UnlistBulk(ctx context.Context, id string) error
 }
 
 // Peer is one relocation stream: frames in order, both ways.

@@ -32,6 +32,8 @@ type Source struct {
 	// is bound to.
 	Self    record.OwnerRef
 	LeaseID clientv3.LeaseID
+	// Unlisted: no relocations/<id> (a unit of a listed bulk run).
+	Unlisted bool
 	// Objects are the participants, the primary first: the settle read
 	// covers them.
 	Objects []keyspace.Object
@@ -150,7 +152,7 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 	case relocation.WriteIntent:
 		enter(s.Report, s.clock(), "intent")
 		return x.now(func() relocation.Event {
-			res, err := s.Store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, Intent: a.Intent, LeaseID: s.LeaseID})
+			res, err := s.Store.Intend(ctx, authority.IntentRequest{Seen: a.Seen, Members: a.Members, Source: s.Self, Intent: a.Intent, LeaseID: s.LeaseID, Unlisted: s.Unlisted})
 			return relocation.IntentResult{Result: writeResult(res), Err: err}
 		})
 	case relocation.Seal:

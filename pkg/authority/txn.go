@@ -387,6 +387,10 @@ type IntentRequest struct {
 	Intent Intent
 	// LeaseID binds relocations/<id> to the source's lease.
 	LeaseID clientv3.LeaseID
+	// Unlisted: no relocations/<id> key. A bulk move's units are listed
+	// once, under the bulk's own key (ListBulk), not one key per object:
+	// those keys were an eighth of a drain's CPU.
+	Unlisted bool
 	// Members are the other participants (a group's members, owned by the
 	// source too): written relocating with the same intent in the same
 	// transaction, each compared at its store version (group.go).
@@ -441,8 +445,11 @@ func (s *Store) Intend(ctx context.Context, req IntentRequest) (WriteResult, err
 	rec := req.Seen.Record
 	in := req.Intent
 	rec.State, rec.Intent = StateRelocating, &in
-	val, _ := json.Marshal(relocationIntent{Object: req.Seen.Object.String(), Source: req.Source, Intent: in, Phase: "prepared"})
-	extra := []clientv3.Op{clientv3.OpPut(s.keys.Relocation(in.RelocationID), string(val), clientv3.WithLease(req.LeaseID))}
+	var extra []clientv3.Op
+	if !req.Unlisted {
+		val, _ := json.Marshal(relocationIntent{Object: req.Seen.Object.String(), Source: req.Source, Intent: in, Phase: "prepared"})
+		extra = append(extra, clientv3.OpPut(s.keys.Relocation(in.RelocationID), string(val), clientv3.WithLease(req.LeaseID)))
+	}
 	var res WriteResult
 	var err error
 	if len(req.Members) > 0 {

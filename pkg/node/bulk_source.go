@@ -99,7 +99,7 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 		})
 		return out
 	}
-	b := &relocator.BulkSource{Self: n.self, LeaseID: n.keeper.LeaseID(), Store: n.store, Peer: peer, Watch: n.cache,
+	b := &relocator.BulkSource{Self: n.self, LeaseID: n.keeper.LeaseID(), Store: n.store, Lister: n.store, ID: bid.String(), Peer: peer, Watch: n.cache,
 		Clock: n.clock, Budget: n.budgets.Chunk(addr), MaxBatchBytes: n.cfg.ChunkBytes, Stop: stopCtx.Done(),
 		Out:  &relocator.Outbox{},
 		Late: func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() }}
@@ -118,6 +118,7 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 		b.Units = append(b.Units, relocator.BulkSourceUnit{Machine: m, Objects: []keyspace.Object{h.Object()}, Store: store,
 			Mailbox: mailbox, Peer: unitPeer, Report: reps[k].CountingIn(rec)})
 	}
+	b.Target = tref.Owner
 	b.Run(rctx)
 	for k, i := range idx {
 		r := reps[k]
