@@ -69,18 +69,12 @@ func BenchmarkDrainIdle(b *testing.B) {
 		m.add(b, "n3")
 		b.ResetTimer()
 		stop := profileTo(b, os.Getenv("MESHLOC_DRAIN_PROFILE"))
+		writeAllocs(b, os.Getenv("MESHLOC_DRAIN_MEMPROFILE"), ".base")
 		cpu0 := processCPU()
 		rep, err := m.nodes[0].Drain(context.Background(), node.DrainOptions{Concurrency: drainConc(b)})
 		cpu := processCPU() - cpu0
 		stop()
-		if f := os.Getenv("MESHLOC_DRAIN_MEMPROFILE"); f != "" {
-			out, err := os.Create(f)
-			if err != nil {
-				b.Fatal(err)
-			}
-			_ = pprof.Lookup("allocs").WriteTo(out, 0)
-			out.Close()
-		}
+		writeAllocs(b, os.Getenv("MESHLOC_DRAIN_MEMPROFILE"), "")
 		b.StopTimer()
 		if err != nil {
 			b.Fatal(err)
@@ -90,6 +84,23 @@ func BenchmarkDrainIdle(b *testing.B) {
 		b.ReportMetric(float64(cpu.Microseconds())/float64(max(1, len(rep.Moved))), "cpu-µs/object")
 		b.ReportMetric(float64(count)/act.Seconds(), "activations/s")
 		b.Logf("moved %d failed %d in %v (%s; %d bulk moves); activated %d in %v", len(rep.Moved), len(rep.Failed), rep.Duration, rep.EndedEarly, rep.Bulks, count, act)
+	}
+}
+
+// writeAllocs writes the allocation profile so far to file+suffix (nothing
+// when file is ""): the drain's own allocations are the profile written
+// after it less the one written before it (go tool pprof -base).
+func writeAllocs(b *testing.B, file, suffix string) {
+	if file == "" {
+		return
+	}
+	out, err := os.Create(file + suffix)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	if err := pprof.Lookup("allocs").WriteTo(out, 0); err != nil {
+		b.Fatal(err)
 	}
 }
 
