@@ -82,6 +82,7 @@ FUZZ_TARGETS = \
 	./pkg/actor/builtin/          FuzzRestore \
 	./pkg/actor/builtin/          FuzzHandle \
 	./pkg/record/                 FuzzDecodeRecordMatchesStd \
+	./pkg/record/                 FuzzEncodeMatchesStd \
 	./pkg/wire/                   FuzzCallRequest \
 	./pkg/wire/                   FuzzRelocationFrame \
 	./pkg/wire/                   FuzzParseOperationID \

@@ -7,7 +7,6 @@ package record
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 
 	gojson "github.com/goccy/go-json"
@@ -161,20 +160,11 @@ func (r *Record) validateAsleep() error {
 	return nil
 }
 
-// Encode is the canonical JSON of r (deterministic: struct field order).
-func (r *Record) Encode() []byte {
-	b, err := json.Marshal(r)
-	if err != nil {
-		panic(err) // a Record always marshals
-	}
-	return b
-}
-
 // DecodeRecord parses and validates a stored record. Every location cache
 // decodes every record change, so it decodes with goccy/go-json (about 7×
 // encoding/json's speed on a record; FuzzDecodeRecordMatchesStd checks it
-// accepts and decodes exactly what encoding/json does). Encode stays
-// encoding/json: its bytes are compared on read-back.
+// accepts and decodes exactly what encoding/json does). Encode writes
+// exactly encoding/json's bytes (encode.go).
 func DecodeRecord(b []byte) (Record, error) {
 	var r Record
 	if err := gojson.Unmarshal(b, &r); err != nil {
