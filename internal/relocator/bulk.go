@@ -47,6 +47,9 @@ type unit struct {
 	pending []relocation.Action
 	done    bool // its Finish was carried out
 	marked  bool // in the run's ready list
+	// looked: the cache's change channel when a bulk source last looked
+	// its primary up (the same channel: nothing changed since).
+	looked <-chan struct{}
 }
 
 // tagged is an event for one unit (or, with a zero id and a frame, a frame

@@ -135,7 +135,7 @@ func (b *BulkSource) Run(ctx context.Context) {
 		var wake <-chan struct{}
 		if watching(l) {
 			wake = b.Watch.Changed()
-			if looked := b.look(l, primaries, seen); looked {
+			if looked := b.look(l, wake, primaries, seen); looked {
 				continue
 			}
 		}
@@ -207,13 +207,17 @@ func watching(l *multi) bool {
 
 // look gives each watching unit its primary's record as the cache has it,
 // when it changed; it reports whether any unit got one.
-func (b *BulkSource) look(l *multi, primaries map[*unit]string, seen map[*unit]int64) bool {
+func (b *BulkSource) look(l *multi, changed <-chan struct{}, primaries map[*unit]string, seen map[*unit]int64) bool {
 	got := false
 	for _, u := range l.order {
 		s, ok := u.m.(*relocation.Source)
-		if u.done || !ok || !s.Watching() {
+		if u.done || !ok || !s.Watching() || u.looked == changed {
 			continue
 		}
+		// Until changed closes, the cache holds what this look reads: the
+		// loop comes round after every event, and a bulk's units would
+		// otherwise be looked up again each time (quadratic in its size).
+		u.looked = changed
 		loc, ok := b.Watch.LookupName(primaries[u])
 		if !ok || loc.StoreVersion == seen[u] {
 			continue
