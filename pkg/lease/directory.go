@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 
@@ -155,6 +156,27 @@ func (d *Directory) runOnce(ctx context.Context) error {
 		d.mu.Unlock()
 	}
 	return ctx.Err()
+}
+
+// AwaitServing waits until the directory lists owner (id, generation) as
+// serving: a node that has just advertised itself serving places new
+// objects on itself only once its own directory has seen that, so it waits
+// here before taking calls. It ends early with ctx or when ended closes
+// (the owner's lease is gone: it will never be seen serving).
+func (d *Directory) AwaitServing(ctx context.Context, id string, generation int64, ended <-chan struct{}) error {
+	for {
+		changed := d.Changed() // before the look: no change is missed
+		if o, ok := d.Lookup(id); ok && o.Generation == generation && o.Descriptor.State == StateServing {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ended:
+			return fmt.Errorf("lease: owner %s ended before it was seen serving", id)
+		}
+	}
 }
 
 // ServingIDs are the ids of the owners in os that serve.

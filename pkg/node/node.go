@@ -389,6 +389,9 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if _, err := n.keeper.Update(ctx, func(d *lease.Descriptor) { d.State = lease.StateServing }); err != nil {
 		return fmt.Errorf("node: advertise serving: %w", err)
 	}
+	if err := n.dir.AwaitServing(ctx, n.self.ID, n.self.Generation, n.keeper.Done()); err != nil {
+		return fmt.Errorf("node: start: %w", err) // a call placed now would find no serving node
+	}
 	n.serving.Store(true)
 	n.updateHealth()
 	n.spawnBG(func() { n.watchFence(bgctx) })
@@ -405,13 +408,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-func (n *Node) spawnBG(f func()) {
-	n.bg.Add(1)
-	go func() {
-		defer n.bg.Done()
-		f()
-	}()
-}
+func (n *Node) spawnBG(f func()) { n.bg.Go(f) }
 
 // watchFence stops serving when the lease ends: a fenced owner never serves
 // again (it must restart as a new generation).
