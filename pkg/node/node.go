@@ -227,7 +227,8 @@ func (n *Node) Hosted() int {
 // Start connects to etcd, takes the owner key (bound to a new lease), serves
 // gRPC (calls, the peer protocol, admin) and HTTP (/metrics, /healthz,
 // /readyz), and advertises the node as serving once its location cache and
-// owner directory are loaded. It returns once the node serves (OnReady
+// owner directory are loaded. It returns once the node serves and its own
+// directory has seen it serving (a call placed then lands here; OnReady
 // ran), or with an error, ctx's included: then nothing is left running and
 // the Node cannot be started again. Call it once.
 func (n *Node) Start(ctx context.Context) (err error) {
