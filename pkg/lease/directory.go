@@ -161,8 +161,8 @@ func (d *Directory) runOnce(ctx context.Context) error {
 // AwaitServing waits until the directory lists owner (id, generation) as
 // serving: a node that has just advertised itself serving places new
 // objects on itself only once its own directory has seen that, so it waits
-// here before taking calls. It ends early with ctx or when ended closes
-// (the owner's lease is gone: it will never be seen serving).
+// here before taking calls. It ends early with ctx (its cause) or when
+// ended closes (the owner's lease is gone: it will never be seen serving).
 func (d *Directory) AwaitServing(ctx context.Context, id string, generation int64, ended <-chan struct{}) error {
 	for {
 		changed := d.Changed() // before the look: no change is missed
@@ -172,7 +172,7 @@ func (d *Directory) AwaitServing(ctx context.Context, id string, generation int6
 		select {
 		case <-changed:
 		case <-ctx.Done():
-			return ctx.Err()
+			return context.Cause(ctx)
 		case <-ended:
 			return fmt.Errorf("lease: owner %s ended before it was seen serving", id)
 		}

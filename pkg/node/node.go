@@ -224,6 +224,8 @@ func (n *Node) Hosted() int {
 	return len(n.objects)
 }
 
+var errNotSeenServing = errors.New("its own owner directory did not show it serving in time (is its watch path up?)")
+
 // Start connects to etcd, takes the owner key (bound to a new lease), serves
 // gRPC (calls, the peer protocol, admin) and HTTP (/metrics, /healthz,
 // /readyz), and advertises the node as serving once its location cache and
@@ -390,8 +392,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if _, err := n.keeper.Update(ctx, func(d *lease.Descriptor) { d.State = lease.StateServing }); err != nil {
 		return fmt.Errorf("node: advertise serving: %w", err)
 	}
-	if err := n.dir.AwaitServing(ctx, n.self.ID, n.self.Generation, n.keeper.Done()); err != nil {
-		return fmt.Errorf("node: start: %w", err) // a call placed now would find no serving node
+	actx, stopWait := context.WithTimeoutCause(ctx, max(10*time.Second, 2*n.cfg.LeaseTTL), errNotSeenServing)
+	err = n.dir.AwaitServing(actx, n.self.ID, n.self.Generation, n.keeper.Done())
+	if stopWait(); err != nil {
+		return fmt.Errorf("node: start: %w", err)
 	}
 	n.serving.Store(true)
 	n.updateHealth()
