@@ -93,8 +93,18 @@ var Plants = []Plant{
 			s.Workloads = []string{"lifecycle"}
 			failpoints("target.before-commit=sleep:3s%2")(s)
 		}},
-	{Bug: failpoint.BugStateWriteSkipsFence, Trigger: postgresTrigger + "; every 2nd durable write held 4 s (state.before-write=sleep:4s%2: it lands after the new owner's claim)",
-		apply: onPostgres("state.before-write=sleep:4s%2"), runs: 4},
+	{Bug: failpoint.BugStateWriteSkipsFence, Trigger: postgresTrigger + "; 6 streams per workload, and every durable write held 5 s (state.before-write=sleep:5s: the cut-off owner has one in flight on each busy object, and it lands after the new owner's claim)",
+		apply: func(s *Spec) {
+			// The earlier trigger (every 2nd write held 4 s, 3 streams)
+			// missed 4 runs of 4, in CI and here: the write has to be
+			// issued within about 3 s before the owner fences itself and
+			// land after a successor claims, and 3 streams over 8 objects
+			// left the cut-off owner's objects mostly idle. This one
+			// caught it in 6 runs of 6.
+			onPostgres("state.before-write=sleep:5s")(s)
+			s.Streams = max(s.Streams, 6)
+		},
+		runs: 4},
 	{Bug: failpoint.BugStateLoadBeforeClaim, Trigger: "durable state in PostgreSQL: the lifecycle and dbank workloads, 4 streams each, for 30 s, no relocation storm; SIGSTOP of the busiest owner for 3 TTLs (6 s) every 8 s, while every durable write is held 3 s (state.before-write=sleep:3s: a busy object's owner has one in flight when it stops) and every claim 5 s (state.before-claim=sleep:5s); half the streams give up on a call after 1 s and retry, one of each pair routing from etcd, so a new owner reads the state within a second of the paused owner's lease ending, then holds its claim; at SIGCONT the paused owner's held writes go at once and land in that gap (the other streams, the final reads' among them, wait 15 s, so that wakes succeed)",
 		apply: func(s *Spec) {
 			// The earlier trigger (the owner cut off from etcd, callers
