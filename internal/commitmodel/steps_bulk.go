@@ -20,28 +20,18 @@ func (c Config) bulkSteps(s State, b int, out *steps) {
 			t.want[b][o] = s.src[o].seen
 		}
 		sent := t
-		if t.applyBulk(b) {
-			t.sBulk[b] = bulkWritten
-			out.add(say("S writes bulk %d's key", b), t)
-		} else {
-			t.sBulk[b] = bulkRefused
-			t.unseal(sealedIn)
-			out.add(say("bulk %d's key fails its compares", b), t)
-		}
+		ok := t.applyBulk(b)
+		t.learn(b, ok, sealedIn)
+		out.add(pick(ok, say("S writes bulk %d's key", b), say("bulk %d's key fails its compares", b)), t)
 		sent.sBulk[b], sent.inFlight[b] = bulkUncertain, true
 		out.add(say("S's write of bulk %d's key gets no reply", b), sent)
 	case s.sBulk[b] == bulkUncertain:
 		// It reads the key back: there, the move goes on; not there (yet),
 		// it gives the move up, which needs no write while no PREPARE left.
 		t := s
-		if s.bulk[b] > 0 {
-			t.sBulk[b] = bulkWritten
-			out.add(say("S reads bulk %d's key back: written", b), t)
-		} else {
-			t.sBulk[b] = bulkRefused
-			t.unseal(sealedIn)
-			out.add(say("S reads bulk %d's key back: absent; it gives the move up", b), t)
-		}
+		ok := s.bulk[b] > 0
+		t.learn(b, ok, sealedIn)
+		out.add(pick(ok, say("S reads bulk %d's key back: written", b), say("S reads bulk %d's key back: absent; it gives the move up", b)), t)
 	}
 	if s.bulk[b] == 0 || s.sBulk[b] != bulkWritten {
 		return
@@ -66,6 +56,24 @@ func (c Config) bulkSteps(s State, b int, out *steps) {
 		}
 		out.add(say("S aborts bulk %d: deletes its key, reads its records", b), t)
 	}
+}
+
+// learn records what the source learned of bulk b's key: written (the
+// move goes on) or not (it gives the move up, unsealing sealedIn).
+func (s *State) learn(b int, written bool, sealedIn []int) {
+	if written {
+		s.sBulk[b] = bulkWritten
+		return
+	}
+	s.sBulk[b] = bulkRefused
+	s.unseal(sealedIn)
+}
+
+func pick(ok bool, yes, no What) What {
+	if ok {
+		return yes
+	}
+	return no
 }
 
 // applyBulk applies bulk b's key write if its compares hold: every member's
