@@ -90,7 +90,6 @@ func (c Config) source(s State, out *steps) {
 			t := s
 			if s.rec[o].rev == a.seen {
 				t.src[o].wrote = t.write(o, nodeS, true)
-				t.rec[o].intent = true
 				out.add(say("S writes o%d's intent", o), t)
 			} else {
 				t.src[o].phase = t.readBack(o)
