@@ -272,5 +272,5 @@ func (b *BulkSource) list(ctx context.Context, now time.Time) (unlist func()) {
 	if err != nil {
 		return func() {}
 	}
-	return func() { _ = b.Lister.UnlistBulk(ctx, b.ID) }
+	return func() { _ = b.Lister.UnlistBulk(ctx, b.ID, b.Self) }
 }

@@ -97,7 +97,7 @@ func (m *memStore) ListBulk(_ context.Context, id string, l authority.BulkListin
 	return nil
 }
 
-func (m *memStore) UnlistBulk(_ context.Context, id string) error {
+func (m *memStore) UnlistBulk(_ context.Context, id string, _ authority.OwnerRef) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.listings, id)

@@ -26,7 +26,7 @@ type Store interface {
 // Lister lists a bulk run in etcd (pkg/authority's *Store).
 type Lister interface {
 	ListBulk(ctx context.Context, id string, l authority.BulkListing, lease clientv3.LeaseID) error
-	UnlistBulk(ctx context.Context, id string) error
+	UnlistBulk(ctx context.Context, id string, source authority.OwnerRef) error
 }
 
 // Peer is one relocation stream: frames in order, both ways.

@@ -22,22 +22,37 @@ type BulkListing struct {
 }
 
 // ListBulk puts relocations/<id> bound to lease (the source's: the key
-// goes with its source).
+// goes with its source), if l.Source is alive: like every write of
+// relocations/, it is fenced by its writer's owner key. A source that is
+// no longer alive gets ErrOwnerNotAlive and writes nothing.
 func (s *Store) ListBulk(ctx context.Context, id string, l BulkListing, lease clientv3.LeaseID) error {
-	if id == "" {
-		return fmt.Errorf("%w: a bulk move's listing needs its id", ErrInvalidRequest)
+	if id == "" || l.Source.ID == "" {
+		return fmt.Errorf("%w: a bulk move's listing needs its id and its source", ErrInvalidRequest)
 	}
 	l.Bulk = true
 	val, _ := json.Marshal(l)
-	_, err := s.txn(ctx, "list bulk").Then(clientv3.OpPut(s.keys.Relocation(id), string(val), clientv3.WithLease(lease))).Commit()
-	return err
+	return s.fenced(ctx, "list bulk", l.Source, clientv3.OpPut(s.keys.Relocation(id), string(val), clientv3.WithLease(lease)))
 }
 
-// UnlistBulk deletes relocations/<id>, once the bulk move ended.
-func (s *Store) UnlistBulk(ctx context.Context, id string) error {
-	if id == "" {
-		return fmt.Errorf("%w: a bulk move's listing needs its id", ErrInvalidRequest)
+// UnlistBulk deletes relocations/<id> once the bulk move ended, if its
+// source is alive (a source that is not has lost the key with its lease).
+func (s *Store) UnlistBulk(ctx context.Context, id string, source OwnerRef) error {
+	if id == "" || source.ID == "" {
+		return fmt.Errorf("%w: a bulk move's listing needs its id and its source", ErrInvalidRequest)
 	}
-	_, err := s.txn(ctx, "unlist bulk").Then(clientv3.OpDelete(s.keys.Relocation(id))).Commit()
-	return err
+	return s.fenced(ctx, "unlist bulk", source, clientv3.OpDelete(s.keys.Relocation(id)))
+}
+
+// fenced runs op if owner is alive (its key's CreateRevision is its
+// generation).
+func (s *Store) fenced(ctx context.Context, what string, owner OwnerRef, op clientv3.Op) error {
+	resp, err := s.txn(ctx, what).If(clientv3.Compare(clientv3.CreateRevision(s.keys.Owner(owner.ID)), "=", owner.Generation)).
+		Then(op).Commit()
+	switch {
+	case err != nil:
+		return err
+	case !resp.Succeeded:
+		return fmt.Errorf("%w: %s by %v", ErrOwnerNotAlive, what, owner)
+	}
+	return nil
 }

@@ -13,8 +13,9 @@ import (
 )
 
 // TestBulkListing: a bulk move is listed once, under its own
-// relocations/<id> bound to the source's lease; its units' intents write
-// no key of their own, and their commits still clear their records.
+// relocations/<id> bound to the source's lease, written and deleted only
+// while the source is alive; its units' intents write no key of their
+// own, and their commits still clear their records.
 func TestBulkListing(t *testing.T) {
 	c, s := setup(t)
 	src, lid := owner(t, c, "src", 30)
@@ -22,6 +23,10 @@ func TestBulkListing(t *testing.T) {
 	ctx := context.Background()
 	if err := s.ListBulk(ctx, "", authority.BulkListing{}, lid); !errors.Is(err, authority.ErrInvalidRequest) {
 		t.Fatalf("a listing without an id: %v", err)
+	}
+	stale := authority.OwnerRef{ID: src.ID, Generation: src.Generation + 1}
+	if err := s.ListBulk(ctx, "bulk0", authority.BulkListing{Source: stale, Target: dst, Objects: 2}, lid); !errors.Is(err, authority.ErrOwnerNotAlive) {
+		t.Fatalf("a listing by a source that is not alive: %v", err)
 	}
 	if err := s.ListBulk(ctx, "bulk1", authority.BulkListing{Source: src, Target: dst, Objects: 2, StartedUnixMs: 5}, lid); err != nil {
 		t.Fatal(err)
@@ -50,7 +55,10 @@ func TestBulkListing(t *testing.T) {
 			t.Fatalf("commit %s: %+v %v", id, res, err)
 		}
 	}
-	if err := s.UnlistBulk(ctx, "bulk1"); err != nil {
+	if err := s.UnlistBulk(ctx, "bulk1", stale); !errors.Is(err, authority.ErrOwnerNotAlive) {
+		t.Fatalf("an unlisting by a source that is not alive: %v", err)
+	}
+	if err := s.UnlistBulk(ctx, "bulk1", src); err != nil {
 		t.Fatal(err)
 	}
 	if all, _ := c.Get(ctx, keys.RelocationsPrefix(), clientv3.WithPrefix()); len(all.Kvs) != 0 {
