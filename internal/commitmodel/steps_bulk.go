@@ -4,13 +4,10 @@ package commitmodel
 // (whose reply may be lost), the read back of a write with no reply, the
 // whole bulk's abort and the key's removal once the bulk ended.
 func (c Config) bulkSteps(s State, b int, out *steps) {
-	var in, sealedIn []int // b's members, and those still sealed in b
+	var sealedIn []int // b's members still sealed in b
 	for o := range Objects {
-		if s.src[o].moves == uint8(b+1) {
-			in = append(in, o)
-			if s.src[o].phase == sealed {
-				sealedIn = append(sealedIn, o)
-			}
+		if s.src[o].moves == uint8(b+1) && s.src[o].phase == sealed {
+			sealedIn = append(sealedIn, o)
 		}
 	}
 	switch {
