@@ -83,6 +83,7 @@ FUZZ_TARGETS = \
 	./pkg/actor/builtin/          FuzzHandle \
 	./pkg/record/                 FuzzDecodeRecordMatchesStd \
 	./pkg/record/                 FuzzEncodeMatchesStd \
+	./pkg/record/                 FuzzDecodeBulkIntent \
 	./pkg/wire/                   FuzzCallRequest \
 	./pkg/wire/                   FuzzRelocationFrame \
 	./pkg/wire/                   FuzzParseOperationID \

@@ -187,6 +187,19 @@ type CommitRequest struct {
 	// actor participant joins; the same transaction writes the membership
 	// (group.go).
 	Join *JoinCommit
+	// Bulk, for an object of a bulk move under the one-write rule
+	// (bulk_intent.go): its bulk intent's key and the ModRevision the
+	// target read it at. The one participant's expected record then
+	// carries no intent (the key does) and is compared by its store
+	// version, the key by its ModRevision; relocations/<id> is not deleted.
+	Bulk *BulkFence
+}
+
+// BulkFence is what a bulk unit's commit compares besides its record:
+// relocations/<ID> is still at Revision, the one its target read.
+type BulkFence struct {
+	ID       string
+	Revision int64
 }
 
 // CommitResult is the outcome of Commit.
@@ -230,6 +243,9 @@ func (req CommitRequest) validate() error {
 	}
 	if err := req.validateJoin(); err != nil {
 		return err
+	}
+	if req.Bulk != nil {
+		return req.validateBulk()
 	}
 	seen := map[string]bool{}
 	for _, p := range req.Participants {
@@ -287,7 +303,13 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	for _, p := range req.Participants {
 		k := s.keys.Authority(p.Expected.Object)
 		rec := req.planned(p)
-		if compareRecords {
+		switch {
+		case req.Bulk != nil && compareRecords:
+			// A bulk unit's record carries no intent: its store version
+			// is the one the bulk intent names (validateBulk), and the
+			// key's compare below binds the target's check of it.
+			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
+		case compareRecords:
 			// The record's exact bytes carry this relocation's intent, which
 			// exists only from its Intend to the next write of the record:
 			// no later write recreates them, so this compare also pins the
@@ -307,8 +329,13 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	ownerKey := s.keys.Owner(req.Target.ID)
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Target.Generation))
 	gets = append(gets, clientv3.OpGet(ownerKey))
-	// The relocation is over once committed: its intent key goes with it.
-	puts = append(puts, clientv3.OpDelete(s.keys.Relocation(req.RelocationID)))
+	if b := req.Bulk; b != nil {
+		// The bulk's key stays until every object of the bulk ended.
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.keys.Relocation(b.ID)), "=", b.Revision))
+	} else {
+		// The relocation is over once committed: its intent key goes with it.
+		puts = append(puts, clientv3.OpDelete(s.keys.Relocation(req.RelocationID)))
+	}
 	resp, err := s.txn(ctx, "commit").If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
 		res, rerr := s.ResolveCommit(ctx, req)
