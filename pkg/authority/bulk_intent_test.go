@@ -138,8 +138,15 @@ func TestBulkIntent(t *testing.T) {
 	if cr, err := s.Commit(ctx, bulkCommit("k1", rev, snaps[1], u1.RelocationID, dst)); err != nil || cr.Committed {
 		t.Fatalf("a commit after the preserve: %+v %v", cr, err)
 	}
-	// A commit that names another revision of the key fails.
+	// A commit that names another revision of the key fails, and so does
+	// one whose record is not the bytes etcd holds (a source that lied
+	// about it in its PREPARE).
 	u2 := read.Units[2]
+	lie := snaps[2]
+	lie.Record.Pinned = true
+	if cr, err := s.Commit(ctx, bulkCommit("k1", rev, lie, u2.RelocationID, dst)); err != nil || cr.Committed {
+		t.Fatalf("a commit of other bytes: %+v %v", cr, err)
+	}
 	if cr, err := s.Commit(ctx, bulkCommit("k1", rev+1, snaps[2], u2.RelocationID, dst)); err != nil || cr.Committed {
 		t.Fatalf("a commit at another revision of the key: %+v %v", cr, err)
 	}

@@ -190,8 +190,9 @@ type CommitRequest struct {
 	// Bulk, for an object of a bulk move under the one-write rule
 	// (bulk_intent.go): its bulk intent's key and the ModRevision the
 	// target read it at. The one participant's expected record then
-	// carries no intent (the key does) and is compared by its store
-	// version, the key by its ModRevision; relocations/<id> is not deleted.
+	// carries no intent (the key does) and is compared by its bytes and
+	// its store version, the key by its ModRevision; relocations/<id> is
+	// not deleted.
 	Bulk *BulkFence
 }
 
@@ -303,19 +304,20 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	for _, p := range req.Participants {
 		k := s.keys.Authority(p.Expected.Object)
 		rec := req.planned(p)
-		switch {
-		case req.Bulk != nil && compareRecords:
-			// A bulk unit's record carries no intent: its store version
-			// is the one the bulk intent names (validateBulk), and the
-			// key's compare below binds the target's check of it.
-			cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
-		case compareRecords:
+		if compareRecords {
 			// The record's exact bytes carry this relocation's intent, which
 			// exists only from its Intend to the next write of the record:
 			// no later write recreates them, so this compare also pins the
 			// store version (one compare per participant keeps a group's
 			// commit within --max-txn-ops).
 			cmps = append(cmps, clientv3.Compare(clientv3.Value(k), "=", string(p.Expected.Record.Encode())))
+			if req.Bulk != nil {
+				// A bulk unit's record carries no intent (the bulk's key
+				// does), so its bytes pin what the target checked and
+				// will write, and its store version, the one the key
+				// names, decides between this commit and a preserve.
+				cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(k), "=", p.Expected.StoreVersion))
+			}
 		}
 		puts = append(puts, clientv3.OpPut(k, string(rec.Encode())))
 		gets = append(gets, clientv3.OpGet(k))
