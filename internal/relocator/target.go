@@ -134,9 +134,13 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 		})
 	case relocation.Commit:
 		enter(t.Report, t.clock(), "commit")
-		return x.now(func() relocation.Event { return x.commit(a.RelocationID.String(), a.Participants, a.Join, false) })
+		return x.now(func() relocation.Event {
+			return x.commit(a.RelocationID.String(), a.Participants, a.Join, a.Bulk, false)
+		})
 	case relocation.ResolveCommit:
-		return x.now(func() relocation.Event { return x.commit(a.RelocationID.String(), a.Participants, a.Join, true) })
+		return x.now(func() relocation.Event {
+			return x.commit(a.RelocationID.String(), a.Participants, a.Join, a.Bulk, true)
+		})
 	case relocation.Admit:
 		enter(t.Report, t.clock(), "admission")
 		t.Mailbox.Admit(a)
@@ -158,7 +162,7 @@ func (x *targetExec) do(a relocation.Action) []relocation.Event {
 	return nil
 }
 
-func (x *targetExec) commit(id string, ps []record.Snapshot, join *record.Snapshot, resolve bool) relocation.Event {
+func (x *targetExec) commit(id string, ps []record.Snapshot, join *record.Snapshot, bulk *relocation.BulkRef, resolve bool) relocation.Event {
 	t := x.t
 	req := authority.CommitRequest{RelocationID: id, Target: t.Self, TargetNode: t.Node}
 	for _, p := range ps {
@@ -166,6 +170,9 @@ func (x *targetExec) commit(id string, ps []record.Snapshot, join *record.Snapsh
 	}
 	if join != nil {
 		req.Join = &authority.JoinCommit{Group: *join}
+	}
+	if bulk != nil {
+		req.Bulk = &authority.BulkFence{ID: bulk.ID, Revision: bulk.Revision}
 	}
 	ctx, cancel := x.op()
 	defer cancel()

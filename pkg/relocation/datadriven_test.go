@@ -23,13 +23,15 @@ import (
 //
 // Commands:
 //
-//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join] [maxahead=MS] [eager=BYTES] [precopy=BYTES]
+//	relocate [deadline=MS] [chunk=BYTES] [fallback=MS] [members=N] [join] [maxahead=MS] [eager=BYTES] [precopy=BYTES] [bulk]
 //	    owners s1 and t1, actor/counter/c1 owned by s1; the source starts.
 //	    members=N: it moves group/g1 (owned by s1) with members
 //	    actor/counter/m0…; join: actor/counter/c1 joins group/g1, owned by
 //	    t1 (Actor Join). The store line then lists the other records.
 //	    maxahead: the target allows deadlines at most that far ahead.
-//	result source intent|preserve [ok|fails|uncertain [applied]]
+//	    bulk: a bulk unit under the one-write rule (its intent in
+//	    relocations/bulk1, written by "result source bulkintent").
+//	result source intent|preserve|bulkintent [ok|fails|uncertain [applied]]
 //	result source capture [ok|fails] [size=BYTES] [changed=(I, …)]
 //	    changed: after a pre-copy, those chunks differ from the snapshot.
 //	result source snapshot [ok|fails] [size=BYTES]   a pre-copy's base
@@ -57,11 +59,13 @@ import (
 //	recover owner=ID          the object was re-created on ID (object generation+1).
 //	inject to=target prepare [deadline=MS]   a PREPARE with other bytes.
 //	forge KIND                a copy of the source's PREPARE, altered by KIND
-//	    (nonce, unintended, target-node, deadline, coordinator), is given to
+//	    (nonce, unintended, target-node, deadline, coordinator; a bulk
+//	    unit's: store-version, bulk-id), is given to
 //	    a fresh target machine of the same node; it prints what that
 //	    machine answers (the simulated relocation is unchanged).
 //	resend to=target|source KIND   the last KIND frame sent goes in flight again.
 //	break-stream              the stream breaks; both sides see StreamBroken.
+//	abort-bulk                relocations/bulk1 is deleted (the whole-bulk abort).
 //	land-commit               the target's earlier uncertain commit lands now.
 //	replay to=target|source   every frame ever sent to the side, again.
 //
@@ -95,6 +99,7 @@ func TestTranscripts(t *testing.T) {
 					d.MaybeScanArgs(t, "eager", &cfg.EagerMaxBytes)
 					d.MaybeScanArgs(t, "precopy", &cfg.PrecopyMinBytes)
 					cfg.Join = d.HasArg("join")
+					cfg.Bulk = d.HasArg("bulk")
 					s = newSim(cfg, &out)
 					s.allowProtoE = true
 					s.start()
@@ -177,6 +182,11 @@ func TestTranscripts(t *testing.T) {
 						s.storeChanged()
 						s.printf("  etcd: the earlier commit lands at sv=%d\n", s.store.rec.StoreVersion)
 					}
+				case "abort-bulk":
+					// The whole-bulk abort: the source deletes the bulk's key.
+					if s.store.deleteBulk(simBulkID) {
+						s.printf("  etcd: relocations/%s deleted\n", simBulkID)
+					}
 				case "break-stream":
 					// The stream breaks; both sides live on.
 					s.inflight = [2][]*pb.RelocationFrame{}
@@ -243,6 +253,7 @@ func runResult(t *testing.T, d *datadriven.TestData, s *sim) {
 	want := map[string]string{
 		"intent": "WriteIntent", "capture": "Seal", "snapshot": "Snapshot", "boundary": "SendBoundary", "preserve": "Preserve",
 		"restore": "Restore", "readgroup": "ReadGroup", "commit": "Commit", "resolve": "ResolveCommit", "settle": "",
+		"bulkintent": "AwaitBulkIntent",
 	}
 	name, ok := want[kind]
 	if !ok {
@@ -422,11 +433,16 @@ func runForge(t *testing.T, d *datadriven.TestData, s *sim) {
 		q.DeadlineUnixMs += 5000
 	case "coordinator": // another node claims to be the source
 		q.Coordinator.RoutingId = bytes.Repeat([]byte{'m'}, 16)
+	case "store-version": // a bulk unit at another version than its bulk names
+		q.Participants[0].StoreVersion++
+		q.Coordinator.StoreVersion++
+	case "bulk-id": // a bulk whose key etcd does not hold
+		q.BulkId = "bulk9"
 	default:
 		d.Fatalf(t, "forge: unknown kind %q", kind)
 	}
 	tgt := NewTarget(s.tgt.cfg)
-	acts, err := tgt.Step(PrepareEvent{Prepare: q, NowMs: s.now})
+	acts, err := tgt.Step(PrepareEvent{Prepare: q, NowMs: s.now, Bulk: s.store.readBulk(q.GetBulkId())})
 	s.printf("forged target ← PREPARE (%s)\n", kind)
 	if err != nil {
 		s.printf("  forged target: error: %v\n", err)

@@ -116,6 +116,11 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 		// of whose chunks change.
 		cfg.PrecopyMinBytes = 1 + r.IntN(8)
 	}
+	// A third of the rest are bulk units under the one-write rule (their
+	// intent in the bulk's key, which may be deleted: the whole-bulk abort).
+	if cfg.Members == 0 && !cfg.Join && cfg.PrecopyMinBytes == 0 && r.IntN(3) == 0 {
+		cfg.Bulk = true
+	}
 	s := newSim(cfg, out)
 	// Each class of fault is on in about a third of the runs, so that clean
 	// runs, lossy ones and crashing ones all occur.
@@ -123,8 +128,9 @@ func propertyRun(seed uint64, out *strings.Builder, stats *propStats) string {
 	f.loss, f.uncertain, f.crashSource, f.crashTarget = r.IntN(3) == 0, r.IntN(3) == 0, r.IntN(4) == 0, r.IntN(4) == 0
 	f.leaseLoss, f.drain, f.breakStream, f.failIO = r.IntN(5) == 0, r.IntN(5) == 0, r.IntN(6) == 0, r.IntN(6) == 0
 	f.onward = r.IntN(6) == 0 && cfg.Members == 0 && !cfg.Join // a foreign write of the primary alone would split a group
+	f.abortBulk = cfg.Bulk && r.IntN(3) == 0
 	s.segments = r.IntN(4)
-	s.printf("# seed %d: deadline=%d chunk=%d fallback=%d members=%d join=%v precopy=%d faults=%+v\n", seed, cfg.DeadlineMs, cfg.ChunkSize, cfg.FallbackMs, cfg.Members, cfg.Join, cfg.PrecopyMinBytes, f)
+	s.printf("# seed %d: deadline=%d chunk=%d fallback=%d members=%d join=%v precopy=%d bulk=%v faults=%+v\n", seed, cfg.DeadlineMs, cfg.ChunkSize, cfg.FallbackMs, cfg.Members, cfg.Join, cfg.PrecopyMinBytes, cfg.Bulk, f)
 	s.start()
 
 	const maxRandomSteps = 400
@@ -198,6 +204,9 @@ type faults struct {
 	// onward: once committed, the object moves on to another owner, or the
 	// target restarts under a new owner generation, before the source reads.
 	onward bool
+	// abortBulk: a bulk unit's key is deleted at some point (the whole-bulk
+	// abort of its source).
+	abortBulk bool
 }
 
 // propertyStep makes one random move among those the state and the run's
@@ -221,7 +230,7 @@ func propertyStep(s *sim, r *rand.Rand, f faults) {
 	add(20, s.pending[onSource] != nil, func() {
 		k, n := resOK, 1+r.IntN(24)
 		switch s.pending[onSource].(type) {
-		case WriteIntent, Preserve:
+		case WriteIntent, Preserve, AwaitBulkIntent:
 			if f.uncertain {
 				k = pick(r, []outcomeKind{resOK, resOK, resOK, resUncertain, resUncertainWrote})
 			}
@@ -317,6 +326,10 @@ func propertyStep(s *sim, r *rand.Rand, f faults) {
 		s.late = append(s.late[:i], s.late[i+1:]...)
 		s.printf("a write whose RPC failed lands now\n")
 		land()
+	})
+	add(2, f.abortBulk && s.store.bulks[simBulkID].rev != 0, func() {
+		s.printf("abort-bulk\n")
+		s.store.deleteBulk(simBulkID)
 	})
 	add(2, !s.draining && f.drain, func() {
 		s.printf("drain target\n")

@@ -59,7 +59,8 @@ type fakeStore struct {
 	members []record.Snapshot
 	// joined: for an Actor Join, the group record, owned by the target.
 	joined *record.Snapshot
-	owners map[string]int64 // owner id → CreateRevision of owners/<id>; absent: deleted
+	owners map[string]int64    // owner id → CreateRevision of owners/<id>; absent: deleted
+	bulks  map[string]fakeBulk // relocations/<bulk id> (sim_bulk_test.go)
 
 	// Facts for the invariant checks.
 	commitTo  *record.OwnerRef // set when a Commit transaction was applied
@@ -155,7 +156,7 @@ func (f *fakeStore) commit(a Commit, target record.OwnerRef) CommitResult {
 	if len(f.members) > 0 || f.joined != nil {
 		return f.commitAll(a, target)
 	}
-	ok := f.alive(target)
+	ok := f.alive(target) && f.bulkHolds(a)
 	for _, p := range a.Participants {
 		ok = ok && p.Object == f.rec.Object && sameBytes(p.Record, f.rec.Record)
 	}
@@ -209,6 +210,7 @@ func (f *fakeStore) String() string {
 		fmt.Fprintf(&b, "→%s", r.Intent.Target)
 	}
 	f.describeGroup(&b)
+	f.describeBulks(&b)
 	ids := make([]string, 0, len(f.owners))
 	for id := range f.owners {
 		ids = append(ids, id)
@@ -254,6 +256,8 @@ type simConfig struct {
 	// PrecopyMinBytes: SourceConfig.PrecopyMinBytes (the state's size is
 	// not known: the snapshot tells).
 	PrecopyMinBytes int
+	// Bulk: SourceConfig.BulkIntent (the one-write rule).
+	Bulk bool
 }
 
 // sim drives one Source and one Target. Frames a side sends wait in flight
@@ -321,6 +325,7 @@ func newSim(cfg simConfig, out *strings.Builder) *sim {
 		AppVersion: "v1", DeadlineMs: cfg.DeadlineMs, ChunkSize: cfg.ChunkSize,
 		Members: slices.Clone(st.members), JoinGroup: join, Nonce: simNonce, EagerMaxBytes: cfg.EagerMaxBytes,
 		PrecopyMinBytes: cfg.PrecopyMinBytes, StateBytes: cfg.PrecopyMinBytes, // as large as the node last saw it
+		BulkIntent: cfg.Bulk,
 	})
 	s.tgt = NewTarget(TargetConfig{Self: s.tgtID, SelfRoutingID: simRID("t1"), AppVersion: "v1", FallbackMs: cfg.FallbackMs, MaxDeadlineMs: cfg.MaxDeadlineMs})
 	s.observeStore()
@@ -430,7 +435,7 @@ func (s *sim) apply(on side, a Action) {
 			s.violate("source: a second ReadSettle while one is in flight")
 		}
 		s.reading = true
-	case WriteIntent, Seal, Snapshot, SendBoundary, Preserve, Restore, ReadGroup, Commit, ResolveCommit:
+	case WriteIntent, Seal, Snapshot, SendBoundary, Preserve, Restore, ReadGroup, Commit, ResolveCommit, AwaitBulkIntent:
 		if s.pending[on] != nil {
 			s.violate("%s: %s while %s is pending (an action with a result must end the batch)", on, actionName(a), actionName(s.pending[on]))
 		}
@@ -451,7 +456,7 @@ func (s *sim) send(to side, f *pb.RelocationFrame) {
 func (s *sim) deliver(to side, f *pb.RelocationFrame) {
 	if to == onTarget {
 		if p := f.GetPrepare(); p != nil {
-			s.step(onTarget, PrepareEvent{Prepare: p, NowMs: s.now, Draining: s.draining})
+			s.step(onTarget, PrepareEvent{Prepare: p, NowMs: s.now, Draining: s.draining, Bulk: s.store.readBulk(p.GetBulkId())})
 			return
 		}
 	}
@@ -549,6 +554,8 @@ func (s *sim) complete(on side, k outcomeKind, n int) (wrote bool) {
 		if uncertain {
 			ev = IntentResult{Err: errUncertain}
 		}
+	case AwaitBulkIntent:
+		ev = s.completeBulk(a, k)
 	case Snapshot:
 		if k == resFail {
 			ev = Snapshotted{Err: errors.New("snapshot failed")}
@@ -693,6 +700,13 @@ func (s *sim) check(on side, a Action) {
 		if st.commitTo != nil {
 			s.violate("source reopens after the target's commit succeeded")
 		}
+		if s.bulkUnsent() {
+			// A bulk unit that gives up before its PREPARE left serves
+			// again as if it never sealed: nothing of the move was
+			// written, and nothing can commit without the nonce.
+			s.reopened = true
+			break
+		}
 		if rec.Owner != s.self || !st.alive(s.self) {
 			s.violate("source reopens while the store names %s (source alive: %v)", rec.Owner, st.alive(s.self))
 		}
@@ -832,6 +846,8 @@ func (s *sim) describe(a Action) string {
 		return fmt.Sprintf("Snapshot align=%d", a.Align)
 	case WriteIntent:
 		return fmt.Sprintf("WriteIntent sv=%d target=%s deadline=%d", a.Seen.StoreVersion, a.Intent.Target, a.Intent.DeadlineMs)
+	case AwaitBulkIntent:
+		return fmt.Sprintf("AwaitBulkIntent sv=%d", a.Unit.StoreVersion)
 	case Preserve:
 		return fmt.Sprintf("Preserve sv=%d", a.Seen.StoreVersion)
 	case Reopen:
@@ -869,6 +885,9 @@ func describeFrame(f *pb.RelocationFrame) string {
 		}
 		if x.Prepare.GetPrecopy() {
 			eager = fmt.Sprintf(" precopy chunk-size=%d", x.Prepare.GetChunkSize())
+		}
+		if b := x.Prepare.GetBulkId(); b != "" {
+			eager += " bulk=" + b
 		}
 		return fmt.Sprintf("PREPARE chunks=%d len=%d sv=%d deadline=%d%s", x.Prepare.GetChunkCount(), x.Prepare.GetPayloadLength(), x.Prepare.GetCoordinator().GetStoreVersion(), x.Prepare.GetDeadlineUnixMs(), eager)
 	case *pb.RelocationFrame_Chunk:

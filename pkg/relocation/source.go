@@ -16,6 +16,7 @@ const (
 	SourceIntent     SourcePhase = 1 + iota // writing the intent; the object serves
 	SourcePrecopying                        // pre-copy: the base streams; the object serves
 	SourceCapturing                         // sealed, capturing state and queue
+	SourceBulkIntent                        // a bulk unit, captured: waiting for its bulk's key (source_bulk.go)
 	SourcePreparing                         // PREPARE and chunks sent, waiting for READY
 	SourceCutover                           // READY received: sending DATA and CUTOVER
 	SourceSettling                          // reading etcd for the outcome
@@ -24,7 +25,7 @@ const (
 )
 
 func (p SourcePhase) String() string {
-	return [...]string{"invalid", "intent", "precopying", "capturing", "preparing", "cutover", "settling", "preserving", "done"}[min(max(int(p), 0), 8)]
+	return [...]string{"invalid", "intent", "precopying", "capturing", "bulk-intent", "preparing", "cutover", "settling", "preserving", "done"}[min(max(int(p), 0), 9)]
 }
 
 // SourceConfig is everything a source machine decides from.
@@ -66,6 +67,11 @@ type SourceConfig struct {
 	// state that shrank below PrecopyMinBytes is sealed as usual).
 	PrecopyMinBytes int
 	StateBytes      int
+	// BulkIntent: a unit of a bulk move under the one-write rule
+	// (source_bulk.go): one actor outside any group, no pre-copy; its
+	// intent goes into its bulk's key, which the driver writes for every
+	// unit of the bulk, not into its record.
+	BulkIntent bool
 }
 
 // Source is the source side of one relocation: a pure state machine.
@@ -94,6 +100,8 @@ type Source struct {
 	baseManifest Manifest
 	// refused: the FAILED a pre-copy's target sent while the seal ran.
 	refused *pb.Failed
+	// segs: a bulk unit's captured payload, until its bulk's key is written.
+	segs [][]byte
 }
 
 // NewSource returns a machine in SourceIntent.
@@ -121,8 +129,12 @@ func (s *Source) Watching() bool { return s.phase == SourceSettling }
 // Prepare is the PREPARE the machine sent (nil before capture).
 func (s *Source) Prepare() *pb.Prepare { return s.prepare }
 
-// Start returns the first actions: write the intent.
+// Start returns the first actions: write the intent (a bulk unit's:
+// seal).
 func (s *Source) Start() []Action {
+	if s.cfg.BulkIntent {
+		return s.startBulk()
+	}
 	return []Action{WriteIntent{Seen: s.cfg.Object, Members: s.cfg.Members,
 		Intent: record.Intent{RelocationID: s.cfg.ID.String(), Target: s.cfg.Target.Owner, TargetNode: s.cfg.Target.Node,
 			DeadlineMs: s.cfg.DeadlineMs, NonceHash: record.HashNonce(s.cfg.Nonce)},
@@ -200,7 +212,10 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 	case SourceCapturing:
 		switch e := ev.(type) {
 		case Captured:
-			if e.Err != nil {
+			switch {
+			case e.Err != nil && s.cfg.BulkIntent:
+				return s.giveUpBulk(pb.Code_CODE_INTERNAL, "capture failed: "+e.Err.Error()), nil // nothing was written
+			case e.Err != nil:
 				return s.abort(pb.Code_CODE_INTERNAL, "capture failed: "+e.Err.Error()), nil
 			}
 			segs := e.Segments
@@ -221,18 +236,10 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 			s.prepare = s.buildPrepare()
 			s.prepare.SealedUnixUs = e.SealedUnixUs
 			s.prepare.EagerCutover = s.eager()
-			s.phase = SourcePreparing
-			out := []Action{
-				Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},
-				StreamChunks{Segments: segs, Manifest: s.manifest},
+			if s.cfg.BulkIntent {
+				return s.awaitBulk(segs), nil
 			}
-			if s.prepare.EagerCutover {
-				// Past the point of no return now, as after READY: from
-				// here the source serves again only through a preserve.
-				s.phase = SourceCutover
-				out = append(out, SendBoundary{})
-			}
-			return out, nil
+			return s.sendPrepare(segs), nil
 		case Received:
 			return s.duringPrecopySeal(e.Frame) // source_precopy.go
 		case Tick, StreamBroken, Observed:
@@ -240,6 +247,8 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 		case Stop:
 			return nil, nil
 		}
+	case SourceBulkIntent:
+		return s.stepBulkIntent(ev) // source_bulk.go
 	case SourcePreparing:
 		switch e := ev.(type) {
 		case Received:
@@ -312,11 +321,27 @@ func (s *Source) Step(ev Event) ([]Action, error) {
 		}
 	case SourceDone:
 		switch ev.(type) {
-		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, Snapshotted, BoundarySent, PreserveResult, Observed:
+		case Tick, Received, StreamBroken, Stop, SettleResult, IntentResult, Captured, Snapshotted, BoundarySent, PreserveResult, Observed, BulkIntentResult:
 			return nil, nil // late: ignored
 		}
 	}
 	return nil, invalid(s.phase, ev)
+}
+
+// sendPrepare sends PREPARE and the payload's chunks (and, cutting over
+// eagerly, the boundary: past the point of no return from here, as after
+// READY; the source serves again only through a preserve).
+func (s *Source) sendPrepare(segs [][]byte) []Action {
+	s.phase = SourcePreparing
+	out := []Action{
+		Send{Frame: &pb.RelocationFrame{Frame: &pb.RelocationFrame_Prepare{Prepare: s.prepare}}},
+		StreamChunks{Segments: segs, Manifest: s.manifest},
+	}
+	if s.prepare.EagerCutover {
+		s.phase = SourceCutover
+		out = append(out, SendBoundary{})
+	}
+	return out
 }
 
 func (s *Source) sameID(b []byte) bool { return string(b) == string(s.cfg.ID[:]) }

@@ -61,11 +61,11 @@ type settleState struct {
 
 // WakeAtMs is the earliest Unix ms at which a Tick could make the machine
 // act (0: none is due: the next step comes from an event): the deadline
-// before READY; while settling the deadline, the end of a grace period, or
+// before READY (and while a bulk unit waits for its bulk's key); while settling the deadline, the end of a grace period, or
 // the next periodic read. A driver may deliver Ticks only then.
 func (s *Source) WakeAtMs() int64 {
 	switch s.phase {
-	case SourcePreparing, SourcePrecopying:
+	case SourcePreparing, SourcePrecopying, SourceBulkIntent:
 		return s.cfg.DeadlineMs
 	case SourceSettling:
 		if s.st.observed != nil {

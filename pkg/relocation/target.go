@@ -69,12 +69,16 @@ type (
 		// (this node's); the same transaction writes the membership and
 		// compares its store version.
 		Join *record.Snapshot
+		// Bulk: a bulk unit's key, compared at the revision read
+		// (target_bulk.go).
+		Bulk *BulkRef
 	}
 	// ResolveCommit reads back an uncertain commit; result: CommitResult.
 	ResolveCommit struct {
 		RelocationID wire.RelocationID
 		Participants []record.Snapshot
 		Join         *record.Snapshot
+		Bulk         *BulkRef
 	}
 	// Admit opens the object on the target, in this order: the captured
 	// requests, then Data (in sequence order) at the head of the mailbox, each
@@ -154,6 +158,8 @@ type Target struct {
 	resolving bool
 	// joinSeen: the group's record ReadGroup read (Actor Join).
 	joinSeen *record.Snapshot
+	// bulk: a bulk unit's key, as checked (target_bulk.go).
+	bulk *BulkRef
 	// retry is an action to take again at retryAt (a read-back after an
 	// uncertain commit, a group read that failed), after a pause: etcd
 	// just failed to answer.

@@ -112,7 +112,7 @@ func (t *Target) commit() []Action {
 	if !t.join.IsZero() && t.joinSeen == nil {
 		return []Action{ReadGroup{Group: t.join}} // the commit compares it
 	}
-	return []Action{Commit{RelocationID: t.id, Participants: t.participants, Join: t.joinSeen}}
+	return []Action{Commit{RelocationID: t.id, Participants: t.participants, Join: t.joinSeen, Bulk: t.bulk}}
 }
 
 // onGroupRead: an Actor Join's group must still be this node's, active,
@@ -133,7 +133,7 @@ func (t *Target) onGroupRead(e GroupRead) []Action {
 func (t *Target) onCommit(e CommitResult) []Action {
 	if e.Err != nil {
 		t.resolving = true
-		t.retry, t.retryAt = ResolveCommit{RelocationID: t.id, Participants: t.participants, Join: t.joinSeen}, t.nowMs+RetryPauseMs
+		t.retry, t.retryAt = ResolveCommit{RelocationID: t.id, Participants: t.participants, Join: t.joinSeen, Bulk: t.bulk}, t.nowMs+RetryPauseMs
 		return nil
 	}
 	if !e.Committed && t.resolving && t.untouched(e.Records) {

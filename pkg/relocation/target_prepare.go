@@ -39,6 +39,9 @@ type PrepareEvent struct {
 	// TLS; empty without): PREPARE must come from its coordinator, the
 	// source whose intent etcd holds. Otherwise CODE_PERMISSION_DENIED.
 	Peer string
+	// Bulk: for a PREPARE that names a bulk (bulk_id), its key as the
+	// driver read it (target_bulk.go).
+	Bulk *BulkKey
 }
 
 func (PrepareEvent) event() {}
@@ -80,8 +83,14 @@ func (t *Target) onPrepare(e PrepareEvent) ([]Action, error) {
 	if m := t.cfg.MaxDeadlineMs; m > 0 && p.GetDeadlineUnixMs()-e.NowMs > m {
 		return t.fail(pb.Code_CODE_RESOURCE_EXHAUSTED, fmt.Sprintf("deadline %d ms ahead, this node allows at most %d", p.GetDeadlineUnixMs()-e.NowMs, m), false), nil
 	}
+	if e.Bulk != nil && e.Bulk.Err != nil && e.Bulk.ID == p.GetBulkId() {
+		return t.fail(pb.Code_CODE_UNAVAILABLE, "bulk intent unread: "+e.Bulk.Err.Error(), false), nil
+	}
 	parts, err := participants(p)
-	if err == nil {
+	switch {
+	case err == nil && p.GetBulkId() != "":
+		err = t.checkBulkIntent(e, parts) // target_bulk.go
+	case err == nil:
 		err = t.checkIntent(p, parts)
 	}
 	if err == nil {

@@ -967,7 +967,13 @@ type Prepare struct {
 	// The chunk size both payloads are cut in (pre-copy only: the final
 	// payload's chunks must line up with the base's). 0: derived from
 	// payload_length and chunk_count.
-	ChunkSize     uint32 `protobuf:"varint,16,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"`
+	ChunkSize uint32 `protobuf:"varint,16,opt,name=chunk_size,json=chunkSize,proto3" json:"chunk_size,omitempty"`
+	// A bulk move's object under the one-write rule: the id of its bulk
+	// intent, relocations/<bulk_id>, which holds this relocation's intent
+	// (the record does not). The target reads that key once per bulk and
+	// checks this PREPARE against it; the commit compares its revision.
+	// Empty: the intent is in the record.
+	BulkId        string `protobuf:"bytes,17,opt,name=bulk_id,json=bulkId,proto3" json:"bulk_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1112,6 +1118,13 @@ func (x *Prepare) GetChunkSize() uint32 {
 		return x.ChunkSize
 	}
 	return 0
+}
+
+func (x *Prepare) GetBulkId() string {
+	if x != nil {
+		return x.BulkId
+	}
+	return ""
 }
 
 // Precopied: the target assembled the pre-copied base and its CRC32C
@@ -4110,7 +4123,7 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\x11object_generation\x18\x03 \x01(\x03R\x10objectGeneration\x121\n" +
 	"\x14authority_generation\x18\x04 \x01(\x03R\x13authorityGeneration\x12#\n" +
 	"\rstore_version\x18\x05 \x01(\x03R\fstoreVersion\x12\x16\n" +
-	"\x06record\x18\x06 \x01(\fR\x06record\"\xd9\x04\n" +
+	"\x06record\x18\x06 \x01(\fR\x06record\"\xf2\x04\n" +
 	"\aPrepare\x12\x18\n" +
 	"\aversion\x18\x01 \x01(\rR\aversion\x12#\n" +
 	"\rrelocation_id\x18\x02 \x01(\fR\frelocationId\x123\n" +
@@ -4131,7 +4144,8 @@ const file_meshloc_v1_meshloc_proto_rawDesc = "" +
 	"\reager_cutover\x18\x0e \x01(\bR\feagerCutover\x12\x18\n" +
 	"\aprecopy\x18\x0f \x01(\bR\aprecopy\x12\x1d\n" +
 	"\n" +
-	"chunk_size\x18\x10 \x01(\rR\tchunkSize\"0\n" +
+	"chunk_size\x18\x10 \x01(\rR\tchunkSize\x12\x17\n" +
+	"\abulk_id\x18\x11 \x01(\tR\x06bulkId\"0\n" +
 	"\tPrecopied\x12#\n" +
 	"\rrelocation_id\x18\x01 \x01(\fR\frelocationId\"\xcd\x01\n" +
 	"\x06Sealed\x12#\n" +
