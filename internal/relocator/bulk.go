@@ -58,6 +58,7 @@ type tagged struct {
 	id    wire.RelocationID
 	ev    relocation.Event
 	frame *pb.RelocationFrame // a received frame, routed by its id
+	bulk  *relocation.BulkKey // a bulk target's read of a bulk's key
 }
 
 // multi is the machinery both sides of a bulk run share: the units, the

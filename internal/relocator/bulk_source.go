@@ -35,6 +35,11 @@ type BulkSource struct {
 	Lister Lister
 	ID     string
 	Target record.OwnerRef
+	// Intents, when set, writes the bulk's key for its units under the
+	// one-write rule (their machines are SourceConfig.BulkIntent ones):
+	// once, for every unit captured, relocations/<ID>.<n>; deleted when
+	// the run ends (bulk_intent.go). No listing is written then.
+	Intents BulkIntents
 
 	Store Store
 	Peer  BulkPeer
@@ -56,6 +61,7 @@ type BulkSource struct {
 	Out *Outbox
 
 	reports map[*unit]Reporter
+	keys    *bulkKeys
 }
 
 // BulkSourceUnit is one relocation of a bulk move.
@@ -83,6 +89,10 @@ func (b *BulkSource) Run(ctx context.Context) {
 	if b.Out == nil {
 		b.Out = &Outbox{}
 	}
+	var keys *bulkKeys
+	if b.Intents != nil {
+		keys = &bulkKeys{intents: b.Intents, self: b.Self, base: b.ID, written: map[string]int64{}}
+	}
 	for _, bu := range b.Units {
 		u := &unit{id: bu.Machine.ID(), m: bu.Machine}
 		peer, store := bu.Peer, bu.Store
@@ -98,13 +108,29 @@ func (b *BulkSource) Run(ctx context.Context) {
 			now:   func(f func() relocation.Event) []relocation.Event { l.spawn(u, f); return nil },
 			later: func(f func() relocation.Event) { l.spawn(u, f) },
 			end:   func() { l.finish(u) }}
+		if keys != nil {
+			x.seal = func() { keys.sealing++ }
+			x.await = func(a relocation.AwaitBulkIntent) { keys.waiting = append(keys.waiting, awaiting{u: u, a: a}) }
+		}
 		u.exec = x.do
 		reports[u], primaries[u] = bu.Report, bu.Objects[0].String()
 		l.add(u, bu.Machine.Start())
 	}
-	b.reports = reports
-	if b.Lister != nil {
+	b.reports, b.keys = reports, keys
+	if b.Lister != nil && keys == nil {
 		defer b.list(ctx, l.clock.Now())()
+	}
+	var stopped *relocation.Stop
+	if keys != nil {
+		// Deferred before the wait for the goroutines below, so it runs
+		// after it (LIFO): every write of a key ended. A stopped run
+		// leaves its keys to the sweep: a target may still commit what a
+		// key names.
+		defer func() {
+			if stopped == nil {
+				keys.deleteAll(ctx)
+			}
+		}()
 	}
 	var recv sync.WaitGroup
 	recv.Go(func() { receiveBulk(b.Peer, &l.queue) })
@@ -116,11 +142,13 @@ func (b *BulkSource) Run(ctx context.Context) {
 	}()
 	timer := l.clock.NewTimer(l.tick)
 	defer timer.Stop()
-	var stopped *relocation.Stop
 	stop, ctxDone := b.Stop, ctx.Done()
 	broken := false
 	for {
 		l.runReady()
+		if keys != nil && keys.ready() {
+			keys.write(ctx, l)
+		}
 		if err := b.flush(ctx, l); err != nil && !broken {
 			broken = true
 			l.stepAll(relocation.StreamBroken{Err: err})
@@ -186,6 +214,9 @@ func (b *BulkSource) deliver(l *multi, t tagged, now relocation.Tick, broken *bo
 		l.stepAll(now)
 		l.stepAll(t.ev)
 	default:
+		if _, ok := t.ev.(relocation.Captured); ok && b.keys != nil {
+			b.keys.sealing-- // a seal's result: its unit asks for the key next
+		}
 		if u := l.units[t.id]; u != nil {
 			l.step(u, now)
 			l.step(u, t.ev)

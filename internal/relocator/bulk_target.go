@@ -37,8 +37,12 @@ type BulkTarget struct {
 	MaxBatchBytes int
 	// Late hears a frame for no stage of the run (nil: ignored).
 	Late func(*pb.RelocationFrame)
+	// Intents reads the bulk keys PREPAREs name (the one-write rule;
+	// nil: such a PREPARE is refused as unreadable).
+	Intents BulkIntents
 
 	finished []*BulkStage // stages whose Finish was carried out, to end
+	keys     bulkReads    // bulk_intent_target.go
 }
 
 // BulkStage is one relocation of a bulk move on its target.
@@ -76,13 +80,22 @@ func (b *BulkTarget) Run(ctx context.Context) {
 	stop, ctxDone := b.Stop, ctx.Done()
 	ended := false // the stream ended: no stage comes any more
 	for {
+		if len(b.keys.held) > 0 && len(b.keys.reading) == 0 {
+			// Every key is read: the frames held for it go on, in order.
+			held := b.keys.held
+			b.keys.held = nil
+			now := l.clock.Now()
+			for _, f := range held {
+				b.routeHeld(ctx, l, stages, out, send, f, now, ended)
+			}
+		}
 		l.runReady()
 		for _, st := range b.finished {
 			st.Ended() // after its Finish was reported, as a run of one's handler does
 		}
 		b.finished = nil
 		b.flush(box)
-		if ended && l.live == 0 {
+		if ended && l.live == 0 && len(b.keys.reading) == 0 {
 			return
 		}
 		l.compact()
@@ -92,6 +105,8 @@ func (b *BulkTarget) Run(ctx context.Context) {
 			now := l.clock.Now()
 			for _, t := range l.queue.take() {
 				switch {
+				case t.bulk != nil:
+					b.keys.got(t.bulk)
 				case t.frame != nil:
 					b.frame(ctx, l, stages, out, send, t.frame, now)
 				case t.id == (wire.RelocationID{}):
@@ -130,6 +145,13 @@ func (b *BulkTarget) frame(ctx context.Context, l *multi, stages map[*unit]*Bulk
 	id := frameID(f)
 	u := l.units[id]
 	p := f.GetPrepare()
+	var key *relocation.BulkKey
+	if u == nil && b.keys.hold(ctx, l, b.Intents, f, b.OpTimeout) {
+		return // its bulk's key, or another's, is being read
+	}
+	if u == nil && p != nil {
+		key = b.keys.key(p.GetBulkId())
+	}
 	switch {
 	case u != nil && p != nil:
 		l.step(u, relocation.Tick{NowMs: now.UnixMilli(), Draining: b.Draining()})
@@ -138,7 +160,7 @@ func (b *BulkTarget) frame(ctx context.Context, l *multi, stages map[*unit]*Bulk
 		l.step(u, relocation.Tick{NowMs: now.UnixMilli(), Draining: b.Draining()})
 		l.step(u, relocation.Received{Frame: f})
 	case p != nil && id != (wire.RelocationID{}):
-		st := b.Stage(relocation.PrepareEvent{Prepare: p, NowMs: now.UnixMilli(), Draining: b.Draining()}, send)
+		st := b.Stage(relocation.PrepareEvent{Prepare: p, NowMs: now.UnixMilli(), Draining: b.Draining(), Bulk: key}, send)
 		if st == nil {
 			return
 		}

@@ -50,6 +50,9 @@ type bulkWorld struct {
 	mu     sync.Mutex
 	// listed: the source lists the run (BulkSource.Lister) as "bulk-1".
 	listed bool
+	// oneWrite: the units are bulk-intent ones, the run "bulk-1" writes
+	// their keys (bulk_intent_test.go).
+	oneWrite bool
 }
 
 func newBulkWorld(t *testing.T, n int) *bulkWorld {
@@ -74,13 +77,16 @@ func (w *bulkWorld) run(t *testing.T, seen []record.Snapshot) {
 	if w.listed {
 		src.Lister, src.ID, src.Target = w.store, "bulk-1", w.tgt
 	}
+	if w.oneWrite {
+		src.Intents, src.ID, src.Target = w.store, "bulk-1", w.tgt
+	}
 	for i, obj := range w.objs {
 		m := relocation.NewSource(relocation.SourceConfig{ID: wire.NewRelocationID(), Object: seen[i], Self: w.src, SelfRoutingID: w.srcRID,
 			Target: relocation.TargetRef{Owner: w.tgt, Node: w.tgtNode}, AppVersion: "v1", DeadlineMs: now.Add(w.timeout).UnixMilli(),
-			ChunkSize: 1 << 10, EagerMaxBytes: 1 << 10, Nonce: wire.NewNonce(), PrecopyMinBytes: -1})
+			ChunkSize: 1 << 10, EagerMaxBytes: 1 << 10, Nonce: wire.NewNonce(), PrecopyMinBytes: -1, BulkIntent: w.oneWrite})
 		src.Units = append(src.Units, BulkSourceUnit{Machine: m, Objects: []keyspace.Object{obj}, Mailbox: w.srcMBs[i], Report: w.srcRs[i]})
 	}
-	tgt := &BulkTarget{Self: w.tgt, Node: w.tgtNode, Peer: bulkPipe{b}, Draining: func() bool { return false }, Stop: w.stopTgt,
+	tgt := &BulkTarget{Self: w.tgt, Node: w.tgtNode, Peer: bulkPipe{b}, Draining: func() bool { return false }, Stop: w.stopTgt, Intents: w.store,
 		Stage: func(ev relocation.PrepareEvent, send func(*pb.RelocationFrame)) *BulkStage {
 			m := relocation.NewTarget(relocation.TargetConfig{Self: w.tgt, SelfRoutingID: w.tgtRID, AppVersion: "v1",
 				FallbackMs: w.fallback.Milliseconds(), MaxDeadlineMs: time.Minute.Milliseconds()})

@@ -38,6 +38,8 @@ type memStore struct {
 	unlisted      []string
 	listedIntents int
 	onCommit      func() // called under mu by every Commit (nil: none)
+
+	bulk memBulks // memstore_bulk_test.go
 }
 
 func newMemStore() *memStore {
@@ -135,7 +137,7 @@ func (m *memStore) Commit(_ context.Context, req authority.CommitRequest) (autho
 	res := authority.CommitResult{Records: map[string]record.Snapshot{}}
 	for _, p := range req.Participants {
 		cur, ok := m.objs[p.Expected.Object.String()]
-		if !ok || !bytes.Equal(cur.Record.Encode(), p.Expected.Record.Encode()) || cur.StoreVersion != p.Expected.StoreVersion || !m.alive(req.Target) {
+		if !ok || !bytes.Equal(cur.Record.Encode(), p.Expected.Record.Encode()) || cur.StoreVersion != p.Expected.StoreVersion || !m.alive(req.Target) || !m.bulk.fenced(req) {
 			for _, q := range req.Participants {
 				if c, ok := m.objs[q.Expected.Object.String()]; ok {
 					res.Records[q.Expected.Object.String()] = c

@@ -144,6 +144,10 @@ type sourceExec struct {
 	now   func(func() relocation.Event) []relocation.Event
 	later func(func() relocation.Event)
 	end   func()
+	// seal, when set, hears each Seal carried out; await takes a bulk
+	// unit's AwaitBulkIntent (a bulk run writes its key: bulk_intent.go).
+	seal  func()
+	await func(relocation.AwaitBulkIntent)
 }
 
 func (x *sourceExec) do(a relocation.Action) []relocation.Event {
@@ -160,6 +164,9 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 		// whose handler is still running holds up no other.
 		x.sealed = true
 		enter(s.Report, s.clock(), "seal")
+		if x.seal != nil {
+			x.seal()
+		}
 		return x.now(func() relocation.Event {
 			at := s.clock().Now()
 			segs, err := s.Mailbox.Seal(ctx, a)
@@ -170,6 +177,12 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 			s.Report.Sealed(at, size)
 			return relocation.Captured{Segments: segs, Err: err, SealedUnixUs: at.UnixMicro()}
 		})
+	case relocation.AwaitBulkIntent:
+		enter(s.Report, s.clock(), "intent")
+		if x.await == nil {
+			return one(relocation.BulkIntentResult{Err: errNoBulkRun})
+		}
+		x.await(a)
 	case relocation.Snapshot:
 		enter(s.Report, s.clock(), "precopy")
 		segs, err := s.Mailbox.Snapshot(ctx, a)
@@ -224,6 +237,10 @@ func (x *sourceExec) do(a relocation.Action) []relocation.Event {
 	}
 	return nil
 }
+
+// errNoBulkRun: a bulk unit's machine run on a stream of its own, where
+// no bulk's key is written.
+var errNoBulkRun = errors.New("relocator: a bulk unit runs only in a bulk run")
 
 func one(ev relocation.Event) []relocation.Event { return []relocation.Event{ev} }
 

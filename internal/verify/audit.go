@@ -13,6 +13,7 @@ import (
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/meshloc/meshloc/internal/verify/bulkaudit"
 	"github.com/meshloc/meshloc/pkg/keyspace"
 	"github.com/meshloc/meshloc/pkg/record"
 )
@@ -145,11 +146,12 @@ type Replayer struct {
 	owners  map[string]int64 // owner id → CreateRevision of its live key
 	res     *AuditResult
 	groups  groupAudit // audit_groups.go
+	bulks   *bulkaudit.Index
 }
 
 // NewReplayer starts an empty replay.
 func NewReplayer(keys keyspace.Keys) *Replayer {
-	return &Replayer{keys: keys, records: map[string]auditRecord{}, lastGen: map[string]int64{}, owners: map[string]int64{},
+	return &Replayer{keys: keys, bulks: bulkaudit.New(keys), records: map[string]auditRecord{}, lastGen: map[string]int64{}, owners: map[string]int64{},
 		res: &AuditResult{Transitions: map[string]int{}, Commits: map[string]Transition{}, Fences: map[FenceKey]Grant{}, Recoveries: map[string][]Recovery{}}}
 }
 
@@ -163,6 +165,7 @@ func (r *Replayer) Load(rev int64, kvs []AuditEvent) {
 			r.owners[id] = kv.CreateRevision
 			continue
 		}
+		r.bulks.Apply(kv.Key, kv.Value, false) // relocations/: no record
 		obj, ok := r.object(kv.Key)
 		if !ok {
 			continue
@@ -229,6 +232,7 @@ func (r *Replayer) Apply(ev AuditEvent) {
 		}
 		return
 	}
+	r.bulks.Apply(ev.Key, ev.Value, ev.Delete) // relocations/: no record
 	obj, ok := r.object(ev.Key)
 	if !ok {
 		return
@@ -306,6 +310,7 @@ func (r *Replayer) Apply(ev AuditEvent) {
 		case dObj == 0 && dAut == 1:
 			kind = "commit"
 			switch {
+			case (p.State != record.StateRelocating || p.Intent == nil) && r.bulks.Intended(obj, prev.mod, rec): // in a bulk intent
 			case p.State != record.StateRelocating || p.Intent == nil:
 				r.violate("commit", obj, fmt.Sprintf("%s: owner %s → %s from a record with no relocation intent", at, p.Owner, rec.Owner))
 			case p.Intent.Target != rec.Owner:

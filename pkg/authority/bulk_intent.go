@@ -25,13 +25,19 @@ type (
 // ErrInvalidBulkIntent: a bulk intent is malformed; nothing was written.
 var ErrInvalidBulkIntent = record.ErrInvalidBulkIntent
 
+// bulkFenceValue is a bulk fence's value (only its ModRevision matters).
+const bulkFenceValue = `{"bulkFence":true}`
+
 // bulkIntentFixedOps: the bulk intent's compares besides one per object
 // (the key is new; the source is alive).
 const bulkIntentFixedOps = 2
 
-// MaxBulkUnits is how many objects one bulk intent may carry within l:
-// the write compares each record, the key and the source's owner key.
-func MaxBulkUnits(l Limits) int { return l.orDefault().MaxTxnOps - bulkIntentFixedOps }
+// BulkUnitsWithin is how many objects one bulk intent may carry within
+// l: the write compares each record, the key and the source's owner key.
+func BulkUnitsWithin(l Limits) int { return l.orDefault().MaxTxnOps - bulkIntentFixedOps }
+
+// MaxBulkUnits is how many objects one bulk intent of this Store may carry.
+func (s *Store) MaxBulkUnits() int { return BulkUnitsWithin(s.limits()) }
 
 // limits are the cluster's bounds this Store writes within.
 func (s *Store) limits() Limits {
@@ -48,9 +54,11 @@ type BulkIntentResult struct {
 	Written  bool
 	Revision int64
 	// Not written: the objects whose record is gone or no longer at the
-	// unit's store version; whether the source is alive; whether the key
-	// was there already (a bulk id is never reused).
+	// unit's store version; the records as read (a missing one is absent);
+	// whether the source is alive; whether the key was there already (a
+	// bulk id is never reused).
 	Stale      []string
+	Current    map[string]Snapshot
 	OwnerAlive bool
 	Exists     bool
 	// Resolved: decided by a read-back after an RPC error. A write that
@@ -64,7 +72,7 @@ type BulkIntentResult struct {
 //
 //	If CreateRevision(relocations/<id>)=0 ∧ ModRevision(auth_i)=unit_i.storeVersion ∀i
 //	   ∧ CreateRevision(owners/source)=source.Generation
-//	Then put relocations/<id> (no lease)
+//	Then put relocations/<id> and relocations/<id>/fence (no lease)
 //	Else get every record, the source's owner key and relocations/<id>
 //
 // The records are not written. A failed compare is not an error:
@@ -75,7 +83,7 @@ func (s *Store) WriteBulkIntent(ctx context.Context, id string, b BulkIntent) (B
 	if err := keyspace.ValidateOwnerID(id); err != nil {
 		return BulkIntentResult{}, fmt.Errorf("%w: bulk id: %w", ErrInvalidRequest, err)
 	}
-	if err := b.Validate(MaxBulkUnits(s.limits())); err != nil {
+	if err := b.Validate(s.MaxBulkUnits()); err != nil {
 		return BulkIntentResult{}, err
 	}
 	val := b.Encode()
@@ -95,7 +103,10 @@ func (s *Store) WriteBulkIntent(ctx context.Context, id string, b BulkIntent) (B
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(key), "=", 0),
 		clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", b.Source.Generation))
 	gets = append(gets, clientv3.OpGet(ownerKey), clientv3.OpGet(key, clientv3.WithKeysOnly()))
-	resp, err := s.txn(ctx, "bulk intent").If(cmps...).Then(clientv3.OpPut(key, string(val))).Else(gets...).Commit()
+	// The fence shares the intent's ModRevision (one transaction): each
+	// commit compares it, a few bytes, instead of the intent's many.
+	puts := []clientv3.Op{clientv3.OpPut(key, string(val)), clientv3.OpPut(s.keys.BulkFence(id), bulkFenceValue)}
+	resp, err := s.txn(ctx, "bulk intent").If(cmps...).Then(puts...).Else(gets...).Commit()
 	if err != nil {
 		got, rerr := s.c.Get(ctx, key)
 		switch {
@@ -115,7 +126,7 @@ func (s *Store) WriteBulkIntent(ctx context.Context, id string, b BulkIntent) (B
 	if err != nil {
 		return BulkIntentResult{}, err
 	}
-	res := BulkIntentResult{OwnerAlive: v.Alive(b.Source), Exists: len(resp.Responses[len(objs)+1].GetResponseRange().GetKvs()) > 0}
+	res := BulkIntentResult{Current: v.Objects, OwnerAlive: v.Alive(b.Source), Exists: len(resp.Responses[len(objs)+1].GetResponseRange().GetKvs()) > 0}
 	for _, u := range b.Units {
 		if cur, ok := v.Objects[u.Object]; !ok || cur.StoreVersion != u.StoreVersion {
 			res.Stale = append(res.Stale, u.Object)
@@ -140,7 +151,7 @@ func (s *Store) ReadBulkIntent(ctx context.Context, id string) (b BulkIntent, re
 	if len(resp.Kvs) == 0 {
 		return BulkIntent{}, 0, false, nil
 	}
-	b, found, err = record.DecodeBulkIntent(resp.Kvs[0].Value, MaxBulkUnits(s.limits()))
+	b, found, err = record.DecodeBulkIntent(resp.Kvs[0].Value, s.MaxBulkUnits())
 	if err != nil || !found {
 		return BulkIntent{}, 0, false, err
 	}
@@ -151,7 +162,7 @@ func (s *Store) ReadBulkIntent(ctx context.Context, id string) (b BulkIntent, re
 // and its source is alive:
 //
 //	If ModRevision(relocations/<id>)=revision ∧ CreateRevision(owners/source)=source.Generation
-//	Then delete relocations/<id>
+//	Then delete relocations/<id> and relocations/<id>/fence
 //
 // It is both the cleanup once every object of the bulk was committed or
 // preserved, and the whole-bulk abort: from the delete on no commit of the
@@ -167,7 +178,7 @@ func (s *Store) DeleteBulkIntent(ctx context.Context, id string, revision int64,
 	resp, err := s.txn(ctx, "bulk delete").If(
 		clientv3.Compare(clientv3.ModRevision(key), "=", revision),
 		clientv3.Compare(clientv3.CreateRevision(s.keys.Owner(source.ID)), "=", source.Generation),
-	).Then(clientv3.OpDelete(key)).Commit()
+	).Then(clientv3.OpDelete(key), clientv3.OpDelete(s.keys.BulkFence(id))).Commit()
 	if err != nil {
 		got, rerr := s.c.Get(ctx, key, clientv3.WithKeysOnly())
 		if rerr != nil {

@@ -57,7 +57,7 @@ func TestBulkIntent(t *testing.T) {
 	short := bulkOf(src, dst, 1, snaps[0])
 	short.Units[0].NonceHash = "abc"
 	bad["a short nonce hash"] = short
-	many := make([]authority.Snapshot, authority.MaxBulkUnits(authority.DefaultLimits())+1)
+	many := make([]authority.Snapshot, authority.BulkUnitsWithin(authority.DefaultLimits())+1)
 	for i := range many {
 		many[i] = authority.Snapshot{Object: keyspace.Actor("counter", fmt.Sprintf("m%d", i)), StoreVersion: 1}
 	}
@@ -241,7 +241,7 @@ func TestSweepBulkIntents(t *testing.T) {
 	for _, kv := range all.Kvs {
 		left = append(left, strings.TrimPrefix(string(kv.Key), keys.RelocationsPrefix()))
 	}
-	if strings.Join(left, ",") != "corrupt,listing,new" {
+	if strings.Join(left, ",") != "corrupt,listing,new,new/fence" {
 		t.Fatalf("left after the sweep: %v", left)
 	}
 }

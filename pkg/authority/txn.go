@@ -290,9 +290,10 @@ func (s *Store) Commit(ctx context.Context, req CommitRequest) (CommitResult, er
 	return s.commit(ctx, req, true)
 }
 
-// commit is Commit; compareRecords false drops the record compares (only
-// the planted bug commit-without-compare of test builds asks for that:
-// txn_failpoints.go).
+// commit is Commit; compareRecords false drops the record compares, and a
+// bulk unit's compare of its bulk's fence (only the planted bugs
+// commit-without-compare and bulk-commit-ignores-compare of test builds
+// ask for that: txn_failpoints.go).
 func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bool) (CommitResult, error) {
 	if err := req.validate(); err != nil {
 		return CommitResult{}, err
@@ -331,10 +332,13 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	ownerKey := s.keys.Owner(req.Target.ID)
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Target.Generation))
 	gets = append(gets, clientv3.OpGet(ownerKey))
-	if b := req.Bulk; b != nil {
-		// The bulk's key stays until every object of the bulk ended.
-		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.keys.Relocation(b.ID)), "=", b.Revision))
-	} else {
+	switch b := req.Bulk; {
+	case b != nil && compareRecords:
+		// The bulk's key stays until every object of the bulk ended; its
+		// fence, written with it, has its ModRevision.
+		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(s.keys.BulkFence(b.ID)), "=", b.Revision))
+	case b != nil:
+	default:
 		// The relocation is over once committed: its intent key goes with it.
 		puts = append(puts, clientv3.OpDelete(s.keys.Relocation(req.RelocationID)))
 	}

@@ -5,7 +5,8 @@ package authority
 import "context"
 
 // CommitWithoutCompare is Commit without its record compares (the owner
-// key's stays): the planted bug commit-without-compare of internal/failpoint,
+// key's stays; a bulk unit's compare of its bulk's fence goes too): the planted
+// bugs commit-without-compare and bulk-commit-ignores-compare of internal/failpoint,
 // which a test build's node puts in its Store seam. It exists in test builds
 // only.
 func (s *Store) CommitWithoutCompare(ctx context.Context, req CommitRequest) (CommitResult, error) {

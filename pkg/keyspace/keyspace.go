@@ -5,6 +5,8 @@
 //	owners/<ownerId>            lease-bound owner descriptor (its CreateRevision is the owner generation)
 //	authority/<object>          authority record (durable)
 //	relocations/<relocationId>  relocation intent (bound to the source's lease)
+//	relocations/<bulkId>        a bulk's intents under the one-write rule (no lease)
+//	relocations/<bulkId>/fence  its fence: each commit of the bulk compares its ModRevision
 //	catalog/<object>            last object generation
 //	state/<object>              state of a durable object
 //	state/<object>/replies/<op> a persisted reply of a durable object
@@ -189,6 +191,11 @@ func (k Keys) StateReplies(o Object) string { return k.State(o) + "/replies/" }
 
 // Relocation is the key of a relocation intent.
 func (k Keys) Relocation(id string) string { return k.base + "relocations/" + id }
+
+// BulkFence is the small key written and deleted with a bulk intent
+// (Relocation(id)): each commit of the bulk compares its ModRevision, the
+// intent's, without etcd reading the intent's bytes for every object.
+func (k Keys) BulkFence(id string) string { return k.Relocation(id) + "/fence" }
 
 // Controller is the election prefix of a controller that must run once per
 // cluster (locationd's recovery controller: Controller("recovery")); the

@@ -35,6 +35,12 @@ type Descriptor struct {
 	// Full: the node is at its memory limits (--max-objects,
 	// --memory-limit) and takes no new object (placement.Candidate.Full).
 	Full bool `json:"full,omitempty"`
+	// BulkIntents: as a target the node takes bulk moves whose intents
+	// are in the bulk's key (the one-write rule, docs/design.md §4). A
+	// source moves objects that way only to a node that says so, so a
+	// node of an earlier version, during a rolling upgrade, still gets
+	// each record's intent.
+	BulkIntents bool `json:"bulkIntents,omitempty"`
 }
 
 // Encode is the JSON of d.

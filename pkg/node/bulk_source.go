@@ -19,14 +19,10 @@ import (
 	pb "github.com/meshloc/meshloc/pkg/wire/meshloc/v1"
 )
 
-// Bulk moves (design.md §4, "Bulk moves"): many actors leaving this node
-// for one target go together — one stream (PeerService.RelocateMany)
-// carries their frames in batches, and their intents, commits and
-// preserves share etcd requests through the node's batched store — while
-// each is a relocation of its own: its own id, nonce, fences, compares and
-// outcome (internal/relocator's BulkSource runs their machines). One whose
-// compare fails aborts alone. Drains and the rebalancer move objects this
-// way; a group, and an object too large to go in one chunk, moves alone.
+// Bulk moves (design.md §4, "Bulk moves"): actors leaving this node for
+// one target share a stream and etcd requests, each still a relocation of
+// its own (internal/relocator's BulkSource runs their machines). Drains
+// and the rebalancer move objects this way.
 
 // BulkOutcome is how one object of a bulk move ended.
 type BulkOutcome struct {
@@ -99,18 +95,18 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 		})
 		return out
 	}
-	b := &relocator.BulkSource{Self: n.self, LeaseID: n.keeper.LeaseID(), Store: n.store, Lister: n.store, ID: bid.String(), Peer: peer, Watch: n.cache,
-		Clock: n.clock, Budget: n.budgets.Chunk(addr), MaxBatchBytes: n.cfg.ChunkBytes, Stop: stopCtx.Done(),
-		Out:  &relocator.Outbox{},
-		Late: func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() }}
 	tref := relocation.TargetRef{Owner: authority.OwnerRef{ID: target.Descriptor.OwnerID, Generation: target.Generation},
 		Node: authority.NodeRef{RoutingID: target.Descriptor.RoutingID, Address: target.Descriptor.Address}}
+	oneWrite := n.cfg.OneWriteBulk && target.Descriptor.BulkIntents // a target of an earlier version does not take it
+	b := &relocator.BulkSource{Self: n.self, LeaseID: n.keeper.LeaseID(), Store: n.store, Lister: n.store, ID: bid.String(), Peer: peer, Watch: n.cache,
+		Clock: n.clock, Budget: n.budgets.Chunk(addr), MaxBatchBytes: n.cfg.ChunkBytes, Stop: stopCtx.Done(), Target: tref.Owner,
+		Out: &relocator.Outbox{}, Late: func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() }}
 	reps := make([]*reloclog.BulkReporter, len(held))
 	for k, h := range held {
 		id := wire.NewRelocationID()
 		m := relocation.NewSource(relocation.SourceConfig{ID: id, Object: snaps[k], Self: n.self, SelfRoutingID: n.rid,
 			Target: tref, AppVersion: n.cfg.ApplicationVersion, DeadlineMs: deadline.UnixMilli(), ChunkSize: n.cfg.ChunkBytes,
-			Nonce: wire.NewNonce(), EagerMaxBytes: n.cfg.EagerCutoverBytes, PrecopyMinBytes: -1})
+			Nonce: wire.NewNonce(), EagerMaxBytes: n.cfg.EagerCutoverBytes, PrecopyMinBytes: -1, BulkIntent: oneWrite})
 		mb := &hosted.SourceMailbox{Env: n.env, ID: id, Primary: h.Object(), Target: target.Descriptor.OwnerID, TargetGen: target.Generation, Units: []*hosted.Object{h}}
 		store, unitPeer, mailbox := n.seams.source(mb, b.Out.Peer())
 		reps[k] = reloclog.NewBulkReporter("source", n.relocMetrics, n.log, nil)
@@ -118,7 +114,9 @@ func (n *Node) moveBulk(ctx context.Context, names []string, target lease.Owner,
 		b.Units = append(b.Units, relocator.BulkSourceUnit{Machine: m, Objects: []keyspace.Object{h.Object()}, Store: store,
 			Mailbox: mailbox, Peer: unitPeer, Report: reps[k].CountingIn(rec)})
 	}
-	b.Target = tref.Owner
+	if oneWrite {
+		b.Intents = n.store
+	}
 	b.Run(rctx)
 	for k, i := range idx {
 		r := reps[k]

@@ -36,6 +36,7 @@ func (s *peerServer) RelocateMany(stream rpcpb.PeerService_RelocateManyServer) e
 		Clock: n.clock, Draining: n.draining.Load, Stop: n.stopping,
 		MaxBatchBytes: wire.MaxMessageBytes - 64<<10,
 		Late:          func(*pb.RelocationFrame) { n.metrics.LateFrames.Inc() },
+		Intents:       n.store,
 		Stage: func(ev relocation.PrepareEvent, send func(*pb.RelocationFrame)) *relocator.BulkStage {
 			st := n.newStage(stream.Context(), ev, true, send)
 			if st == nil {

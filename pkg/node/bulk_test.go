@@ -2,7 +2,10 @@ package node_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/client"
@@ -65,5 +68,56 @@ func TestRelocateManyKeepsState(t *testing.T) {
 	}
 	if _, err := n1.RelocateMany(context.Background(), nil, node.RelocateOptions{}); err == nil {
 		t.Error("no objects was taken")
+	}
+}
+
+// A source with --one-write-bulk=false (or moving to a node of an earlier
+// version, whose descriptor does not take bulk intents) moves a bulk as
+// before: an intent in every record, and no bulk intent in etcd. With the
+// default, the records are written once and no intent is ever in them.
+func TestRelocateManyEitherRule(t *testing.T) {
+	for _, oneWrite := range []bool{false, true} {
+		m := startMesh(t, 1, func(_ int, c *node.Config) { c.OneWriteBulk = oneWrite })
+		c := newClient(t, client.Config{Etcd: m.etcd})
+		names := activate(t, c, "actor/counter/e", 40)
+		n2 := m.add(t, "n2")
+		st := authority.New(m.etcd, keyspace.Default())
+		before := readRec(t, st, names[0])
+		// The history from the move's start: the writes of one record, and
+		// the bulk intents.
+		wctx, stop := context.WithCancel(context.Background())
+		wch := m.etcd.Watch(wctx, keyspace.Default().Base(), clientv3.WithPrefix(), clientv3.WithRev(before.Revision+1))
+		outs, err := m.nodes[0].RelocateMany(context.Background(), names, node.RelocateOptions{Target: "n2", Foreground: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range outs {
+			if o.Outcome != "completed" {
+				t.Fatalf("one-write %v: %s: %+v", oneWrite, o.Object, o)
+			}
+		}
+		if n2.Hosted() != 40 {
+			t.Fatalf("one-write %v: n2 hosts %d", oneWrite, n2.Hosted())
+		}
+		after := readRec(t, st, names[0])
+		writes, bulkKeys, done := 0, 0, false
+		for resp := range wch {
+			for _, ev := range resp.Events {
+				switch k := string(ev.Kv.Key); {
+				case k == keyspace.Default().Authority(before.Object):
+					writes++
+					done = done || ev.Kv.ModRevision >= after.StoreVersion
+				case strings.HasPrefix(k, keyspace.Default().RelocationsPrefix()) && strings.Contains(string(ev.Kv.Value), `"bulk-intent"`):
+					bulkKeys++
+				}
+			}
+			if done {
+				break
+			}
+		}
+		stop()
+		if want := map[bool]int{false: 2, true: 1}[oneWrite]; writes != want || (bulkKeys > 0) != oneWrite {
+			t.Errorf("one-write %v: %s written %d times (want %d), %d bulk intents", oneWrite, names[0], writes, want, bulkKeys)
+		}
 	}
 }

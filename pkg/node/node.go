@@ -327,7 +327,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	lcfg.Descriptor = lease.Descriptor{
 		OwnerID: n.cfg.Name, RoutingID: n.rid.Hex(), Address: addr, State: lease.StateJoining,
 		Weight: n.cfg.Weight, ApplicationVersion: n.cfg.ApplicationVersion, Types: types,
-		StartedUnixMs: n.now().UnixMilli(), HTTP: cmp.Or(n.cfg.AdvertiseHTTP, n.cfg.HTTP), TLS: n.tls != nil,
+		StartedUnixMs: n.now().UnixMilli(), HTTP: cmp.Or(n.cfg.AdvertiseHTTP, n.cfg.HTTP), TLS: n.tls != nil, BulkIntents: true,
 	}
 	n.keeper, err = lease.Start(ctx, n.etcd, n.keys, lcfg)
 	if err != nil {

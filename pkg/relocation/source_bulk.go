@@ -18,8 +18,13 @@ import (
 // commit without the nonce, which travels only in PREPARE.
 
 // AwaitBulkIntent asks the driver to write Unit into its bulk's key (with
-// the other units that asked); result: BulkIntentResult.
-type AwaitBulkIntent struct{ Unit record.BulkUnit }
+// the other units that asked, to the same Target by the same deadline);
+// result: BulkIntentResult.
+type AwaitBulkIntent struct {
+	Unit       record.BulkUnit
+	Target     TargetRef
+	DeadlineMs int64
+}
 
 // BulkIntentResult is the result of AwaitBulkIntent.
 type BulkIntentResult struct {
@@ -54,8 +59,8 @@ func (s *Source) startBulk() []Action {
 // awaitBulk holds the captured payload until the bulk's key is written.
 func (s *Source) awaitBulk(segs [][]byte) []Action {
 	s.phase, s.segs = SourceBulkIntent, segs
-	return []Action{AwaitBulkIntent{Unit: record.BulkUnit{Object: s.seen.Object.String(), RelocationID: s.cfg.ID.String(),
-		NonceHash: record.HashNonce(s.cfg.Nonce), StoreVersion: s.seen.StoreVersion}}}
+	return []Action{AwaitBulkIntent{Target: s.cfg.Target, DeadlineMs: s.cfg.DeadlineMs, Unit: record.BulkUnit{Object: s.seen.Object.String(),
+		RelocationID: s.cfg.ID.String(), NonceHash: record.HashNonce(s.cfg.Nonce), StoreVersion: s.seen.StoreVersion}}}
 }
 
 func (s *Source) stepBulkIntent(ev Event) ([]Action, error) {

@@ -265,6 +265,15 @@ func (c *Controller) recoverStep(ctx context.Context, st *authority.Store, v *vi
 		}
 		return outs
 	}
+	moves, err := c.bulkMoves(ctx, st) // bulk.go
+	if err != nil {
+		if ctx.Err() == nil {
+			for _, name := range names {
+				note(name, OutcomeFailed, err)
+			}
+		}
+		return outs
+	}
 	var todo []stepped
 	for _, name := range names {
 		snap, ok := snaps[name]
@@ -272,7 +281,7 @@ func (c *Controller) recoverStep(ctx context.Context, st *authority.Store, v *vi
 			note(name, OutcomeRaced, nil) // deleted
 			continue
 		}
-		to, out, why := c.judge(v, pl, snap)
+		to, out, why := c.judge(v, pl, snap, moves)
 		if out != "" {
 			note(name, out, why)
 			continue
@@ -327,7 +336,7 @@ func (c *Controller) recoverStep(ctx context.Context, st *authority.Store, v *vi
 
 // judge decides where an orphan read as snap goes: the owner to recover it
 // on (outcome ""), or an outcome without a write and why.
-func (c *Controller) judge(v *view, pl *placer, snap authority.Snapshot) (lease.Owner, outcome, error) {
+func (c *Controller) judge(v *view, pl *placer, snap authority.Snapshot, moves map[string]bulkMove) (lease.Owner, outcome, error) {
 	obj, rec := snap.Object, snap.Record
 	if rec.Asleep() {
 		return lease.Owner{}, OutcomeRaced, nil // put to sleep since it was listed: no orphan
@@ -340,6 +349,9 @@ func (c *Controller) judge(v *view, pl *placer, snap authority.Snapshot) (lease.
 	}
 	if in := rec.Intent; in != nil && v.alive(in.Target) && c.now().Before(time.UnixMilli(in.DeadlineMs).Add(c.cfg.Grace)) {
 		return lease.Owner{}, deferred, nil // its target may still commit it, with its state
+	}
+	if c.movingInBulk(v, moves, snap) {
+		return lease.Owner{}, deferred, nil // the same, its intent in its bulk's key (bulk.go)
 	}
 
 	// Where: a member follows its group; everything else by placement.

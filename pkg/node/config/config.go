@@ -117,6 +117,13 @@ type Config struct {
 	// after the seal only the chunks that changed since (default 1 MiB;
 	// 0: never). The interruption then no longer contains the bulk.
 	PrecopyMinBytes int
+	// OneWriteBulk: a bulk move writes its objects' intents once, into its
+	// own key relocations/<bulk id>, and each record only once, by its
+	// commit or its preserve (default true; docs/design.md §4, "Bulk
+	// moves"). false: each record carries its intent, as a move of one
+	// object does (two writes per record). A node accepts both as a
+	// target whatever it is set to.
+	OneWriteBulk bool
 	// NodeBudgetBytes bounds STATE bytes in flight from this node (default 64 MiB).
 	NodeBudgetBytes int64
 	// PeerBudgetBytes bounds STATE bytes in flight to one peer (default 16 MiB).
@@ -293,6 +300,7 @@ func Default() Config {
 		ChunkBytes:              1 << 20,
 		EagerCutoverBytes:       64 << 10,
 		PrecopyMinBytes:         1 << 20,
+		OneWriteBulk:            true,
 		BatchWrites:             true,
 		NodeBudgetBytes:         64 << 20,
 		PeerBudgetBytes:         16 << 20,
@@ -366,6 +374,7 @@ func (c *Config) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.ChunkBytes, "chunk-bytes", c.ChunkBytes, "STATE chunk size in bytes")
 	fs.BoolVar(&c.BatchWrites, "batch-writes", c.BatchWrites, "relocation writes in flight (intents, commits, preserves) share etcd round trips, each its own nested transaction")
 	fs.IntVar(&c.EagerCutoverBytes, "eager-cutover-bytes", c.EagerCutoverBytes, "a state of at most this many bytes is sent with DATA and CUTOVER at once, without waiting for READY (0: never; a state of one chunk only)")
+	fs.BoolVar(&c.OneWriteBulk, "one-write-bulk", c.OneWriteBulk, "a bulk move writes its objects' intents once, into its own key, and each record once (false: an intent in every record, two writes per record)")
 	fs.IntVar(&c.PrecopyMinBytes, "precopy-min-bytes", c.PrecopyMinBytes, "a state of at least this many bytes is pre-copied: streamed while the object serves, then only the chunks changed since are sent after the seal (0: never)")
 	fs.Int64Var(&c.NodeBudgetBytes, "node-budget-bytes", c.NodeBudgetBytes, "STATE bytes in flight from this node")
 	fs.Int64Var(&c.PeerBudgetBytes, "peer-budget-bytes", c.PeerBudgetBytes, "STATE bytes in flight to one peer")
