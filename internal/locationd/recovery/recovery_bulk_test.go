@@ -42,6 +42,25 @@ func TestRecoverWaitsForBulkTarget(t *testing.T) {
 	if err := ghost.Close(ctx); err != nil { // revokes its lease: the object is an orphan
 		t.Fatal(err)
 	}
+	leftToTarget(t, cli, st, moving, ref(tgt), deadline)
+	waitFor(t, "the expired bulk intent swept", 30*time.Second, func() error {
+		// The sweep runs when a step lists the bulk intents: the recovery
+		// of this orphan was one.
+		got, err := cli.Get(ctx, keys.RelocationsPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
+		if err != nil || len(got.Kvs) != 0 {
+			return fmt.Errorf("relocations/ holds %v (%v)", got.Kvs, err)
+		}
+		return nil
+	})
+}
+
+// leftToTarget starts a leading recovery controller (grace 500 ms) and
+// checks that it sees the orphan moving, leaves it to its target tgt
+// before deadline, and recovers it there (object generation 2) only after
+// deadline plus the grace.
+func leftToTarget(t *testing.T, cli *clientv3.Client, st *authority.Store, moving keyspace.Object, tgt authority.OwnerRef, deadline time.Time) *running {
+	t.Helper()
+	ctx := context.Background()
 	const grace = 500 * time.Millisecond
 	rec := start(t, cli, "r", func(c *recovery.Config) { c.Recover, c.Grace, c.Retry = true, grace, 200*time.Millisecond })
 	leads(t, cli, rec, 30*time.Second)
@@ -53,12 +72,12 @@ func TestRecoverWaitsForBulkTarget(t *testing.T) {
 	})
 	if time.Now().Before(deadline) { // the check is only meaningful before the deadline
 		if got, _ := st.Read(ctx, moving); got.Record.Owner.ID != "ghost" {
-			t.Fatalf("recovered before its bulk's deadline: %+v", got.Record)
+			t.Fatalf("recovered before its move's deadline: %+v", got.Record)
 		}
 	}
 	waitFor(t, "recovered after the deadline and grace", 30*time.Second, func() error {
 		got, err := st.Read(ctx, moving)
-		if err != nil || got.Record.Owner != ref(tgt) || got.Record.ObjectGeneration != 2 {
+		if err != nil || got.Record.Owner != tgt || got.Record.Intent != nil || got.Record.ObjectGeneration != 2 {
 			return fmt.Errorf("%+v %v", got.Record, err)
 		}
 		return nil
@@ -66,13 +85,5 @@ func TestRecoverWaitsForBulkTarget(t *testing.T) {
 	if time.Now().Before(deadline.Add(grace)) {
 		t.Fatalf("recovered before the deadline plus grace")
 	}
-	waitFor(t, "the expired bulk intent swept", 30*time.Second, func() error {
-		// The sweep runs when a step lists the bulk intents: the recovery
-		// of this orphan was one.
-		got, err := cli.Get(ctx, keys.RelocationsPrefix(), clientv3.WithPrefix(), clientv3.WithKeysOnly())
-		if err != nil || len(got.Kvs) != 0 {
-			return fmt.Errorf("relocations/ holds %v (%v)", got.Kvs, err)
-		}
-		return nil
-	})
+	return rec
 }

@@ -462,31 +462,7 @@ func TestRecoverWaitsForRelocationTarget(t *testing.T) {
 	if err := ghost.Close(ctx); err != nil { // revokes its lease: both objects are orphans
 		t.Fatal(err)
 	}
-	const grace = 500 * time.Millisecond
-	rec := start(t, cli, "r", func(c *recovery.Config) { c.Recover, c.Grace, c.Retry = true, grace, 200*time.Millisecond })
-	leads(t, cli, rec, 30*time.Second)
-	waitFor(t, "orphans seen", 30*time.Second, func() error {
-		if n := rec.c.Status().Orphans; n == 0 {
-			return fmt.Errorf("no orphans yet")
-		}
-		return nil
-	})
-	if time.Now().Before(deadline) { // the check is only meaningful before the deadline
-		got, _ := st.Read(ctx, moving)
-		if got.Record.Owner.ID != "ghost" {
-			t.Fatalf("recovered before its relocation's deadline: %+v", got.Record)
-		}
-	}
-	waitFor(t, "recovered after the deadline and grace", 30*time.Second, func() error {
-		got, err := st.Read(ctx, moving)
-		if err != nil || got.Record.Owner != ref(tgt) || got.Record.Intent != nil || got.Record.ObjectGeneration != 2 {
-			return fmt.Errorf("%+v %v", got.Record, err)
-		}
-		return nil
-	})
-	if time.Now().Before(deadline.Add(grace)) {
-		t.Fatalf("recovered before the deadline plus grace")
-	}
+	rec := leftToTarget(t, cli, st, moving, ref(tgt), deadline)
 	waitFor(t, "no_target counted", 30*time.Second, func() error {
 		if n := counter(t, rec.reg, "meshloc_locationd_recoveries_total", "outcome", recovery.OutcomeNoTarget); n == 0 {
 			return fmt.Errorf("no no_target yet")
