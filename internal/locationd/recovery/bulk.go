@@ -14,6 +14,28 @@ import (
 // left to that target, as an orphan whose record carries an intent is,
 // until the intent's deadline plus the grace; then the key is swept.
 
+// bulkSweepEvery is how often a leader sweeps expired bulk intents, those
+// no orphan brought up (a source stopped mid-bulk whose objects all
+// moved, a write that landed after its source gave up on it).
+const bulkSweepEvery = 30 * time.Second
+
+// sweepLoop sweeps expired bulk intents every bulkSweepEvery, for as long
+// as the term lasts.
+func (c *Controller) sweepLoop(ctx context.Context) {
+	st := authority.New(c.cli, c.keys)
+	t := time.NewTicker(bulkSweepEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			// A failed sweep is tried again at the next tick.
+			_, _, _ = st.SweepBulkIntents(ctx, c.now().UnixMilli(), c.cfg.Grace.Milliseconds())
+		}
+	}
+}
+
 // bulkMove is where a bulk intent moves one object.
 type bulkMove struct {
 	target       authority.OwnerRef

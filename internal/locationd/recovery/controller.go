@@ -299,6 +299,7 @@ func (c *Controller) lead(ctx context.Context, cancel context.CancelCauseFunc, e
 	wg.Go(func() { c.watchKey(ctx, cancel, e) })
 	if c.cfg.Recover {
 		wg.Go(func() { c.recoverLoop(ctx, cancel, v, guard, kick) })
+		wg.Go(func() { c.sweepLoop(ctx) }) // bulk.go
 	}
 	wg.Wait()
 }
