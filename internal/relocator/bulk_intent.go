@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/meshloc/meshloc/pkg/authority"
 	"github.com/meshloc/meshloc/pkg/record"
@@ -33,23 +35,50 @@ type awaiting struct {
 
 // bulkKeys writes a bulk source's keys: each write takes every unit
 // waiting then, cut into keys of at most MaxBulkUnits, and tells each
-// unit its result through the run's queue.
+// unit its result through the run's queue. A write waits for the seals in
+// flight, so that a bulk's units share one key, but no longer than
+// keyWait: a unit whose seal waits on a long handler holds up no other.
 type bulkKeys struct {
 	intents BulkIntents
 	self    record.OwnerRef
 	base    string // the run's id: key i is "<base>.<i>"
 
-	waiting []awaiting
-	sealing int // seals in flight: the key waits for them
+	waiting  []awaiting
+	since    time.Time    // when the first of waiting asked
+	sealing  int          // seals in flight
+	inflight atomic.Int32 // writes in flight
 
 	mu      sync.Mutex
 	next    int
 	written map[string]int64 // key id → ModRevision, to delete at the end
 }
 
+// keyWait bounds how long a captured unit waits for the other seals in
+// flight before its key is written without them.
+const keyWait = 20 * time.Millisecond
+
+// await takes a unit's request for its bulk's key.
+func (k *bulkKeys) await(w awaiting, now time.Time) {
+	if len(k.waiting) == 0 {
+		k.since = now
+	}
+	k.waiting = append(k.waiting, w)
+}
+
 // ready reports whether the waiting units should be written now: no
-// seal is in flight whose unit would ask next.
-func (k *bulkKeys) ready() bool { return len(k.waiting) > 0 && k.sealing == 0 }
+// write in flight, and no seal either, or keyWait passed.
+func (k *bulkKeys) ready(now time.Time) bool {
+	return len(k.waiting) > 0 && k.inflight.Load() == 0 && (k.sealing == 0 || now.Sub(k.since) >= keyWait)
+}
+
+// wakeIn is how long until ready may turn true by the clock alone (or
+// longest: no such wait).
+func (k *bulkKeys) wakeIn(now time.Time, longest time.Duration) time.Duration {
+	if len(k.waiting) == 0 || k.sealing == 0 {
+		return longest
+	}
+	return min(longest, max(k.since.Add(keyWait).Sub(now), 0))
+}
 
 // write starts the writes of every waiting unit, in goroutines of l's.
 func (k *bulkKeys) write(ctx context.Context, l *multi) {
@@ -68,10 +97,13 @@ func (k *bulkKeys) write(ctx context.Context, l *multi) {
 			}
 		}
 		batch = rest
+		k.inflight.Add(1)
 		l.async.Add(1)
 		go func() {
 			defer l.async.Done()
-			for _, r := range k.writeKey(ctx, part) {
+			res := k.writeKey(ctx, part)
+			k.inflight.Add(-1) // before its results wake the run
+			for _, r := range res {
 				l.queue.push(r)
 			}
 		}()

@@ -110,7 +110,7 @@ func (b *BulkSource) Run(ctx context.Context) {
 			end:   func() { l.finish(u) }}
 		if keys != nil {
 			x.seal = func() { keys.sealing++ }
-			x.await = func(a relocation.AwaitBulkIntent) { keys.waiting = append(keys.waiting, awaiting{u: u, a: a}) }
+			x.await = func(a relocation.AwaitBulkIntent) { keys.await(awaiting{u: u, a: a}, l.clock.Now()) }
 		}
 		u.exec = x.do
 		reports[u], primaries[u] = bu.Report, bu.Objects[0].String()
@@ -146,7 +146,7 @@ func (b *BulkSource) Run(ctx context.Context) {
 	broken := false
 	for {
 		l.runReady()
-		if keys != nil && keys.ready() {
+		if keys != nil && keys.ready(l.clock.Now()) {
 			keys.write(ctx, l)
 		}
 		if err := b.flush(ctx, l); err != nil && !broken {
@@ -167,7 +167,11 @@ func (b *BulkSource) Run(ctx context.Context) {
 				continue
 			}
 		}
-		timer.Reset(l.nextWake())
+		next := l.nextWake()
+		if keys != nil {
+			next = keys.wakeIn(l.clock.Now(), next) // a key that waited long enough for the seals
+		}
+		timer.Reset(next)
 		select {
 		case <-l.queue.ready:
 			now := relocation.Tick{NowMs: l.clock.Now().UnixMilli()}
@@ -215,7 +219,7 @@ func (b *BulkSource) deliver(l *multi, t tagged, now relocation.Tick, broken *bo
 		l.stepAll(t.ev)
 	default:
 		if _, ok := t.ev.(relocation.Captured); ok && b.keys != nil {
-			b.keys.sealing-- // a seal's result: its unit asks for the key next
+			b.keys.sealing-- // a seal's result: its unit asks for its key next
 		}
 		if u := l.units[t.id]; u != nil {
 			l.step(u, now)

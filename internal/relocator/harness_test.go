@@ -176,6 +176,7 @@ type fakeSourceMailbox struct {
 	payload  [][]byte
 	base     [][]byte // Snapshot: a pre-copy base (nil: payload)
 	sealErr  error
+	sealWait time.Duration // Seal waits this long first (a long handler)
 	boundary []*pb.CallRequest
 	calls    []string
 	reopened *relocation.Reopen
@@ -187,6 +188,7 @@ func (m *fakeSourceMailbox) note(c string) { m.mu.Lock(); m.calls = append(m.cal
 
 func (m *fakeSourceMailbox) Seal(context.Context, relocation.Seal) ([][]byte, error) {
 	m.note("seal")
+	time.Sleep(m.sealWait) // virtual time: the tests run in synctest bubbles
 	return m.payload, m.sealErr
 }
 

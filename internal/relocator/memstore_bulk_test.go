@@ -2,6 +2,7 @@ package relocator
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/meshloc/meshloc/pkg/authority"
 )
@@ -37,6 +38,9 @@ func (m *memStore) WriteBulkIntent(_ context.Context, id string, b authority.Bul
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.bulk.writes++
+	if len(b.Units) > m.MaxBulkUnits() {
+		return authority.BulkIntentResult{}, fmt.Errorf("%d units in one bulk intent, at most %d", len(b.Units), m.MaxBulkUnits())
+	}
 	res := authority.BulkIntentResult{OwnerAlive: m.alive(b.Source), Current: map[string]authority.Snapshot{}}
 	_, res.Exists = m.bulk.keys[id]
 	for _, u := range b.Units {
