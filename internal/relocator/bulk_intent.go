@@ -72,9 +72,9 @@ func (k *bulkKeys) ready(now time.Time) bool {
 }
 
 // wakeIn is how long until ready may turn true by the clock alone (or
-// longest: no such wait).
+// longest: no such wait; a write in flight wakes the run with its results).
 func (k *bulkKeys) wakeIn(now time.Time, longest time.Duration) time.Duration {
-	if len(k.waiting) == 0 || k.sealing == 0 {
+	if len(k.waiting) == 0 || k.sealing == 0 || k.inflight.Load() > 0 {
 		return longest
 	}
 	return min(longest, max(k.since.Add(keyWait).Sub(now), 0))
