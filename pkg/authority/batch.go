@@ -45,6 +45,9 @@ type batcher struct {
 	// requests and writes count what commit sent: etcd requests, and the
 	// writes they carried (BatchStats).
 	requests, writes atomic.Int64
+	// hoistMisses counts the batches sent again without hoisting, a
+	// shared compare having failed (batch_hoist.go).
+	hoistMisses atomic.Int64
 }
 
 // batchWrite is one transaction waiting for its batch.
@@ -229,11 +232,33 @@ func (b *batcher) commit(batch []*batchWrite) {
 		b.alone(ctx, batch[0])
 		return
 	}
+	b.nested(ctx, batch, true)
+}
+
+// nested sends batch as nested transactions of one, hoisting the compares
+// all of them carry when it may (batch_hoist.go).
+func (b *batcher) nested(ctx context.Context, batch []*batchWrite, mayHoist bool) {
+	var shared []clientv3.Cmp
+	var rest [][]clientv3.Cmp
+	if mayHoist {
+		shared, rest = hoist(batch)
+	}
 	ops := make([]clientv3.Op, len(batch))
 	for i, w := range batch {
-		ops[i] = clientv3.OpTxn(w.cmps, w.thens, w.elses)
+		cmps := w.cmps
+		if rest != nil {
+			cmps = rest[i]
+		}
+		ops[i] = clientv3.OpTxn(cmps, w.thens, w.elses)
 	}
-	resp, err := b.kv.Txn(ctx).Then(ops...).Commit()
+	resp, err := b.kv.Txn(ctx).If(shared...).Then(ops...).Commit()
+	if err == nil && !resp.Succeeded {
+		// A shared compare failed and nothing was applied.
+		b.requests.Add(1)
+		b.hoistMisses.Add(1)
+		b.nested(ctx, batch, false)
+		return
+	}
 	switch {
 	case err != nil && refusedWhole(err):
 		b.requests.Add(int64(len(batch)))

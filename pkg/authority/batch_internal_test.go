@@ -40,7 +40,7 @@ func (t *gateTxn) Else(...clientv3.Op) clientv3.Txn { return t }
 func (t *gateTxn) Commit() (*clientv3.TxnResponse, error) {
 	n := 1
 	resp := &clientv3.TxnResponse{Header: &pb.ResponseHeader{Revision: 7}, Succeeded: true}
-	if t.cmps == 0 && len(t.thens) > 0 && t.thens[0].IsTxn() {
+	if len(t.thens) > 0 && t.thens[0].IsTxn() { // a batch (its shared compares hoisted)
 		n = len(t.thens)
 		for i := range t.thens {
 			resp.Responses = append(resp.Responses, &pb.ResponseOp{Response: &pb.ResponseOp_ResponseTxn{
@@ -233,5 +233,37 @@ func TestBatchKeysIndex(t *testing.T) {
 	k.reset()
 	if k.meets(w(nil, put("owner"))) {
 		t.Error("a reset index still holds keys")
+	}
+}
+
+// TestHoist: only the compares every write carries are hoisted, wherever
+// each write has them; the others stay with their writes.
+func TestHoist(t *testing.T) {
+	owner := clientv3.Compare(clientv3.CreateRevision("o"), "=", 7)
+	fence := func(rev int64) clientv3.Cmp { return clientv3.Compare(clientv3.ModRevision("f"), "=", rev) }
+	rec := func(k string) clientv3.Cmp { return clientv3.Compare(clientv3.Value(k), "=", "v") }
+	w := func(cs ...clientv3.Cmp) *batchWrite { return &batchWrite{cmps: cs} }
+
+	if s, r := hoist([]*batchWrite{w(owner, fence(1))}); s != nil || r != nil {
+		t.Fatalf("a write alone: %v %v", s, r)
+	}
+	batch := []*batchWrite{w(rec("a"), owner, fence(1)), w(fence(1), rec("b"), owner), w(owner, rec("c"), fence(2))}
+	shared, rest := hoist(batch)
+	if len(shared) != 1 || !sameCmp(shared[0].GetCompare(), owner.GetCompare()) {
+		t.Fatalf("shared %v, want the owner's compare only", shared)
+	}
+	want := [][]clientv3.Cmp{{rec("a"), fence(1)}, {fence(1), rec("b")}, {rec("c"), fence(2)}}
+	for i := range batch {
+		if len(rest[i]) != len(want[i]) {
+			t.Fatalf("write %d keeps %v, want %v", i, rest[i], want[i])
+		}
+		for j := range want[i] {
+			if !sameCmp(rest[i][j].GetCompare(), want[i][j].GetCompare()) {
+				t.Fatalf("write %d keeps %v, want %v", i, rest[i], want[i])
+			}
+		}
+	}
+	if s, r := hoist([]*batchWrite{w(rec("a")), w(rec("b"))}); s != nil || r != nil {
+		t.Fatalf("nothing shared: %v %v", s, r)
 	}
 }

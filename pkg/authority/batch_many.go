@@ -17,10 +17,13 @@ import (
 // BatchStats counts what a batched Store's writes took: etcd requests sent,
 // and the writes they carried (one each when alone). Writes/Requests is
 // how many writes shared a request on average. ReadRequests and Reads are
-// the same for its local reads. Zero for a Store that is not batched.
+// the same for its local reads. HoistMisses counts the batches sent again
+// because a compare all their writes shared failed (batch_hoist.go). Zero
+// for a Store that is not batched.
 type BatchStats struct {
 	Requests, Writes    int64
 	ReadRequests, Reads int64
+	HoistMisses         int64
 }
 
 // BatchStats of s (see the type).
@@ -29,7 +32,8 @@ func (s *Store) BatchStats() BatchStats {
 		return BatchStats{}
 	}
 	return BatchStats{Requests: s.batch.requests.Load(), Writes: s.batch.writes.Load(),
-		ReadRequests: s.reads.requests.Load(), Reads: s.reads.writes.Load()}
+		ReadRequests: s.reads.requests.Load(), Reads: s.reads.writes.Load(),
+		HoistMisses: s.batch.hoistMisses.Load()}
 }
 
 // errNotSent: a write of doMany was never sent (its caller's context

@@ -135,8 +135,14 @@ func TestBulkIntent(t *testing.T) {
 	if w, err := s.Preserve(ctx, authority.PreserveRequest{Seen: snaps[1], Source: src, RelocationID: u1.RelocationID}); err != nil || !w.Written {
 		t.Fatalf("preserve unit 1: %+v %v", w, err)
 	}
-	if cr, err := s.Commit(ctx, bulkCommit("k1", rev, snaps[1], u1.RelocationID, dst)); err != nil || cr.Committed {
+	cr, err := s.Commit(ctx, bulkCommit("k1", rev, snaps[1], u1.RelocationID, dst))
+	if err != nil || cr.Committed {
 		t.Fatalf("a commit after the preserve: %+v %v", cr, err)
+	}
+	// A bulk commit reads nothing on failure in its transaction: what it
+	// reports comes from the read after it.
+	if got := cr.Records[snaps[1].Object.String()]; got.Record.Owner != src || got.StoreVersion <= snaps[1].StoreVersion || !cr.TargetAlive {
+		t.Fatalf("a failed bulk commit's view: %+v (alive %v)", got, cr.TargetAlive)
 	}
 	// A commit that names another revision of the key fails, and so does
 	// one whose record is not the bytes etcd holds (a source that lied

@@ -301,10 +301,21 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	n := len(req.Participants)
 	cmps := make([]clientv3.Cmp, 0, n+1)
 	puts := make([]clientv3.Op, 0, n)
-	gets := make([]clientv3.Op, 0, n+1)
-	for _, p := range req.Participants {
+	// A bulk's commits fill most of a drain's etcd requests, and their
+	// compares almost never fail: reading the records on failure in every
+	// one of them (raft entry, WAL, apply) costs more than one read after
+	// the rare one that failed.
+	var gets []clientv3.Op
+	get := func(key string) {
+		if req.Bulk == nil {
+			gets = append(gets, clientv3.OpGet(key))
+		}
+	}
+	planned := make([]Record, n)
+	for i, p := range req.Participants {
 		k := s.keys.Authority(p.Expected.Object)
 		rec := req.planned(p)
+		planned[i] = rec
 		if compareRecords {
 			// The record's exact bytes carry this relocation's intent, which
 			// exists only from its Intend to the next write of the record:
@@ -321,17 +332,17 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 			}
 		}
 		puts = append(puts, clientv3.OpPut(k, string(rec.Encode())))
-		gets = append(gets, clientv3.OpGet(k))
+		get(k)
 	}
 	if j := req.Join; j != nil {
 		gk := s.keys.Authority(j.Group.Object)
 		cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(gk), "=", j.Group.StoreVersion))
 		puts = append(puts, clientv3.OpPut(gk, string(req.plannedGroupBytes())))
-		gets = append(gets, clientv3.OpGet(gk))
+		get(gk)
 	}
 	ownerKey := s.keys.Owner(req.Target.ID)
 	cmps = append(cmps, clientv3.Compare(clientv3.CreateRevision(ownerKey), "=", req.Target.Generation))
-	gets = append(gets, clientv3.OpGet(ownerKey))
+	get(ownerKey)
 	switch b := req.Bulk; {
 	case b != nil && compareRecords:
 		// The bulk's key stays until every object of the bulk ended; its
@@ -353,9 +364,9 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 	objs := req.objects()
 	if resp.Succeeded {
 		res := CommitResult{Committed: true, Revision: resp.Header.Revision, Records: map[string]Snapshot{}, TargetAlive: true}
-		for _, p := range req.Participants {
+		for i, p := range req.Participants {
 			res.Records[p.Expected.Object.String()] = Snapshot{
-				Object: p.Expected.Object, Record: req.planned(p),
+				Object: p.Expected.Object, Record: planned[i],
 				StoreVersion: resp.Header.Revision, Revision: resp.Header.Revision,
 			}
 		}
@@ -365,7 +376,14 @@ func (s *Store) commit(ctx context.Context, req CommitRequest, compareRecords bo
 		}
 		return res, nil
 	}
-	v, err := s.view(resp, objs, []string{req.Target.ID}, 0)
+	var v View
+	if req.Bulk != nil {
+		// A later read than the failed compare's: as if the commit had
+		// waited longer for its batch, which decides nothing differently.
+		v, err = s.ReadMany(ctx, objs, []string{req.Target.ID})
+	} else {
+		v, err = s.view(resp, objs, []string{req.Target.ID}, 0)
+	}
 	if err != nil {
 		return CommitResult{}, err
 	}
