@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/meshloc/meshloc/pkg/client"
 	"github.com/meshloc/meshloc/pkg/node"
 )
@@ -70,9 +72,9 @@ func BenchmarkDrainIdle(b *testing.B) {
 		b.ResetTimer()
 		stop := profileTo(b, os.Getenv("MESHLOC_DRAIN_PROFILE"))
 		writeAllocs(b, os.Getenv("MESHLOC_DRAIN_MEMPROFILE"), ".base")
-		cpu0 := processCPU()
+		cpu0, etcd0 := processCPU(), etcdWork(b)
 		rep, err := m.nodes[0].Drain(context.Background(), node.DrainOptions{Concurrency: drainConc(b)})
-		cpu := processCPU() - cpu0
+		cpu, etcd := processCPU()-cpu0, etcdWork(b).less(etcd0)
 		stop()
 		writeAllocs(b, os.Getenv("MESHLOC_DRAIN_MEMPROFILE"), "")
 		b.StopTimer()
@@ -83,8 +85,26 @@ func BenchmarkDrainIdle(b *testing.B) {
 		b.ReportMetric(float64(len(rep.Failed)), "failed")
 		b.ReportMetric(float64(cpu.Microseconds())/float64(max(1, len(rep.Moved))), "cpu-µs/object")
 		b.ReportMetric(float64(count)/act.Seconds(), "activations/s")
+		// What etcd wrote and answered, unlike CPU and time, does not
+		// depend on what else the machine runs.
+		moved := float64(max(1, len(rep.Moved)))
+		b.ReportMetric(etcd.walBytes/moved, "wal-B/object")
+		b.ReportMetric(etcd.txns/moved*1000, "txns/1k-objects")
 		b.Logf("moved %d failed %d in %v (%s; %d bulk moves); activated %d in %v", len(rep.Moved), len(rep.Failed), rep.Duration, rep.EndedEarly, rep.Bulks, count, act)
 	}
+}
+
+// etcdCount is what the process's etcd members counted so far: bytes
+// written to their WALs and Txn requests answered.
+type etcdCount struct{ walBytes, txns float64 }
+
+func etcdWork(b *testing.B) etcdCount {
+	return etcdCount{walBytes: gatherSum(b, prometheus.DefaultGatherer, "etcd_disk_wal_write_bytes_total", nil),
+		txns: gatherSum(b, prometheus.DefaultGatherer, "grpc_server_handled_total", map[string]string{"grpc_method": "Txn"})}
+}
+
+func (c etcdCount) less(o etcdCount) etcdCount {
+	return etcdCount{walBytes: c.walBytes - o.walBytes, txns: c.txns - o.txns}
 }
 
 // writeAllocs writes the allocation profile so far to file+suffix (nothing
